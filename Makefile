@@ -1,0 +1,42 @@
+# ptyd developer entry points. Everything runs from a local virtualenv (.venv) that these targets create.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv run test lint typecheck unit stress bench docs clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Start the daemon in the foreground on the default socket (Ctrl-C stops it and every session).
+run: venv
+	$(VENV)/bin/ptyd
+
+## Lint, type-check and run every test against a real daemon.
+test: lint typecheck unit
+
+lint: venv
+	$(VENV)/bin/ruff check ptyd tests
+	$(VENV)/bin/ruff format --check ptyd tests
+
+typecheck: venv
+	$(VENV)/bin/mypy ptyd
+
+unit: venv
+	$(PY) -m pytest -q -m 'not slow'
+
+stress: venv
+	$(PY) -m pytest -q -m slow
+
+## Regenerate docs/protocol.md from the wire types.
+docs: venv
+	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

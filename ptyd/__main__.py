@@ -1,0 +1,3 @@
+from ptyd.cli import main
+
+main()

@@ -1,0 +1,156 @@
+"""The method table: each RPC method's params type, result type and handler, binding the protocol to PtyService.
+
+Handler docstrings come from the params Structs (``ptyd.protocol``), which is where the protocol docs and the
+OpenRPC document read them.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from typing import Any
+
+from ptyd import protocol as p
+from ptyd.backends.base import SendRequest
+from ptyd.errors import InvalidArgument
+from ptyd.rpc.dispatch import Method
+from ptyd.service.service import PtyService
+
+
+def parse_signal(value: str | int) -> int:
+    if isinstance(value, int):
+        return value
+    name = value.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(_signal.Signals[name])
+    except KeyError:
+        raise InvalidArgument(f"unknown signal {value!r}", field="signal") from None
+
+
+class Api:
+    def __init__(self, service: PtyService) -> None:
+        self.service = service
+
+    def _ms(self, value: int | None, default: int) -> float:
+        return (value if value is not None else default) / 1000
+
+    # --- agents ----------------------------------------------------------------------------------------
+
+    async def agent_register(self, _: Any, params: p.AgentRegisterParams) -> p.AgentRegisterResult:
+        agent, token = self.service.register(params.name)
+        return p.AgentRegisterResult(agent_id=agent.agent_id, token=token)
+
+    async def agent_release(self, _: Any, params: p.AgentReleaseParams) -> p.AgentReleaseResult:
+        agent = self.service.authenticate(params.token)
+        return p.AgentReleaseResult(closed_sessions=await self.service.release(agent))
+
+    # --- sessions --------------------------------------------------------------------------------------
+
+    async def terminal_open(self, _: Any, params: p.TerminalOpenParams) -> p.TerminalOpenResult:
+        agent = self.service.authenticate(params.token)
+        session = await self.service.open(agent, params)
+        info = session.info()
+        return p.TerminalOpenResult(
+            session_id=info.session_id,
+            name=info.name,
+            type=info.type,
+            pid=info.pid,
+            motd=session.motd,
+            status=info.status,
+            cols=info.cols,
+            rows=info.rows,
+            wait_reason=session.open_wait_reason,
+            alt_screen=info.alt_screen,
+            foreground=info.foreground,
+        )
+
+    async def terminal_send(self, _: Any, params: p.TerminalSendParams) -> p.SendResult | p.SendStarted:
+        agent = self.service.authenticate(params.token)
+        session = self.service.session(agent, params.session_id)
+        cfg = self.service.config
+        op = session.start_send(
+            SendRequest(
+                input=params.input,
+                timeout_s=self._ms(params.timeout_ms, cfg.default_timeout_ms),
+                idle_s=self._ms(params.idle_ms, cfg.default_idle_ms),
+                max_bytes=params.max_bytes or cfg.default_max_bytes,
+                request_key=params.request_key,
+            )
+        )
+        if not params.wait:
+            return p.SendStarted(operation_id=op.id)
+        return await op.result()
+
+    async def terminal_output(self, _: Any, params: p.TerminalOutputParams) -> p.TerminalOutputResult:
+        agent = self.service.authenticate(params.token)
+        return await self.service.session(agent, params.session_id).output()
+
+    async def terminal_wait(self, _: Any, params: p.TerminalWaitParams) -> p.TerminalWaitResult:
+        agent = self.service.authenticate(params.token)
+        session = self.service.session(agent, params.session_id)
+        timeout = None if params.timeout_ms is None else params.timeout_ms / 1000
+        return await session.wait(timeout)
+
+    async def terminal_cancel(self, _: Any, params: p.TerminalCancelParams) -> p.TerminalCancelResult:
+        agent = self.service.authenticate(params.token)
+        return p.TerminalCancelResult(cancelled=self.service.session(agent, params.session_id).cancel())
+
+    async def terminal_read(self, _: Any, params: p.TerminalReadParams) -> p.TerminalReadResult:
+        agent = self.service.authenticate(params.token)
+        session = self.service.session(agent, params.session_id)
+        cfg = self.service.config
+        max_lines = min(params.max_lines or 200, cfg.max_read_lines)
+        max_bytes = min(params.max_bytes or 256 * 1024, cfg.max_read_bytes)
+        return await session.read(params.start_line, max_lines, max_bytes)
+
+    async def terminal_signal(self, _: Any, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
+        agent = self.service.authenticate(params.token)
+        session = self.service.session(agent, params.session_id)
+        return session.signal(parse_signal(params.signal))
+
+    async def terminal_resize(self, _: Any, params: p.TerminalResizeParams) -> p.SessionInfo:
+        agent = self.service.authenticate(params.token)
+        session = self.service.session(agent, params.session_id)
+        session.resize(params.cols, params.rows)
+        return session.info()
+
+    async def terminal_status(self, _: Any, params: p.TerminalStatusParams) -> p.SessionInfo:
+        agent = self.service.authenticate(params.token)
+        return self.service.session(agent, params.session_id).info()
+
+    async def terminal_list(self, _: Any, params: p.TerminalListParams) -> p.TerminalListResult:
+        agent = self.service.authenticate(params.token)
+        return p.TerminalListResult(sessions=[s.info() for s in self.service.list(agent)])
+
+    async def terminal_close(self, _: Any, params: p.TerminalCloseParams) -> p.TerminalCloseResult:
+        agent = self.service.authenticate(params.token)
+        closed, killed = await self.service.close(agent, params.session_id, params.reason)
+        return p.TerminalCloseResult(closed=closed, killed=killed)
+
+    async def daemon_info(self, _: Any, params: p.DaemonInfoParams) -> p.DaemonInfoResult:
+        if params.token is not None:
+            self.service.authenticate(params.token)
+        return self.service.info()
+
+    def methods(self) -> list[Method]:
+        table: list[tuple[str, type[Any], Any, Any]] = [
+            ("agent_register", p.AgentRegisterParams, p.AgentRegisterResult, self.agent_register),
+            ("agent_release", p.AgentReleaseParams, p.AgentReleaseResult, self.agent_release),
+            ("terminal_open", p.TerminalOpenParams, p.TerminalOpenResult, self.terminal_open),
+            ("terminal_send", p.TerminalSendParams, p.SendResult | p.SendStarted, self.terminal_send),
+            ("terminal_output", p.TerminalOutputParams, p.TerminalOutputResult, self.terminal_output),
+            ("terminal_wait", p.TerminalWaitParams, p.TerminalWaitResult, self.terminal_wait),
+            ("terminal_cancel", p.TerminalCancelParams, p.TerminalCancelResult, self.terminal_cancel),
+            ("terminal_read", p.TerminalReadParams, p.TerminalReadResult, self.terminal_read),
+            ("terminal_signal", p.TerminalSignalParams, p.TerminalSignalResult, self.terminal_signal),
+            ("terminal_resize", p.TerminalResizeParams, p.SessionInfo, self.terminal_resize),
+            ("terminal_status", p.TerminalStatusParams, p.SessionInfo, self.terminal_status),
+            ("terminal_list", p.TerminalListParams, p.TerminalListResult, self.terminal_list),
+            ("terminal_close", p.TerminalCloseParams, p.TerminalCloseResult, self.terminal_close),
+            ("daemon_info", p.DaemonInfoParams, p.DaemonInfoResult, self.daemon_info),
+        ]
+        return [
+            Method(name, params, result, handler, (params.__doc__ or "").strip())
+            for name, params, result, handler in table
+        ]

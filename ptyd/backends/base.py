@@ -1,0 +1,74 @@
+"""The seam between PtyService and the backends (PtyBackend / PtyBackendSession in the harness's vocabulary).
+
+A backend owns how one registered session type starts and detects readiness. The service publishes the
+returned session only after setup succeeded, then owns ids, authorization and cleanup; the session owns its
+terminal state, scrollback, its one active send and the quiescence of its captured process tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ptyd import protocol as p
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnSpec:
+    session_id: str
+    name: str | None
+    argv: list[str] | None
+    cwd: str | None
+    env: dict[str, str]
+    cols: int
+    rows: int
+    timeout_s: float
+    idle_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest:
+    input: str
+    timeout_s: float
+    idle_s: float
+    max_bytes: int
+    request_key: str | None
+
+
+class SendOperation(Protocol):
+    """One send (PtySendOperation): exactly one may be active per session."""
+
+    id: str
+
+    @property
+    def done(self) -> bool: ...
+    async def result(self) -> p.SendResult: ...
+
+
+class PtyBackendSession(Protocol):
+    motd: str
+    type: str
+    name: str | None
+
+    @property
+    def pid(self) -> int | None: ...
+    def status(self) -> p.SessionStatus: ...
+    def info(self) -> p.SessionInfo: ...
+    def start_send(self, request: SendRequest) -> SendOperation: ...
+    async def output(self) -> p.TerminalOutputResult: ...
+    async def wait(self, timeout_s: float | None) -> p.TerminalWaitResult: ...
+    def cancel(self) -> bool: ...
+    async def read(self, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult: ...
+    def signal(self, signum: int) -> p.TerminalSignalResult: ...
+    def resize(self, cols: int, rows: int) -> None: ...
+    async def close(self, reason: str) -> int: ...
+
+
+class PtyBackend(Protocol):
+    """Replaceable provider for one session type, selected by ``terminal_open``'s ``type``."""
+
+    type: str
+
+    async def spawn(self, spec: SpawnSpec) -> PtyBackendSession:
+        """Create an unpublished, ready session, or raise after cleaning up what was partly created."""
+        ...

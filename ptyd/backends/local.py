@@ -1,0 +1,99 @@
+"""The local backends: ``shell`` (the configured shell, or argv) and ``exec`` (a bare argv, no shell)."""
+
+from __future__ import annotations
+
+import os
+from typing import final
+
+from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
+from ptyd.backends.containment import MARKER_VAR, Containment
+from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.session import LocalSession
+from ptyd.backends.spawn import spawn
+from ptyd.config import Config
+from ptyd.errors import InvalidArgument, SpawnFailed
+
+# Inherited from the daemon's own start-up and meaningless (or harmful) to a session's programs.
+_NOT_INHERITED = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "PTYD_TOKEN", "PTYD_SOCKET")
+
+
+def session_environment(config: Config, session_id: str, extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+    env["TERM"] = config.term
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
+    env.update(extra)
+    env[MARKER_VAR] = session_id  # last, so a caller cannot hide a process from close
+    return env
+
+
+@final
+class LocalBackend:
+    def __init__(
+        self,
+        type: str,
+        config: Config,
+        reaper: ChildReaper,
+        containment: Containment,
+        default_argv: tuple[str, ...] | None,
+    ) -> None:
+        self.type = type
+        self._config = config
+        self._reaper = reaper
+        self._containment = containment
+        self._default_argv = default_argv
+
+    async def spawn(self, spec: SpawnSpec) -> LocalSession:
+        argv = spec.argv or (list(self._default_argv) if self._default_argv else None)
+        if not argv:
+            raise InvalidArgument(f"type {self.type!r} needs argv", field="argv")
+        cwd = spec.cwd or os.path.expanduser("~")
+        env = session_environment(self._config, spec.session_id, spec.env)
+        try:
+            scope = self._containment.scope(spec.session_id)
+        except OSError as exc:
+            raise SpawnFailed(f"cannot create the session's cgroup: {exc.strerror}", reason="cgroup") from None
+        try:
+            spawned = spawn(argv, cwd, env, spec.cols, spec.rows)
+        except BaseException:
+            scope.remove()
+            raise
+        try:
+            scope.attach(spawned.pid)
+        except OSError:
+            pass  # the process is still found through the marker and its session; never fatal
+        session = LocalSession(
+            session_id=spec.session_id,
+            type=self.type,
+            name=spec.name,
+            spawned=spawned,
+            scope=scope,
+            config=self._config,
+            reaper=self._reaper,
+            cols=spec.cols,
+            rows=spec.rows,
+        )
+        try:
+            op = session.start_send(
+                SendRequest(
+                    input="",
+                    timeout_s=spec.timeout_s,
+                    idle_s=spec.idle_s,
+                    max_bytes=self._config.default_max_bytes,
+                    request_key=None,
+                )
+            )
+            result = await op.result()
+        except BaseException:
+            await session.close("open failed")
+            raise
+        session.motd = result.viewport
+        session.open_wait_reason = result.wait_reason
+        return session
+
+
+def build_registry(config: Config, reaper: ChildReaper, containment: Containment) -> dict[str, PtyBackend]:
+    return {
+        "shell": LocalBackend("shell", config, reaper, containment, config.shell_argv),
+        "exec": LocalBackend("exec", config, reaper, containment, None),
+    }

@@ -1,0 +1,167 @@
+"""Small, exception-safe readers of /proc. A process can vanish between any two reads; callers get None."""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+
+class ProcStat(NamedTuple):
+    pid: int
+    comm: str
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+    tpgid: int
+    starttime: int  # clock ticks since boot: with the pid, identifies a process across pid reuse
+
+
+def read_stat(pid: int, tid: int | None = None) -> ProcStat | None:
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: it ends at the last ')'.
+    open_paren = raw.find(b"(")
+    close_paren = raw.rfind(b")")
+    if open_paren < 0 or close_paren < 0:
+        return None
+    fields = raw[close_paren + 2 :].split()
+    try:
+        return ProcStat(
+            pid=pid,
+            comm=raw[open_paren + 1 : close_paren].decode(errors="replace"),
+            state=fields[0].decode(),
+            ppid=int(fields[1]),
+            pgrp=int(fields[2]),
+            session=int(fields[3]),
+            tpgid=int(fields[5]),
+            starttime=int(fields[19]),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def all_pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def tasks(pid: int) -> list[int]:
+    try:
+        return [int(name) for name in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def children(pid: int) -> list[int]:
+    """Direct children, from every thread's ``children`` list (CONFIG_PROC_CHILDREN)."""
+    out: list[int] = []
+    for tid in tasks(pid):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it that is still its descendant (reparented ones are not)."""
+    out = [pid]
+    i = 0
+    while i < len(out):
+        out.extend(children(out[i]))
+        i += 1
+    return out
+
+
+class Syscall(NamedTuple):
+    nr: int
+    args: tuple[int, ...]
+
+
+def read_syscall(pid: int, tid: int) -> Syscall | None:
+    """The syscall a thread is blocked in; None if running, not in a syscall, or unreadable.
+
+    Raises PermissionError when ptrace access is denied (a non-dumpable process such as sudo).
+    """
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as f:
+            fields = f.read().split()
+    except PermissionError:
+        raise
+    except OSError:
+        return None
+    if not fields or fields[0] == b"running":
+        return None
+    try:
+        nr = int(fields[0])
+        if nr < 0:
+            return None
+        return Syscall(nr, tuple(int(x, 16) for x in fields[1:7]))
+    except ValueError:
+        return None
+
+
+def read_wchan(pid: int, tid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/wchan", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def fd_rdev(pid: int, fd: int) -> int | None:
+    """The device number an fd of another process refers to, or None."""
+    try:
+        st = os.stat(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return None
+    return st.st_rdev if st.st_rdev else None
+
+
+def read_memory(pid: int, address: int, size: int) -> bytes | None:
+    if size <= 0 or size > 65536 or address <= 0:
+        return None
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.pread(fd, size, address)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def epoll_targets(pid: int, epfd: int) -> list[tuple[int, int]]:
+    """(fd, events) registered in an epoll instance of another process."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{epfd}", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out: list[tuple[int, int]] = []
+    for line in lines:
+        if line.startswith(b"tfd:"):
+            parts = line.split()
+            try:
+                out.append((int(parts[1]), int(parts[3], 16)))
+            except (IndexError, ValueError):
+                continue
+    return out
+
+
+def environ_has(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker in f.read().split(b"\0")
+    except OSError:
+        return False

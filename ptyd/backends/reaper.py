@@ -1,0 +1,63 @@
+"""Reaps every child of the daemon and reports the exits of the ones a session watches.
+
+uvloop reserves SIGCHLD for its own subprocess support (which ptyd does not use), so exits are noticed through a
+pidfd per watched process, and orphans that the subreaper setting hands to the daemon are collected by the same
+``reap`` (called on every pidfd wake-up, during teardown, and from a slow periodic sweep).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from typing import final
+
+ExitCallback = Callable[[int | None, str | None], None]  # (exit_code, signal name)
+
+
+def decode_wait(code: int, status: int) -> tuple[int | None, str | None]:
+    if code == os.CLD_EXITED:
+        return status, None
+    try:
+        return None, signal.Signals(status).name
+    except ValueError:
+        return None, f"SIG{status}"
+
+
+@final
+class ChildReaper:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._watched: dict[int, tuple[int, ExitCallback]] = {}  # pid -> (pidfd, callback)
+        self.reaped_orphans = 0
+
+    def watch(self, pid: int, callback: ExitCallback) -> None:
+        pidfd = os.pidfd_open(pid)
+        self._watched[pid] = (pidfd, callback)
+        self._loop.add_reader(pidfd, self.reap)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            entry = self._watched.pop(info.si_pid, None)
+            if entry is None:
+                self.reaped_orphans += 1
+                continue
+            pidfd, callback = entry
+            self._loop.remove_reader(pidfd)
+            os.close(pidfd)
+            callback(*decode_wait(info.si_code, info.si_status))
+
+    def close(self) -> None:
+        for pidfd, _ in self._watched.values():
+            self._loop.remove_reader(pidfd)
+            with contextlib.suppress(OSError):
+                os.close(pidfd)
+        self._watched.clear()

@@ -1,0 +1,72 @@
+"""One send operation: its input, bounds, where its output starts in the transcript, and its settled result."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import final
+
+from ptyd import protocol as p
+from ptyd.backends.base import SendRequest
+from ptyd.terminal.emulator import HeadCapture, Terminal
+from ptyd.terminal.viewport import HEAD_SHARE, bound
+
+
+@final
+class SendOp:
+    def __init__(self, request: SendRequest, anchor: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.id = "op-" + secrets.token_hex(8)
+        self.request = request
+        self.started = time.monotonic()
+        self.deadline = self.started + request.timeout_s
+        self.anchor = anchor  # transcript line of the cursor when the input was written
+        self.capture = HeadCapture(anchor, request.max_bytes // HEAD_SHARE)
+        self.output_line = anchor  # terminal_output's consumption cursor
+        self.future: asyncio.Future[p.SendResult] = loop.create_future()
+        # Evidence that the program took the input. Right after the write, the input may still sit in the
+        # tty's flip buffer (the input queue reads empty) while the program waits exactly as before the
+        # write; that pre-existing wait must not count. Set by: the input seen queued, output after the
+        # write, the foreground group changing, or the group seen out of its wait.
+        self.taken = not request.input
+        self.received_at_write = 0
+        self.foreground_at_write: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    async def result(self) -> p.SendResult:
+        # Shielded: a caller that disconnects must not cancel the operation its result belongs to.
+        return await asyncio.shield(self.future)
+
+
+def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange]:
+    """The rendered delta of ``op``: its lines up to the cursor line, or the screen of a full-screen program."""
+    end = terminal.cursor_line + 1
+    start = min(op.anchor, end - 1)
+    lines = p.LineRange(start_line=start, end_line=end)
+    max_bytes = op.request.max_bytes
+    if terminal.alt_screen:
+        text, truncated = bound([], None, terminal.visible_rows(), 0, max_bytes)
+        return text, truncated, lines
+    first = terminal.scrollback.first
+    if start >= first:
+        text, truncated = bound([], None, terminal.transcript(start, end), start, max_bytes)
+        return text, truncated, lines
+    # The head of this send's output was dropped from scrollback by a burst; the capture kept its first lines.
+    head = op.capture.lines
+    text, _ = bound(head, (op.capture.end_line, first), terminal.transcript(first, end), first, max_bytes)
+    return text, True, lines
+
+
+def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str, bool]:
+    """Completed lines since the previous call (and the cursor line once the operation settled)."""
+    end = terminal.cursor_line + (1 if op.done else 0)
+    start = max(op.output_line, terminal.scrollback.first)
+    dropped = start > op.output_line
+    op.output_line = max(end, op.output_line)
+    if end <= start:
+        return "", dropped
+    text, truncated = bound([], None, terminal.transcript(start, end), start, max_bytes)
+    return text, truncated or dropped

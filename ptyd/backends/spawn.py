@@ -1,0 +1,91 @@
+"""Starting a program on a new pseudo-terminal, as its session leader with the terminal as controlling tty.
+
+No Python runs in the child: ``posix_spawn`` starts util-linux ``setsid -c`` (setsid + TIOCSCTTY on stdin)
+which execs coreutils ``env -C DIR`` which execs the program, so the pid returned is the program's pid, and
+forking a multi-threaded daemon never runs interpreter code between fork and exec. Everything that can fail
+(the directory, the program, the fds) is checked before spawning, so a failure is reported with its OS
+reason and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import signal
+import struct
+import termios
+from dataclasses import dataclass
+
+from ptyd.errors import SpawnFailed
+
+IUTF8 = getattr(termios, "IUTF8", 0o40000)  # Linux value; Python 3.11 does not export it
+SETSID = shutil.which("setsid") or "/usr/bin/setsid"
+ENV = shutil.which("env") or "/usr/bin/env"
+_DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+
+
+@dataclass(slots=True)
+class Spawned:
+    pid: int
+    master: int  # non-blocking
+    slave: int  # kept open by the daemon: its input queue says whether the program consumed what we wrote
+    tty_rdev: int
+
+
+def set_winsize(fd: int, cols: int, rows: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _fail(what: str, err: int, **extra: object) -> SpawnFailed:
+    return SpawnFailed(f"{what}: {os.strerror(err)}", reason=errno.errorcode.get(err, str(err)), **extra)
+
+
+def resolve_program(program: str, path: str) -> str:
+    if "/" in program:
+        if not os.path.exists(program):
+            raise _fail(program, errno.ENOENT, program=program)
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            raise _fail(program, errno.EACCES, program=program)
+        return program
+    found = shutil.which(program, path=path)
+    if found is None:
+        raise _fail(f"{program} (not on PATH)", errno.ENOENT, program=program)
+    return found
+
+
+def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) -> Spawned:
+    if not os.path.isdir(cwd):
+        raise _fail(f"cwd {cwd}", errno.ENOENT if not os.path.exists(cwd) else errno.ENOTDIR, cwd=cwd)
+    if not os.access(cwd, os.X_OK):
+        raise _fail(f"cwd {cwd}", errno.EACCES, cwd=cwd)
+    program = resolve_program(argv[0], env.get("PATH", os.defpath))
+    try:
+        master, slave = os.openpty()
+    except OSError as exc:
+        raise _fail("openpty", exc.errno or errno.EIO) from None
+    try:
+        set_winsize(master, cols, rows)
+        attrs = termios.tcgetattr(slave)
+        attrs[0] |= IUTF8  # erase whole UTF-8 characters in canonical mode
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        tty_rdev = os.fstat(slave).st_rdev
+        pid = os.posix_spawn(
+            SETSID,
+            [SETSID, "-c", ENV, "-C", cwd, "--", program, *argv[1:]],
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, slave, 0),
+                (os.POSIX_SPAWN_DUP2, slave, 1),
+                (os.POSIX_SPAWN_DUP2, slave, 2),
+            ],
+            setsigdef=_DEFAULT_SIGNALS,  # the daemon ignores SIGPIPE; its programs must not
+            setsigmask=(),
+        )
+        os.set_blocking(master, False)
+    except OSError as exc:
+        os.close(master)
+        os.close(slave)
+        raise _fail("spawn", exc.errno or errno.EIO) from None
+    return Spawned(pid=pid, master=master, slave=slave, tty_rdev=tty_rdev)

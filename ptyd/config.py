@@ -1,0 +1,124 @@
+"""Every bound and default of the daemon, in one place, each with the reason for its value.
+
+A TOML file (``--config``, default ``$XDG_CONFIG_HOME/ptyd/config.toml``) may override any field; unknown keys
+are an error so that a typo is never silently ignored. SIGHUP re-reads the file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+PositiveMs = Annotated[int, Meta(ge=1, le=86_400_000)]
+Size = Annotated[int, Meta(ge=1)]
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # --- wire ---
+    # One frame may carry a large paste; 4 MiB keeps a hostile line from costing more than that per connection.
+    max_frame_bytes: Size = 4 * 1024 * 1024
+    # A batch is dispatched concurrently; cap it so one frame cannot start thousands of tasks.
+    max_batch: Size = 64
+    # Requests in flight per connection before the daemon stops reading that connection (backpressure).
+    max_inflight_per_connection: Size = 64
+    # A client that does not read its responses is dropped once this much output is queued for it.
+    max_connection_write_buffer: Size = 16 * 1024 * 1024
+    max_connections: Size = 1024
+
+    # --- agents and sessions ---
+    max_agents: Size = 1024
+    max_sessions: Size = 1024
+    max_sessions_per_agent: Size = 128
+    # Abandoned agents are released after this long without a call, so their shells do not live forever.
+    agent_idle_timeout_ms: PositiveMs = 24 * 3_600_000
+    # Closed session ids an agent may close again as a no-op.
+    closed_ids_remembered: Size = 1024
+    # request_key values remembered per session for idempotent retries.
+    request_keys_remembered: Size = 64
+
+    # --- terminal ---
+    default_cols: Annotated[int, Meta(ge=2, le=1000)] = 160
+    default_rows: Annotated[int, Meta(ge=2, le=500)] = 40
+    # Retained rendered scrollback per session (lines and UTF-8 bytes); the older lines are dropped first.
+    scrollback_lines: Size = 10_000
+    scrollback_bytes: Size = 4 * 1024 * 1024
+    # Raw output not yet rendered; above it the daemon stops reading the PTY until the renderer catches up,
+    # so memory stays bounded whatever a program prints.
+    max_render_backlog_bytes: Size = 1024 * 1024
+    # Viewport bound of a send result when the caller gives none; the tail is kept, it matters most.
+    default_max_bytes: Annotated[int, Meta(ge=256)] = 32 * 1024
+    max_read_lines: Size = 10_000
+    max_read_bytes: Size = 1024 * 1024
+
+    # --- readiness ---
+    default_timeout_ms: PositiveMs = 30_000
+    default_idle_ms: PositiveMs = 3_000
+    # Probe cadence after a write: fast at first (most programs answer within a millisecond), backing off
+    # to the slowest interval so an idle wait costs little CPU.
+    probe_min_interval_ms: Annotated[float, Meta(gt=0)] = 0.25
+    probe_max_interval_ms: Annotated[float, Meta(gt=0)] = 50.0
+    open_timeout_ms: PositiveMs = 10_000
+
+    # --- teardown ---
+    # close: SIGHUP, wait, SIGTERM, wait, SIGKILL. Shells exit on SIGHUP at once; the waits only cost time for
+    # programs that ignore it.
+    close_hup_grace_ms: PositiveMs = 500
+    close_term_grace_ms: PositiveMs = 1_500
+    # Daemon shutdown waits this long for all closes before giving up on the rest.
+    shutdown_grace_ms: PositiveMs = 10_000
+
+    # --- processes ---
+    # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker.
+    containment: str = "auto"
+    shell_argv: tuple[str, ...] = ("/bin/bash", "--noprofile", "--norc", "-i")
+    term: str = "xterm-256color"
+
+
+AGENT_PROFILE_ENV: dict[str, str] = {
+    # Keep tools from paging or opening editors: an agent cannot drive a pager it does not know it is in.
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "",
+    "LESS": "-FRX",
+    "GIT_EDITOR": "true",
+    "EDITOR": "true",
+    "VISUAL": "true",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_MERGE_AUTOEDIT": "no",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PIP_NO_INPUT": "1",
+    "NPM_CONFIG_YES": "true",
+}
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ptyd" / "config.toml"
+
+
+class ConfigError(Exception):
+    """The config file exists but cannot be used; the message says why."""
+
+
+def load_config(path: Path | None, *, required: bool = False) -> Config:
+    """Read the TOML file at ``path`` (or the default path); a missing optional file gives the defaults."""
+    target = path or default_config_path()
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(f"config file {target} does not exist") from None
+        return Config()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {target}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode())
+        return msgspec.convert(data, Config)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, msgspec.ValidationError) as exc:
+        raise ConfigError(f"config file {target}: {exc}") from None

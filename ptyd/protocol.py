@@ -1,0 +1,330 @@
+"""The wire types of ptyd: the single source of truth for every request and response shape.
+
+The method table (``ptyd.api``), ``docs/protocol.md``, the ``rpc.discover`` OpenRPC document and the clients'
+types all derive from these Structs. Field names are snake_case on the wire. Vocabulary follows the
+TypeScript harness this daemon serves (PtyWaitReason, PtySessionStatus, PtySendResult, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+PROTOCOL_VERSION = 1
+
+
+def _d(text: str, **bounds: int) -> Meta:
+    return Meta(description=text, **bounds)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Shared vocabulary
+# ----------------------------------------------------------------------------------------------------------------
+
+WaitReason = Literal["stdin_read", "inferred_idle", "timeout", "session_exit"]
+"""Why one send returned: the foreground group blocked reading the terminal (``stdin_read``), no output for
+``idle_ms`` (``inferred_idle``), ``timeout_ms`` elapsed (``timeout``), or the session's top-level program exited
+(``session_exit``). Only ``session_exit`` says that anything exited."""
+
+Token = Annotated[str, _d("Agent token from agent_register.", min_length=1, max_length=256)]
+SessionId = Annotated[str, _d("Session id from terminal_open.", min_length=1, max_length=128)]
+Cols = Annotated[int, Meta(ge=2, le=1000, description="Terminal width in cells.")]
+Rows = Annotated[int, Meta(ge=2, le=500, description="Terminal height in cells.")]
+TimeoutMs = Annotated[int, Meta(ge=0, le=3_600_000, description="Upper bound of the wait, in milliseconds.")]
+IdleMs = Annotated[
+    int, Meta(ge=1, le=3_600_000, description="Silence after which the wait settles as inferred_idle.")
+]
+Name = Annotated[str, Meta(max_length=128)]
+MaxBytes = Annotated[
+    int, Meta(ge=256, le=4 * 1024 * 1024, description="UTF-8 byte bound of the returned viewport.")
+]
+
+
+class Base(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class Running(Base, tag_field="kind", tag="running"):
+    """The top-level program is alive."""
+
+
+class Exited(Base, tag_field="kind", tag="exited"):
+    """The top-level program has exited; ``signal`` names the signal that killed it, if one did."""
+
+    exit_code: int | None
+    signal: str | None
+
+
+SessionStatus = Running | Exited
+
+
+class Foreground(Base):
+    """The terminal's foreground process group, as read from the tty when the result was made."""
+
+    pid: Annotated[int, _d("A process of the group (its leader when alive).")]
+    pgid: int
+    name: Annotated[str, _d("The process's command name (/proc comm).")]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Agents
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class AgentRegisterParams(Base):
+    """Register an agent and mint its token. The token authorizes every terminal_* call of that agent."""
+
+    name: Annotated[Name | None, _d("Display name; never used for authorization.")] = None
+
+
+class AgentRegisterResult(Base):
+    agent_id: str
+    token: Annotated[str, _d("A daemon-minted secret of 256 bits; keep it private.")]
+
+
+class AgentReleaseParams(Base):
+    """Close every session of the agent (awaited, whole process trees) and revoke its token."""
+
+    token: Token
+
+
+class AgentReleaseResult(Base):
+    closed_sessions: int
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sessions
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class TerminalOpenParams(Base):
+    """Start a program on a new pseudo-terminal and return once it is ready for input."""
+
+    token: Token
+    type: Annotated[str, _d("Backend type: 'shell' (default argv: bash) or 'exec' (argv required).")] = "shell"
+    name: Annotated[Name | None, _d("Owner-local display name.")] = None
+    argv: Annotated[
+        Annotated[list[Annotated[str, Meta(max_length=65_536)]], Meta(min_length=1, max_length=4096)] | None,
+        _d("Program and arguments; for 'shell' it replaces the configured shell."),
+    ] = None
+    cwd: Annotated[
+        Annotated[str, Meta(max_length=4096)] | None, _d("Working directory (default: the daemon's home directory).")
+    ] = None
+    env: Annotated[
+        Annotated[dict[str, Annotated[str, Meta(max_length=131_072)]], Meta(max_length=4096)] | None,
+        _d("Variables added to the daemon's environment for this program."),
+    ] = None
+    profile: Annotated[
+        Literal["agent"] | None,
+        _d("'agent' adds variables that keep tools from paging or opening editors (see docs)."),
+    ] = None
+    cols: Cols | None = None
+    rows: Rows | None = None
+    timeout_ms: Annotated[TimeoutMs | None, _d("Readiness wait bound (default open_timeout_ms).")] = None
+    idle_ms: IdleMs | None = None
+
+
+class SessionInfo(Base):
+    """What a session is and what it is doing now."""
+
+    session_id: str
+    name: str | None
+    type: str
+    pid: int | None
+    status: SessionStatus
+    cols: int
+    rows: int
+    alt_screen: Annotated[bool, _d("True while a full-screen program (vim, less) uses the alternate screen.")]
+    foreground: Foreground | None
+    busy: Annotated[bool, _d("True while a send is active.")]
+    operation_id: Annotated[str | None, _d("The active (or last settled) send operation.")]
+    created_at_ms: Annotated[int, _d("Unix time in milliseconds.")]
+    total_lines: Annotated[int, _d("Lines in the transcript so far (scrollback plus screen).")]
+
+
+class TerminalOpenResult(Base):
+    session_id: str
+    name: str | None
+    type: str
+    pid: int | None
+    motd: Annotated[str, _d("Bounded rendered screen once the program was ready.")]
+    status: SessionStatus
+    cols: int
+    rows: int
+    wait_reason: WaitReason
+    alt_screen: bool
+    foreground: Foreground | None
+
+
+class TerminalSendParams(Base):
+    """Write ``input`` verbatim to the terminal and wait until the program is ready for more.
+
+    The caller adds ``\\n`` to submit a line; control characters pass through (``\\u0003`` is Ctrl-C).
+    An empty input just waits for readiness. With ``wait=false`` the send runs in the background.
+    """
+
+    token: Token
+    session_id: SessionId
+    input: Annotated[str, Meta(max_length=1_048_576, description="Text written verbatim (UTF-8).")]
+    timeout_ms: Annotated[TimeoutMs | None, _d("Wait bound (default 30000).")] = None
+    idle_ms: Annotated[IdleMs | None, _d("Silence that settles as inferred_idle (default 3000).")] = None
+    max_bytes: Annotated[MaxBytes | None, _d("Viewport bound (default 32768).")] = None
+    wait: Annotated[bool, _d("False: return an operation_id at once; see terminal_output/terminal_wait.")] = True
+    request_key: Annotated[
+        Name | None, _d("Client idempotency key: a repeat with the same key returns the original operation.")
+    ] = None
+
+
+class LineRange(Base):
+    """Transcript lines ``[start_line, end_line)`` that a viewport covers."""
+
+    start_line: int
+    end_line: int
+
+
+class SendResult(Base):
+    """The settled result of one send (PtySendResult)."""
+
+    operation_id: str
+    viewport: Annotated[
+        str,
+        _d(
+            "Rendered terminal delta of this send, ending with the cursor line; the visible screen while "
+            "the alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked."
+        ),
+    ]
+    wait_reason: WaitReason
+    session_status: SessionStatus
+    truncated: Annotated[bool, _d("Output was cut from the viewport or dropped from retained scrollback.")]
+    alt_screen: bool
+    foreground: Foreground | None
+    lines: Annotated[LineRange, _d("Transcript lines the viewport covers (for terminal_read).")]
+
+
+class SendStarted(Base):
+    """A background send was started (``wait=false``)."""
+
+    operation_id: str
+
+
+class SessionRefParams(Base):
+    token: Token
+    session_id: SessionId
+
+
+class TerminalOutputParams(SessionRefParams):
+    """Consume the rendered output produced since the previous call (for background sends)."""
+
+
+class TerminalOutputResult(Base):
+    operation_id: str | None
+    output: Annotated[str, _d("Completed lines since the previous call; at settlement also the cursor line.")]
+    done: bool
+    result: SendResult | None
+
+
+class TerminalCancelParams(SessionRefParams):
+    """Send SIGINT to the foreground process group of the active send."""
+
+
+class TerminalCancelResult(Base):
+    cancelled: Annotated[bool, _d("False when no send was active (it had settled).")]
+
+
+class TerminalWaitParams(SessionRefParams):
+    """Wait for the active send to settle and return its result (or the most recently settled one)."""
+
+    timeout_ms: Annotated[TimeoutMs | None, _d("Give up after this long and return done=false.")] = None
+
+
+class TerminalWaitResult(Base):
+    operation_id: str | None
+    done: bool
+    result: SendResult | None
+
+
+class TerminalReadParams(SessionRefParams):
+    """Page the retained transcript: scrollback followed by the screen, as rendered text lines."""
+
+    start_line: Annotated[
+        int | None, _d("First line; negative counts from the end (-100: the last 100). Default -max_lines.")
+    ] = None
+    max_lines: Annotated[Annotated[int, Meta(ge=1, le=100_000)] | None, _d("Default 200.")] = None
+    max_bytes: Annotated[Annotated[int, Meta(ge=256, le=16 * 1024 * 1024)] | None, _d("Default 256 KiB.")] = None
+
+
+class TerminalReadResult(Base):
+    lines: list[str]
+    start_line: int
+    next_line: Annotated[int, _d("start_line of the following page.")]
+    first_retained_line: Annotated[int, _d("Lines before this one were dropped by the scrollback bound.")]
+    total_lines: int
+    truncated: Annotated[bool, _d("The page stopped early at max_bytes, or started before the retained lines.")]
+
+
+class TerminalSignalParams(SessionRefParams):
+    """Signal the verified foreground process group of the terminal."""
+
+    signal: Annotated[
+        str | Annotated[int, Meta(ge=1, le=64)], _d("A name such as 'SIGINT' or 'INT', or a number.")
+    ]
+
+
+class TerminalSignalResult(Base):
+    delivered: bool
+    pgid: int
+    signal: str
+
+
+class TerminalResizeParams(SessionRefParams):
+    """Change the terminal size; the foreground program gets SIGWINCH."""
+
+    cols: Cols
+    rows: Rows
+
+
+class TerminalStatusParams(SessionRefParams):
+    """Describe one session."""
+
+
+class TerminalListParams(Base):
+    """List the caller's sessions."""
+
+    token: Token
+
+
+class TerminalListResult(Base):
+    sessions: list[SessionInfo]
+
+
+class TerminalCloseParams(SessionRefParams):
+    """Terminate the session's whole process tree, reap it, close the PTY and forget the session.
+
+    Idempotent: closing an id this agent already closed succeeds with ``closed=false``.
+    """
+
+    reason: Annotated[Name | None, _d("Free text for the daemon log.")] = None
+
+
+class TerminalCloseResult(Base):
+    closed: Annotated[bool, _d("False when the session was already closed.")]
+    killed: Annotated[int, _d("Processes that needed a signal after the PTY closed.")]
+
+
+class DaemonInfoParams(Base):
+    """Describe the daemon. Counts are totals; no other agent's data is returned."""
+
+    token: Token | None = None
+
+
+class DaemonInfoResult(Base):
+    version: str
+    protocol_version: int
+    pid: int
+    uptime_ms: int
+    sessions: int
+    agents: int
+    backend_types: list[str]
+    containment: Annotated[str, _d("'cgroup' or 'subreaper': how close finds every process of a session.")]

@@ -1,0 +1,157 @@
+"""The Unix-socket server: NDJSON framing, peer-uid check, per-connection concurrency and backpressure.
+
+Requests on one connection run concurrently (a long terminal_send does not hold up a terminal_read); responses
+carry the request id. The daemon stops reading a connection while it has ``max_inflight`` requests running or
+unread responses above a high-water mark, and drops a connection whose unread responses exceed the bound, so a
+client that never reads costs bounded memory and stalls nobody else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import socket
+import struct
+from dataclasses import dataclass
+from typing import final
+
+from ptyd.config import Config
+from ptyd.rpc.dispatch import Dispatcher
+
+log = logging.getLogger("ptyd.rpc")
+
+HIGH_WATER = 1024 * 1024
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    connection_id: int
+    pid: int
+    uid: int
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
+
+
+def _frame_too_large(limit: int) -> bytes:
+    return (
+        b'{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid request","data":'
+        b'{"kind":"frame_too_large","limit":%d}},"id":null}\n' % limit
+    )
+
+
+@final
+class RpcServer:
+    def __init__(self, dispatcher: Dispatcher, config: Config) -> None:
+        self.dispatcher = dispatcher
+        self.config = config
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def start(self, sock: socket.socket) -> None:
+        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=2**16)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        pid, uid, _ = peer_credentials(sock)
+        if uid != os.getuid():
+            log.warning("refused a connection from uid %d (pid %d)", uid, pid)
+            return
+        if len(self._connections) > self.config.max_connections:
+            log.info("refused a connection from pid %d: max_connections reached", pid)
+            return
+        peer = Peer(next(_ids), pid, uid)
+        inflight = asyncio.Semaphore(self.config.max_inflight_per_connection)
+        tasks: set[asyncio.Task[None]] = set()
+        buffer = bytearray()
+        skipping = False  # inside an over-long frame: discard up to its newline
+        limit = self.config.max_frame_bytes
+        try:
+            while True:
+                chunk = await reader.read(65536)
+                if not chunk:
+                    break
+                start = 0
+                while True:
+                    nl = chunk.find(b"\n", start)
+                    if nl < 0:
+                        if not skipping:
+                            buffer += chunk[start:]
+                        break
+                    if skipping:
+                        skipping = False
+                    else:
+                        buffer += chunk[start:nl]
+                        if len(buffer) > limit:
+                            writer.write(_frame_too_large(limit))
+                        elif buffer.strip():
+                            await inflight.acquire()
+                            task = asyncio.get_running_loop().create_task(
+                                self._handle(bytes(buffer), peer, writer, inflight)
+                            )
+                            tasks.add(task)
+                            task.add_done_callback(tasks.discard)
+                    buffer.clear()
+                    start = nl + 1
+                if len(buffer) > limit:
+                    writer.write(_frame_too_large(limit))
+                    buffer.clear()
+                    skipping = True
+                if writer.transport.get_write_buffer_size() > HIGH_WATER:
+                    await writer.drain()
+        finally:
+            # The requests were only waiting on operations the service owns; those go on without us.
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _handle(
+        self, frame: bytes, peer: Peer, writer: asyncio.StreamWriter, inflight: asyncio.Semaphore
+    ) -> None:
+        try:
+            response = await self.dispatcher.handle_frame(frame, peer)
+            if response is not None and not writer.is_closing():
+                writer.write(response + b"\n")
+                if writer.transport.get_write_buffer_size() > self.config.max_connection_write_buffer:
+                    log.info("dropping connection %d: it does not read its responses", peer.connection_id)
+                    writer.transport.abort()
+        finally:
+            inflight.release()
+
+    async def close(self) -> None:
+        """Stop accepting, then end every connection (their requests' operations are not affected)."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()

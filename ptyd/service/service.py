@@ -1,0 +1,179 @@
+"""PtyService: owns agents, session ids, ownership checks, limits and cleanup; knows nothing of PTY internals.
+
+A session is published only after its backend reported it ready. Every lookup checks the exact owning agent,
+and an id that is unknown, closed, or another agent's gives the same ``session_not_found`` answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import final
+
+from ptyd import __version__
+from ptyd import protocol as p
+from ptyd.backends.base import PtyBackend, PtyBackendSession, SpawnSpec
+from ptyd.config import AGENT_PROFILE_ENV, Config
+from ptyd.errors import BackendNotFound, LimitExceeded, SessionNotFound
+from ptyd.service.agents import Agent, AgentRegistry
+from ptyd.service.manifest import Manifest
+
+log = logging.getLogger("ptyd.service")
+
+
+@dataclass(slots=True, eq=False)
+class Entry:
+    session: PtyBackendSession
+    owner: Agent
+
+
+@final
+class PtyService:
+    def __init__(
+        self,
+        config: Config,
+        backends: dict[str, PtyBackend],
+        manifest: Manifest,
+        containment_name: str,
+    ) -> None:
+        self.config = config
+        self.backends = backends
+        self.manifest = manifest
+        self.containment_name = containment_name
+        self.agents = AgentRegistry(config.max_agents)
+        self._sessions: dict[str, Entry] = {}
+        self._opening = 0
+        self._started = time.monotonic()
+        self._tasks: set[asyncio.Task[object]] = set()
+
+    # --- agents ----------------------------------------------------------------------------------------
+
+    def authenticate(self, token: str | None) -> Agent:
+        return self.agents.authenticate(token)
+
+    def register(self, name: str | None, *, operator: bool = False) -> tuple[Agent, str]:
+        return self.agents.register(name, operator=operator)
+
+    async def release(self, agent: Agent) -> int:
+        """Revoke the agent's token at once, then close its sessions (awaited)."""
+        self.agents.revoke(agent)
+        ids = [sid for sid, e in self._sessions.items() if e.owner is agent]
+        results = await asyncio.gather(*(self._close(sid, "agent released") for sid in ids))
+        return sum(1 for closed, _ in results if closed)
+
+    async def release_idle(self) -> None:
+        limit = self.config.agent_idle_timeout_ms / 1000
+        now = time.monotonic()
+        for agent in self.agents:
+            if not agent.operator and now - agent.last_seen > limit:
+                log.info("releasing %s after %.0f s without a call", agent.agent_id, now - agent.last_seen)
+                await self.release(agent)
+
+    # --- sessions --------------------------------------------------------------------------------------
+
+    def entry(self, agent: Agent, session_id: str) -> Entry:
+        entry = self._sessions.get(session_id)
+        if entry is None or not (entry.owner is agent or agent.operator):
+            raise SessionNotFound(session_id)
+        return entry
+
+    def session(self, agent: Agent, session_id: str) -> PtyBackendSession:
+        return self.entry(agent, session_id).session
+
+    def list(self, agent: Agent) -> list[PtyBackendSession]:
+        return [e.session for e in self._sessions.values() if e.owner is agent or agent.operator]
+
+    async def open(self, agent: Agent, params: p.TerminalOpenParams) -> PtyBackendSession:
+        backend = self.backends.get(params.type)
+        if backend is None:
+            raise BackendNotFound(f"no backend for type {params.type!r}", type=params.type)
+        cfg = self.config
+        if len(self._sessions) + self._opening >= cfg.max_sessions:
+            raise LimitExceeded("the daemon's session limit is reached", limit="max_sessions", value=cfg.max_sessions)
+        if len(agent.session_ids) >= cfg.max_sessions_per_agent:
+            raise LimitExceeded(
+                "this agent's session limit is reached",
+                limit="max_sessions_per_agent",
+                value=cfg.max_sessions_per_agent,
+            )
+        env = dict(AGENT_PROFILE_ENV) if params.profile == "agent" else {}
+        env.update(params.env or {})
+        spec = SpawnSpec(
+            session_id="pty-" + secrets.token_hex(12),
+            name=params.name,
+            argv=params.argv,
+            cwd=params.cwd,
+            env=env,
+            cols=params.cols or cfg.default_cols,
+            rows=params.rows or cfg.default_rows,
+            timeout_s=(params.timeout_ms if params.timeout_ms is not None else cfg.open_timeout_ms) / 1000,
+            idle_s=(params.idle_ms or cfg.default_idle_ms) / 1000,
+        )
+        self._opening += 1
+        try:
+            session = await backend.spawn(spec)
+        finally:
+            self._opening -= 1
+        if agent.digest not in {a.digest for a in self.agents}:
+            # Released while the program was starting: nobody owns it.
+            await session.close("owner released during open")
+            raise SessionNotFound(spec.session_id)
+        self._sessions[spec.session_id] = Entry(session, agent)
+        agent.session_ids.add(spec.session_id)
+        if session.pid is not None:
+            self.manifest.add(spec.session_id, session.pid, getattr(session, "scope").cgroup)
+        log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
+        return session
+
+    async def close(self, agent: Agent, session_id: str, reason: str | None) -> tuple[bool, int]:
+        if session_id in agent.closed_ids and session_id not in self._sessions:
+            return False, 0
+        entry = self.entry(agent, session_id)
+        if entry.owner is not agent and not agent.operator:
+            raise SessionNotFound(session_id)
+        return await self._close(session_id, reason or "closed by caller")
+
+    async def _close(self, session_id: str, reason: str) -> tuple[bool, int]:
+        entry = self._sessions.get(session_id)
+        if entry is None:
+            return False, 0
+        # Run the close as a service-owned task: a caller that disconnects must not interrupt it.
+        task = asyncio.get_running_loop().create_task(entry.session.close(reason))
+        self._tasks.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(self._tasks.discard)  # type: ignore[arg-type]
+        killed = await asyncio.shield(task)
+        if self._sessions.get(session_id) is entry:
+            del self._sessions[session_id]
+            owner = entry.owner
+            owner.session_ids.discard(session_id)
+            owner.closed_ids[session_id] = None
+            while len(owner.closed_ids) > self.config.closed_ids_remembered:
+                owner.closed_ids.popitem(last=False)
+            self.manifest.remove(session_id)
+            log.info("closed %s (%s); %d processes signalled", session_id, reason, killed)
+        return True, killed
+
+    async def shutdown(self) -> None:
+        ids = list(self._sessions)
+        if ids:
+            log.info("closing %d sessions", len(ids))
+        await asyncio.gather(*(self._close(sid, "daemon shutdown") for sid in ids))
+
+    def info(self) -> p.DaemonInfoResult:
+        return p.DaemonInfoResult(
+            version=__version__,
+            protocol_version=p.PROTOCOL_VERSION,
+            pid=__import__("os").getpid(),
+            uptime_ms=int((time.monotonic() - self._started) * 1000),
+            sessions=len(self._sessions),
+            agents=len(self.agents),
+            backend_types=sorted(self.backends),
+            containment=self.containment_name,
+        )
+
+    @property
+    def session_count(self) -> int:
+        return len(self._sessions)

@@ -1,0 +1,293 @@
+"""The session's terminal: raw PTY bytes in, a rendered screen and a numbered transcript out.
+
+pyte renders at 0.5-2 MB/s while a PTY delivers ~70 MB/s, so output is split into two kinds as it arrives:
+
+- *plain* runs of whole lines (printable ASCII and SGR colour only) on a screen that would simply scroll: only
+  their first screenful and last screenful go through pyte (so the cursor state and the final screen are exact);
+  the rows in between go straight to scrollback as text, and rows beyond the scrollback bound are only counted.
+- everything else goes through pyte, in slices, under a time budget the session's feeder enforces.
+
+Transcript line numbers are absolute from the session start: scrollback lines, then the rows of the main
+screen. Row ``y`` of the screen is line ``scrollback.total + y``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import final
+
+import pyte
+
+from ptyd.terminal.sanitize import Sanitizer
+from ptyd.terminal.screen import TerminalScreen
+from ptyd.terminal.scrollback import Scrollback, utf8_len
+
+# Anything that makes a line not plain: non-SGR escapes, controls (tab too), lone CR or LF, non-ASCII.
+_NOT_PLAIN = re.compile(r"\x1b(?!\[[0-9;]*m)|[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n|[^\x00-\x7f]")
+# Faster single-class scan, usable when every CR and LF is part of a CRLF; SGR hits are skipped by hand.
+_SUSPECT = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\U0010ffff]")
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_PRINTABLE = bytes(range(0x20, 0x7F))
+_PYTE_SLICE = 4096  # characters per pyte feed between budget checks
+_FAST_MIN_CHARS = 2048
+
+
+@final
+class HeadCapture:
+    """Keeps the first rows of one send's output, so its head survives even if scrollback drops it."""
+
+    def __init__(self, start_line: int, budget_bytes: int) -> None:
+        self.start_line = start_line
+        self.room = budget_bytes
+        self.lines: list[str] = []
+        self.end_line = start_line  # one past the last captured line
+
+    def offer(self, first: int, rows: list[str]) -> None:
+        if self.room <= 0 or first + len(rows) <= self.end_line:
+            return
+        for row in rows[max(0, self.end_line - first) :]:
+            size = utf8_len(row) + 1
+            if size > self.room:
+                self.room = 0
+                return
+            self.lines.append(row)
+            self.room -= size
+            self.end_line += 1
+
+
+@final
+class Terminal:
+    def __init__(
+        self,
+        cols: int,
+        rows: int,
+        *,
+        scrollback_lines: int,
+        scrollback_bytes: int,
+        on_reply: Callable[[bytes], None],
+    ) -> None:
+        self.scrollback = Scrollback(scrollback_lines, scrollback_bytes)
+        self._on_reply = on_reply
+        self.screen = TerminalScreen(cols, rows, self._scrolled_off, self._reply)
+        self._stream = pyte.Stream(self.screen)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._sanitizer = Sanitizer()
+        self._queue: deque[tuple[bool, str]] = deque()  # (plain, text) not yet rendered
+        self.backlog = 0  # characters queued
+        self.capture: HeadCapture | None = None
+
+    # --- input -------------------------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        """Queue raw output; ``process`` renders it."""
+        clean = self._sanitizer.filter(self._decoder.decode(data))
+        if self._sanitizer.replies:
+            for reply in self._sanitizer.replies:
+                self._on_reply(reply.encode())
+            self._sanitizer.replies.clear()
+        if clean:
+            self._split(clean)
+
+    def _split(self, text: str) -> None:
+        """Queue ``text`` as alternating plain and pyte segments, cut at line ends."""
+        self.backlog += len(text)
+        if len(text) < _FAST_MIN_CHARS:
+            self._queue.append((False, text))
+            return
+        crlf = text.count("\r\n")
+        paired = text.count("\r") == crlf and text.count("\n") == crlf
+        if paired and text.isascii():
+            # The common case (seq, cat, logs, ls --color) checked at C speed: only CRLF and SGR in it.
+            controls = text.encode().translate(None, _PRINTABLE)
+            escapes = controls.count(b"\x1b")
+            if len(controls) == 2 * crlf + escapes and (not escapes or escapes == len(_SGR.findall(text))):
+                self._queue_plain(text, 0)
+                return
+        pos = 0
+        for start, end in _not_plain(text, paired):
+            if start < pos:
+                continue
+            line_start = text.rfind("\r\n", pos, start)
+            line_start = pos if line_start < 0 else line_start + 2
+            line_end = text.find("\r\n", end)
+            line_end = len(text) if line_end < 0 else line_end + 2
+            if line_start > pos:
+                self._queue.append((True, text[pos:line_start]))
+            self._queue.append((False, text[line_start:line_end]))
+            pos = line_end
+        if pos < len(text):
+            self._queue_plain(text, pos)
+
+    def _queue_plain(self, text: str, pos: int) -> None:
+        """Queue plain ``text[pos:]``: its whole lines for fast-forward, a partial last line for pyte."""
+        cut = text.rfind("\r\n", pos) + 2
+        if cut > pos + 1:
+            self._queue.append((True, text[pos:cut]))
+            pos = cut
+        if pos < len(text):
+            self._queue.append((False, text[pos:]))
+
+    def process(self, budget_s: float) -> bool:
+        """Render queued output for about ``budget_s`` seconds; True if some is left."""
+        deadline = time.monotonic() + budget_s
+        queue = self._queue
+        while queue:
+            plain, text = queue[0]
+            if plain:
+                queue.popleft()
+                self.backlog -= len(text)
+                self._fast_forward(text)
+            elif len(text) > _PYTE_SLICE:
+                queue[0] = (False, text[_PYTE_SLICE:])
+                self.backlog -= _PYTE_SLICE
+                self._pyte(text[:_PYTE_SLICE])
+            else:
+                queue.popleft()
+                self.backlog -= len(text)
+                self._pyte(text)
+            if time.monotonic() >= deadline:
+                break
+        return bool(queue)
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue
+
+    def _pyte(self, text: str) -> None:
+        try:
+            self._stream.feed(text)
+        except Exception:  # noqa: BLE001 - pyte must never take the session down; its parser resets itself
+            pass
+
+    def _fast_forward(self, text: str) -> None:
+        screen = self.screen
+        rows, cols = screen.lines, screen.columns
+        if "\x1b" in text:
+            text = _SGR.sub("", text)
+        lines = text.split("\r\n")
+        lines.pop()  # text ends with CRLF
+        lead = rows - screen.cursor.y + 1
+        if not screen.fast_forward_ok or len(lines) < lead + rows + 8:
+            self._pyte(text)
+            return
+        # Exact for the first lines: afterwards the cursor sits at column 0 of a freshly scrolled bottom row.
+        self._pyte("\r\n".join(lines[:lead]) + "\r\n")
+        if screen.cursor.y != rows - 1 or screen.cursor.x != 0 or not screen.fast_forward_ok:
+            self._pyte("\r\n".join(lines[lead:]) + "\r\n")
+            return
+        middle = lines[lead : -(rows - 1)]
+        tail = lines[-(rows - 1) :]
+        # The rows above the cursor scroll off first, then every row of the middle.
+        self._scrolled_off([screen.row_text(y) for y in range(rows - 1)])
+        strip = " \r\n" in text
+        keep = self.scrollback.max_lines
+        if len(middle) > keep:
+            dropped, middle = middle[:-keep], middle[-keep:]
+            self._skipped(dropped, cols, strip)
+        self._scrolled_off(_rows_of(middle, cols, strip))
+        # The tail goes through pyte; the blank rows now above the cursor must not reach scrollback.
+        screen.buffer.clear()
+        screen.phantom_rows = rows - 1
+        self._pyte("\r\n".join(tail) + "\r\n")
+        screen.phantom_rows = 0
+
+    def _skipped(self, lines: list[str], cols: int, strip: bool) -> None:
+        """Count rows that would be dropped by the scrollback bound anyway, without rendering them."""
+        if self.capture is not None and self.capture.room > 0:
+            self.capture.offer(self.scrollback.total, _rows_of(lines[:256], cols, strip))
+        if max(map(len, lines)) <= cols:
+            count = len(lines)
+        else:
+            count = sum(max(1, -(-len(line) // cols)) for line in lines)
+        self.scrollback.skip(count)
+
+    def _scrolled_off(self, rows: list[str]) -> None:
+        if self.capture is not None:
+            self.capture.offer(self.scrollback.total, rows)
+        self.scrollback.extend(rows)
+
+    def _reply(self, data: str) -> None:
+        self._on_reply(data.encode())
+
+    # --- geometry ----------------------------------------------------------------------------------------
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.process(float("inf"))
+        self.screen.resize(rows, cols)
+
+    @property
+    def cols(self) -> int:
+        return int(self.screen.columns)
+
+    @property
+    def rows(self) -> int:
+        return int(self.screen.lines)
+
+    @property
+    def alt_screen(self) -> bool:
+        return bool(self.screen.alt)
+
+    # --- transcript --------------------------------------------------------------------------------------
+
+    @property
+    def cursor_line(self) -> int:
+        """Transcript line of the (main screen's) cursor."""
+        return self.scrollback.total + self.screen.main_cursor_y
+
+    def _main_rows_used(self) -> list[str]:
+        rows = self.screen.main_rows()
+        used = max(self.screen.main_cursor_y + 1, 1)
+        for y in range(len(rows) - 1, used - 1, -1):
+            if rows[y]:
+                used = y + 1
+                break
+        return rows[:used]
+
+    @property
+    def total_lines(self) -> int:
+        return self.scrollback.total + len(self._main_rows_used())
+
+    def transcript(self, start: int, end: int) -> list[str]:
+        """Retained transcript lines ``[start, end)``."""
+        sb = self.scrollback
+        out = sb.lines(start, end) if start < sb.total else []
+        if end > sb.total:
+            rows = self._main_rows_used()
+            out.extend(rows[max(0, start - sb.total) : max(0, end - sb.total)])
+        return out
+
+    def visible_rows(self) -> list[str]:
+        rows = self.screen.visible_rows()
+        while rows and not rows[-1]:
+            rows.pop()
+        return rows
+
+
+def _not_plain(text: str, paired: bool) -> Iterator[tuple[int, int]]:
+    """Spans of what makes a line not plain, in order."""
+    if not paired:
+        for m in _NOT_PLAIN.finditer(text):
+            yield m.span()
+        return
+    for m in _SUSPECT.finditer(text):
+        start = m.start()
+        if text[start] == "\x1b" and _SGR.match(text, start):
+            continue
+        yield start, m.end()
+
+
+def _rows_of(lines: list[str], cols: int, strip: bool) -> list[str]:
+    """Screen rows of plain ASCII lines: wrapped at ``cols``, trailing blanks removed (as pyte renders)."""
+    if not strip and (not lines or max(map(len, lines)) <= cols):
+        return lines
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= cols:
+            out.append(line.rstrip())
+        else:
+            out.extend(line[i : i + cols].rstrip() for i in range(0, len(line), cols))
+    return out

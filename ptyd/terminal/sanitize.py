@@ -1,0 +1,128 @@
+"""A pre-filter between the PTY and pyte: pass what pyte renders correctly, drop what it would draw as text.
+
+pyte draws DCS/APC/PM/SOS payloads, colon SGR (``ESC[4:3m``), ``ESC[>4;2m`` and kitty keyboard queries as
+garbage, accumulates unterminated OSC strings without bound, and raises on digit runs longer than CPython's
+int-string limit. This filter hands pyte only complete, well-formed sequences it understands, answers the
+queries pyte does not (secondary device attributes, OSC 10/11 colour queries), and carries an incomplete
+sequence over to the next chunk. It works on decoded text and costs nothing on chunks without ESC.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import final
+
+ESC = "\x1b"
+
+_SEQUENCE = re.compile(
+    r"""
+    \x1b\[ (?P<params>[\x30-\x3f]*) (?P<inter>[\x20-\x2f]*) (?P<final>[\x40-\x7e])
+  | \x1b\] (?P<osc>[^\x07\x1b]*) (?:\x07|\x1b\\)
+  | \x1b[P_^X] (?:[^\x1b]|\x1b(?!\\))* \x1b\\
+  | \x1b [\x20-\x2f]* (?![\[\]P_^X]) [\x30-\x7e]
+    """,
+    re.VERBOSE,
+)
+
+# What an incomplete sequence at the end of a chunk can look like.
+_PREFIX = re.compile(
+    r"""
+    \x1b (?: \[ [\x30-\x3f]* [\x20-\x2f]*
+           | \] [^\x07\x1b]* \x1b?
+           | [P_^X] (?:[^\x1b]|\x1b(?!\\))* \x1b?
+           | [\x20-\x2f]* )? \Z
+    """,
+    re.VERBOSE,
+)
+
+_C1 = {c: None for c in range(0x80, 0xA0)}  # 8-bit controls: ignored in UTF-8 mode, as xterm does
+
+MAX_CSI_PARAMS = 64
+MAX_OSC = 512
+MAX_CARRY = 4096  # an unterminated string longer than this is discarded up to its terminator
+
+DA2_REPLY = "\x1b[>1;10;0c"  # "VT220, firmware 10": what xterm-compatible programs expect
+OSC_COLOR_REPLIES = {"10;?": "\x1b]10;rgb:e5e5/e5e5/e5e5\x1b\\", "11;?": "\x1b]11;rgb:0000/0000/0000\x1b\\"}
+
+
+@final
+class Sanitizer:
+    def __init__(self) -> None:
+        self._carry = ""
+        self._discarding = False  # inside an over-long string sequence, waiting for its terminator
+        self.replies: list[str] = []
+
+    def filter(self, text: str) -> str:
+        """Return the part of ``text`` that is safe to feed pyte; queries' answers go to ``replies``."""
+        if self._carry:
+            text = self._carry + text
+            self._carry = ""
+        if self._discarding:
+            end = _string_end(text)
+            if end < 0:
+                self._carry = text[-1:] if text.endswith(ESC) else ""
+                return ""
+            self._discarding = False
+            text = text[end:]
+        if not text.isascii():
+            text = text.translate(_C1)
+        if ESC not in text:
+            return text
+        out: list[str] = []
+        pos = 0
+        while True:
+            i = text.find(ESC, pos)
+            if i < 0:
+                out.append(text[pos:])
+                break
+            out.append(text[pos:i])
+            m = _SEQUENCE.match(text, i)
+            if m is None:
+                rest = text[i:]
+                if _PREFIX.match(rest):
+                    if len(rest) <= MAX_CARRY:
+                        self._carry = rest
+                    else:
+                        self._discarding = rest[1:2] in ("]", "P", "_", "^", "X")
+                    break
+                pos = i + 1  # a lone ESC before a control or text: drop the ESC
+                continue
+            out.append(self._keep(m))
+            pos = m.end()
+        return "".join(out)
+
+    def _keep(self, m: re.Match[str]) -> str:
+        seq = m.group(0)
+        final = m.group("final")
+        if final is not None:
+            params = m.group("params")
+            if m.group("inter") or len(params) > MAX_CSI_PARAMS or ":" in params:
+                return ""
+            if params[:1] in ("<", "=", ">"):
+                if params[:1] == ">" and final == "c" and params in (">", ">0"):
+                    self.replies.append(DA2_REPLY)
+                return ""
+            if params[:1] == "?" and final not in "hl":
+                return ""
+            return seq
+        osc = m.group("osc")
+        if osc is not None:
+            reply = OSC_COLOR_REPLIES.get(osc)
+            if reply is not None:
+                self.replies.append(reply)
+                return ""
+            code = osc.split(";", 1)[0]
+            if code in ("0", "1", "2") and len(osc) <= MAX_OSC:
+                return "\x1b]" + osc + "\x07"
+            return ""
+        if seq[1] in "P_^X":
+            return ""
+        return seq
+
+
+def _string_end(text: str) -> int:
+    """Index just past the first string terminator (BEL or ST), or -1."""
+    bel = text.find("\x07")
+    st = text.find("\x1b\\")
+    ends = [p + 1 for p in (bel,) if p >= 0] + [p + 2 for p in (st,) if p >= 0]
+    return min(ends) if ends else -1

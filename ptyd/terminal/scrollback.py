@@ -1,0 +1,119 @@
+"""Rendered lines that scrolled off the top of the screen, bounded by line count and UTF-8 bytes.
+
+Lines are numbered from the start of the session and never renumbered: ``first`` is the oldest retained line,
+``total`` the number ever appended. Lines arrive in blocks (a whole fast-forwarded burst at once), so the store
+keeps blocks rather than one object per line's bookkeeping; eviction trims whole blocks or the oldest block's head.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from typing import final
+
+
+def utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
+
+
+@final
+class Scrollback:
+    def __init__(self, max_lines: int, max_bytes: int) -> None:
+        self.max_lines = max_lines
+        self.max_bytes = max_bytes
+        self._blocks: deque[list[str]] = deque()
+        self._sizes: deque[int] = deque()  # UTF-8 bytes of each block (one extra per line for the newline)
+        self.first = 0  # number of the oldest retained line
+        self.total = 0  # number of lines ever appended
+        self._bytes = 0
+
+    @property
+    def retained(self) -> int:
+        return self.total - self.first
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def append(self, line: str) -> None:
+        self.extend([line])
+
+    def extend(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        if len(lines) > self.max_lines:
+            self.first += len(lines) - self.max_lines
+            self.total += len(lines) - self.max_lines
+            lines = lines[-self.max_lines :]
+        size = sum(map(utf8_len, lines)) + len(lines)
+        if self._blocks and len(self._blocks[-1]) < 256 and len(lines) < 256:
+            # Merge small appends (one line per scroll) so the deque does not hold a block per line.
+            self._blocks[-1].extend(lines)
+            self._sizes[-1] += size
+        else:
+            self._blocks.append(list(lines))
+            self._sizes.append(size)
+        self.total += len(lines)
+        self._bytes += size
+        self._evict()
+
+    def _evict(self) -> None:
+        while self._blocks and (self.retained > self.max_lines or self._bytes > self.max_bytes):
+            block, size = self._blocks[0], self._sizes[0]
+            over_lines = self.retained - self.max_lines
+            over_bytes = self._bytes - self.max_bytes
+            if over_lines >= len(block) or over_bytes >= size:
+                self._blocks.popleft()
+                self._sizes.popleft()
+                self._bytes -= size
+                self.first += len(block)
+                continue
+            # Trim the head of the oldest block, enough lines for both bounds.
+            drop = max(over_lines, 0)
+            freed = sum(utf8_len(line) + 1 for line in block[:drop])
+            while freed < over_bytes and drop < len(block):
+                freed += utf8_len(block[drop]) + 1
+                drop += 1
+            del block[:drop]
+            self._sizes[0] -= freed
+            self._bytes -= freed
+            self.first += drop
+
+    def lines(self, start: int, end: int) -> list[str]:
+        """Retained lines numbered ``[start, end)``, clipped to what is retained."""
+        start = max(start, self.first)
+        end = min(end, self.total)
+        if start >= end:
+            return []
+        out: list[str] = []
+        # Block start numbers, from the oldest retained line.
+        starts: list[int] = []
+        n = self.first
+        for block in self._blocks:
+            starts.append(n)
+            n += len(block)
+        i = bisect_right(starts, start) - 1
+        pos = start
+        while pos < end and i < len(self._blocks):
+            block = self._blocks[i]
+            offset = pos - starts[i]
+            take = block[offset : offset + (end - pos)]
+            out.extend(take)
+            pos += len(take)
+            i += 1
+        return out
+
+    def clear(self) -> None:
+        self._blocks.clear()
+        self._sizes.clear()
+        self.first = self.total
+        self._bytes = 0
+
+    def skip(self, count: int) -> None:
+        """Account for ``count`` lines that were appended and dropped at once (a burst beyond the bound).
+
+        Only called when at least ``max_lines`` newer lines follow, so everything retained would be dropped too.
+        """
+        self.clear()
+        self.total += count
+        self.first = self.total
