@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
@@ -107,6 +108,29 @@ def read_syscall(pid: int, tid: int) -> Syscall | None:
         return Syscall(nr, tuple(int(x, 16) for x in fields[1:7]))
     except ValueError:
         return None
+
+
+def run_count(pid: int, tid: int) -> int | None:
+    """How many times the thread has been put on a CPU (schedstat's third field): it grows when it wakes."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+            return int(f.read().split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def group_run_counts(pids: Iterable[int], pgid: int) -> dict[tuple[int, int], int]:
+    """Run counts of every thread of the processes of group ``pgid`` among ``pids``."""
+    out: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        stat = read_stat(pid)
+        if stat is None or stat.pgrp != pgid:
+            continue
+        for tid in tasks(pid):
+            count = run_count(pid, tid)
+            if count is not None:
+                out[(pid, tid)] = count
+    return out
 
 
 def read_wchan(pid: int, tid: int) -> str:

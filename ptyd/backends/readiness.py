@@ -10,6 +10,8 @@ password prompt), counts as waiting.
 
 from __future__ import annotations
 
+import os
+import enum
 import platform
 import struct
 import termios
@@ -22,60 +24,120 @@ from ptyd.backends import procfs
 @dataclass(frozen=True, slots=True)
 class SyscallTable:
     reads: frozenset[int]  # arg0 is the fd
-    select: frozenset[int]  # arg0 nfds, arg1 readfds
-    poll: frozenset[int]  # arg0 pollfd array, arg1 count
-    epoll: frozenset[int]  # arg0 epoll fd
+    select: frozenset[int]  # arg0 nfds, arg1 readfds; arg4 timeout (timeval for select, timespec for pselect6)
+    poll: frozenset[int]  # arg0 pollfd array, arg1 count; arg2 timeout (int ms for poll, timespec for ppoll)
+    epoll: frozenset[int]  # arg0 epoll fd; arg3 timeout (int ms, timespec for epoll_pwait2)
+    timeval: frozenset[int]  # select: its timeout is a timeval (µs), not a timespec
+    int_ms: frozenset[int]  # poll, epoll_wait, epoll_pwait: an int of milliseconds
 
 
 _TABLES = {
     # Linux UAPI numbers: read, pread64, readv, preadv, preadv2 / select, pselect6 / poll, ppoll /
     # epoll_wait, epoll_pwait, epoll_pwait2.
     "x86_64": SyscallTable(
-        frozenset({0, 17, 19, 295, 327}), frozenset({23, 270}), frozenset({7, 271}), frozenset({232, 281, 441})
+        reads=frozenset({0, 17, 19, 295, 327}),
+        select=frozenset({23, 270}),
+        poll=frozenset({7, 271}),
+        epoll=frozenset({232, 281, 441}),
+        timeval=frozenset({23}),
+        int_ms=frozenset({7, 232, 281}),
     ),
     "aarch64": SyscallTable(
-        frozenset({63, 67, 65, 69, 286}), frozenset({72}), frozenset({73}), frozenset({22, 441})
+        reads=frozenset({63, 67, 65, 69, 286}),
+        select=frozenset({72}),
+        poll=frozenset({73}),
+        epoll=frozenset({22, 441}),
+        timeval=frozenset(),
+        int_ms=frozenset({22}),
     ),
 }
 TABLE = _TABLES.get(platform.machine())
 
 POLLIN, POLLPRI = 0x1, 0x2
+DEV_TTY = os.makedev(5, 0)  # /dev/tty: the opener's controlling terminal, which for the foreground group is ours
 EPOLLIN, EPOLLPRI = 0x1, 0x2
 _TTY_READ_WCHANS = ("n_tty_read", "wait_woken", "poll_schedule_timeout", "do_select", "do_sys_poll", "ep_poll")
 
 
-def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> bool:
+def _is_tty(pid: int, fd: int, tty_rdev: int) -> bool:
+    rdev = procfs.fd_rdev(pid, fd)
+    return rdev is not None and rdev in (tty_rdev, DEV_TTY)
+
+
+class Wait(enum.IntEnum):
+    """How a group waits on the tty. An event loop (epoll) keeps the tty registered while it does other
+    things, even while it shuts down (node sits ~15 ms in epoll_wait after ``.exit``), so that evidence must
+    hold for a while before it counts; a blocking read or select/poll on the tty counts at once."""
+
+    NONE = 0
+    TIMED = 1  # a wait that times out soon: the program will act on its own (vim after a lone ESC)
+    EVENT_LOOP = 2
+    DIRECT = 3
+
+
+LONG_WAIT_S = 2.0  # a tty wait with at least this timeout (or none) is a wait for input
+
+
+def _timeout(pid: int, call: procfs.Syscall) -> float | None:
+    """The timeout the waiting syscall was given, in seconds; None for none (or unreadable)."""
+    assert TABLE is not None
+    nr = call.nr
+    if nr in TABLE.select:
+        arg = call.args[4]
+    elif nr in TABLE.poll:
+        arg = call.args[2]
+    else:
+        arg = call.args[3]
+    if nr in TABLE.int_ms:
+        ms = arg - (1 << 64) if arg >= 1 << 63 else arg  # the register holds a sign-extended int
+        ms = ms - (1 << 32) if ms >= 1 << 31 else ms
+        return None if ms < 0 else ms / 1000
+    if not arg:
+        return None
+    raw = procfs.read_memory(pid, arg, 16)
+    if raw is None:
+        return None
+    sec, frac = struct.unpack("qq", raw)
+    return sec + frac / (1e6 if nr in TABLE.timeval else 1e9)
+
+
+def _classify(pid: int, call: procfs.Syscall, kind: Wait) -> Wait:
+    timeout = _timeout(pid, call)
+    return Wait.TIMED if timeout is not None and timeout < LONG_WAIT_S else kind
+
+
+def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> Wait:
     assert TABLE is not None
     nr, args = call.nr, call.args
     if nr in TABLE.reads:
-        return procfs.fd_rdev(pid, args[0]) == tty_rdev
+        return Wait.DIRECT if _is_tty(pid, args[0], tty_rdev) else Wait.NONE
     if nr in TABLE.select:
         nfds, readfds = args[0], args[1]
         if not readfds or nfds <= 0 or nfds > 65536:
-            return False
+            return Wait.NONE
         bits = procfs.read_memory(pid, readfds, (nfds + 7) // 8)
         if bits is None:
-            return False
-        return any(
-            bits[fd >> 3] & (1 << (fd & 7)) and procfs.fd_rdev(pid, fd) == tty_rdev for fd in range(nfds)
-        )
+            return Wait.NONE
+        hit = any(bits[fd >> 3] & (1 << (fd & 7)) and _is_tty(pid, fd, tty_rdev) for fd in range(nfds))
+        return _classify(pid, call, Wait.DIRECT) if hit else Wait.NONE
     if nr in TABLE.poll:
         array, count = args[0], args[1]
         if count <= 0 or count > 4096:
-            return False
+            return Wait.NONE
         raw = procfs.read_memory(pid, array, count * 8)
         if raw is None:
-            return False
+            return Wait.NONE
         for fd, events, _ in struct.iter_unpack("ihh", raw):
-            if fd >= 0 and events & (POLLIN | POLLPRI) and procfs.fd_rdev(pid, fd) == tty_rdev:
-                return True
-        return False
+            if fd >= 0 and events & (POLLIN | POLLPRI) and _is_tty(pid, fd, tty_rdev):
+                return _classify(pid, call, Wait.DIRECT)
+        return Wait.NONE
     if nr in TABLE.epoll:
-        return any(
-            events & (EPOLLIN | EPOLLPRI) and procfs.fd_rdev(pid, fd) == tty_rdev
+        hit = any(
+            events & (EPOLLIN | EPOLLPRI) and _is_tty(pid, fd, tty_rdev)
             for fd, events in procfs.epoll_targets(pid, args[0])
         )
-    return False
+        return _classify(pid, call, Wait.EVENT_LOOP) if hit else Wait.NONE
+    return Wait.NONE
 
 
 def _secret_prompt(master_fd: int) -> bool:
@@ -87,8 +149,9 @@ def _secret_prompt(master_fd: int) -> bool:
     return not lflag & termios.ECHO and bool(lflag & termios.ICANON)
 
 
-def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> bool:
-    """True if any thread of any process of group ``pgid`` among ``pids`` is blocked reading the tty."""
+def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> Wait:
+    """How any thread of any process of group ``pgid`` among ``pids`` waits to read the tty (the strongest)."""
+    best = Wait.NONE
     for pid in pids:
         stat = procfs.read_stat(pid)
         if stat is None or stat.pgrp != pgid or stat.state in ("Z", "X", "T", "t"):
@@ -97,23 +160,24 @@ def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd:
             tstat = procfs.read_stat(pid, tid) if tid != pid else stat
             if tstat is None or tstat.state not in ("S", "D"):
                 continue
-            if TABLE is not None:
+            if TABLE is None:
+                wait = _fallback_waits(pid, tid, master_fd)
+            else:
                 try:
                     call = procfs.read_syscall(pid, tid)
                 except PermissionError:
-                    call = None
-                    if _fallback_waits(pid, tid, master_fd):
-                        return True
-                    continue
-                if call is not None and _reads_tty(pid, call, tty_rdev):
-                    return True
-            elif _fallback_waits(pid, tid, master_fd):
-                return True
-    return False
+                    wait = _fallback_waits(pid, tid, master_fd)
+                else:
+                    wait = Wait.NONE if call is None else _reads_tty(pid, call, tty_rdev)
+            if wait == Wait.DIRECT:
+                return wait
+            best = max(best, wait)
+    return best
 
 
-def _fallback_waits(pid: int, tid: int, master_fd: int) -> bool:
+def _fallback_waits(pid: int, tid: int, master_fd: int) -> Wait:
+    """Without ptrace access: a tty-read-like wchan, or (wchan hidden too) a password prompt's tty flags."""
     wchan = procfs.read_wchan(pid, tid)
     if wchan and wchan != "0":
-        return wchan.startswith(_TTY_READ_WCHANS)
-    return _secret_prompt(master_fd)
+        return Wait.EVENT_LOOP if wchan.startswith(_TTY_READ_WCHANS) else Wait.NONE
+    return Wait.EVENT_LOOP if _secret_prompt(master_fd) else Wait.NONE

@@ -27,10 +27,13 @@ class SendOp:
         # Evidence that the program took the input. Right after the write, the input may still sit in the
         # tty's flip buffer (the input queue reads empty) while the program waits exactly as before the
         # write; that pre-existing wait must not count. Set by: the input seen queued, output after the
-        # write, the foreground group changing, or the group seen out of its wait.
+        # write, the foreground group changing, or a thread of the group having run (left its wait) since.
         self.taken = not request.input
         self.received_at_write = 0
         self.foreground_at_write: int | None = None
+        self.run_counts_at_write: dict[tuple[int, int], int] = {}
+        self.weak_since: float | None = None  # when an event-loop wait was first seen, and the output
+        self.weak_mark: tuple[int, int] | None = None  # count and group then; either changing restarts it
 
     @property
     def done(self) -> bool:

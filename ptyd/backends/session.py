@@ -34,6 +34,11 @@ READ_BURST = 1024 * 1024  # bytes read per wake-up before yielding to other sess
 RENDER_BUDGET_S = 0.008  # renderer time per loop turn, so one flooding session cannot starve the others
 RENDER_DEFER_S = 0.002  # output that arrives in bulk is rendered in batches (the fast path needs big ones)
 INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and echoes must not wait
+EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
+
+
+def _ran_since(before: dict[tuple[int, int], int], now: dict[tuple[int, int], int]) -> bool:
+    return any(count > before.get(key, count) for key, count in now.items())
 
 
 @final
@@ -231,17 +236,26 @@ class LocalSession:
         return pgid if pgid > 0 else None
 
     def foreground(self) -> p.Foreground | None:
+        """The foreground group; named after the member that reads the terminal (``less`` in ``seq | less``)."""
         pgid = self._foreground_pgid()
         if pgid is None or self.exited and pgid == self._proc.pid:
             return None
-        stat = procfs.read_stat(pgid)
-        if stat is not None and stat.pgrp == pgid:
-            return p.Foreground(pid=pgid, pgid=pgid, name=stat.comm)
-        for pid in self.scope.pids():
+        members = []
+        for pid in sorted({pgid, *self.scope.pids()}):
             stat = procfs.read_stat(pid)
-            if stat is not None and stat.pgrp == pgid:
-                return p.Foreground(pid=pid, pgid=pgid, name=stat.comm)
-        return None
+            if stat is not None and stat.pgrp == pgid and stat.state not in ("Z", "X"):
+                members.append(stat)
+        if not members:
+            return None
+        chosen = members[0]
+        if len(members) > 1:
+            for stat in members:
+                if readiness.group_waits_on_tty([stat.pid], pgid, self._proc.tty_rdev, self._proc.master):
+                    chosen = stat
+                    break
+            else:
+                chosen = next((m for m in members if m.pid == pgid), members[-1])
+        return p.Foreground(pid=chosen.pid, pgid=pgid, name=chosen.comm)
 
     def verified_foreground_pgid(self) -> int:
         """The tty's foreground group, checked to hold a live process of this terminal's session."""
@@ -261,15 +275,26 @@ class LocalSession:
         pgid = self._foreground_pgid()
         if pgid is None:
             return False
-        if not op.taken and (self._received > op.received_at_write or pgid != op.foreground_at_write):
+        members = {pgid, *self.scope.pids()}
+        if not op.taken and (
+            self._received > op.received_at_write
+            or pgid != op.foreground_at_write
+            or _ran_since(op.run_counts_at_write, procfs.group_run_counts(members, pgid))
+        ):
             op.taken = True
-        waiting = readiness.group_waits_on_tty(
-            {pgid, *self.scope.pids()}, pgid, self._proc.tty_rdev, self._proc.master
-        )
+        wait = readiness.group_waits_on_tty(members, pgid, self._proc.tty_rdev, self._proc.master)
         if not op.taken:
-            op.taken = not waiting  # seen out of its wait: the next wait is a new one
+            op.taken = wait == readiness.Wait.NONE  # seen out of its wait: the next wait is a new one
             return False
-        return waiting
+        if wait == readiness.Wait.EVENT_LOOP:
+            # Must hold, with no output, for a while (see readiness.Wait).
+            now = time.monotonic()
+            if op.weak_since is None or op.weak_mark != (self._received, pgid):
+                op.weak_since, op.weak_mark = now, (self._received, pgid)
+                return False
+            return now - op.weak_since >= EVENT_LOOP_SETTLE_S
+        op.weak_since = None
+        return wait == readiness.Wait.DIRECT
 
     # --- sends -----------------------------------------------------------------------------------------
 
@@ -288,7 +313,9 @@ class LocalSession:
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
         op.received_at_write = self._received
-        op.foreground_at_write = self._foreground_pgid()
+        op.foreground_at_write = pgid = self._foreground_pgid()
+        if pgid is not None and request.input:
+            op.run_counts_at_write = procfs.group_run_counts({pgid, *self.scope.pids()}, pgid)
         self._write(request.input.encode())
         task = self.loop.create_task(self._drive(op), name=f"send {self.session_id} {op.id}")
         self._drivers.add(task)

@@ -1,0 +1,224 @@
+"""Test harness: a real daemon process on a real socket in a private directory, and a raw JSON-RPC client."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class RpcError(Exception):
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(f"{error.get('code')} {error.get('message')}: {error.get('data')}")
+        self.code: int = error["code"]
+        self.message: str = error["message"]
+        self.data: Any = error.get("data")
+        self.kind: str | None = self.data.get("kind") if isinstance(self.data, dict) else None
+
+
+class Rpc:
+    """A blocking NDJSON JSON-RPC client: exactly what any language can do with a Unix socket."""
+
+    def __init__(self, path: Path, timeout: float = 60.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(str(path))
+        except OSError:
+            self.sock.close()
+            raise
+        self._buf = b""
+        self._next_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Rpc:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv_line(self) -> bytes:
+        while b"\n" not in self._buf:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("daemon closed the connection")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def recv(self) -> Any:
+        return json.loads(self.recv_line())
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> int:
+        self._next_id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send_raw(json.dumps(message).encode() + b"\n")
+        return self._next_id
+
+    def response(self, request_id: int) -> Any:
+        reply = self.recv()
+        assert reply.get("id") == request_id, reply
+        if "error" in reply:
+            raise RpcError(reply["error"])
+        return reply["result"]
+
+    def call(self, method: str, **params: Any) -> Any:
+        return self.response(self.request(method, params))
+
+
+class Daemon:
+    def __init__(self, directory: Path, config: str = "") -> None:
+        self.directory = directory
+        self.socket = directory / "ptyd.sock"
+        self.config_path = directory / "config.toml"
+        self.config_path.write_text(config)
+        self.log_path = directory / "daemon.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, *extra: str, wait: bool = True) -> subprocess.Popen[bytes]:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ptyd", "--socket", str(self.socket), "--config", str(self.config_path), *extra],
+            stdout=log,
+            stderr=log,
+            cwd=ROOT,
+            env={k: v for k, v in os.environ.items() if not k.startswith("PTYD_")},
+        )
+        log.close()
+        if wait:
+            self.wait_ready()
+        return self.proc
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        """The daemon is ready when its socket accepts a connection and answers daemon_info."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with Rpc(self.socket, timeout=5) as rpc:
+                    rpc.call("daemon_info")
+                return
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"daemon did not start:\n{self.log()}") from None
+                time.sleep(0.02)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def rpc(self) -> Rpc:
+        return Rpc(self.socket)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+
+def _private_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    path = tmp_path_factory.mktemp(name)
+    path.chmod(0o700)
+    return path
+
+
+@pytest.fixture(scope="session")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    d = Daemon(_private_dir(tmp_path_factory, "ptyd"))
+    d.start()
+    yield d
+    code = d.stop()
+    assert code == 0, d.log()
+
+
+@pytest.fixture
+def fresh_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """A daemon of the test's own, for tests that stop, crash or reconfigure it."""
+    d = Daemon(_private_dir(tmp_path_factory, "ptyd-own"))
+    yield d
+    if d.proc is not None and d.proc.poll() is None:
+        d.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def rpc(daemon: Daemon) -> Iterator[Rpc]:
+    with daemon.rpc() as client:
+        yield client
+
+
+@pytest.fixture
+def token(rpc: Rpc) -> Iterator[str]:
+    tok = rpc.call("agent_register", name="test")["token"]
+    yield tok
+    with contextlib.suppress(RpcError, OSError):
+        rpc.call("agent_release", token=tok)
+
+
+class Shell:
+    """One session and the calls a test makes on it."""
+
+    def __init__(self, rpc: Rpc, token: str, **open_params: Any) -> None:
+        self.rpc = rpc
+        self.token = token
+        self.opened = rpc.call("terminal_open", token=token, **open_params)
+        self.id: str = self.opened["session_id"]
+
+    def send(self, text: str, **params: Any) -> Any:
+        params.setdefault("timeout_ms", 20_000)
+        return self.rpc.call("terminal_send", token=self.token, session_id=self.id, input=text, **params)
+
+    def call(self, method: str, **params: Any) -> Any:
+        return self.rpc.call(method, token=self.token, session_id=self.id, **params)
+
+    def transcript(self) -> list[str]:
+        return self.call("terminal_read", start_line=0, max_lines=100_000, max_bytes=16 * 1024 * 1024)["lines"]
+
+    def close(self) -> Any:
+        return self.call("terminal_close")
+
+
+@pytest.fixture
+def shell(rpc: Rpc, token: str) -> Iterator[Shell]:
+    s = Shell(rpc, token, env={"PS1": "$ "})
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_until(predicate: Any, timeout: float = 10.0, message: str = "condition") -> None:
+    """Poll a condition about the outside world (a process gone, a file there) with a deadline."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {message}")
+        time.sleep(0.01)

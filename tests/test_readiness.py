@@ -1,0 +1,172 @@
+"""Why a send returned, decided by the kernel, for the programs agents really drive."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import Rpc, RpcError, Shell, wait_until
+
+needs = pytest.mark.skipif
+
+
+def test_bash_prompt_is_stdin_read(shell: Shell) -> None:
+    result = shell.send("echo hello\n")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"] == "$ echo hello\nhello\n$"
+    assert result["session_status"] == {"kind": "running"}
+    assert result["foreground"]["name"] == "bash"
+
+
+def test_command_that_works_before_prompting(shell: Shell) -> None:
+    result = shell.send("sleep 0.3; read -p 'name? ' x\n")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].endswith("name?")
+    result = shell.send("ptyd\n")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].endswith("$")
+
+
+def test_sleep_is_not_stdin_read(shell: Shell) -> None:
+    result = shell.send("sleep 5\n", idle_ms=400)
+    assert result["wait_reason"] == "inferred_idle"
+    assert result["foreground"]["name"] == "sleep"
+    shell.send("\x03")
+
+
+def test_program_reading_a_pipe_is_not_stdin_read(shell: Shell) -> None:
+    result = shell.send("sleep 30 | cat\n", idle_ms=400)
+    assert result["wait_reason"] == "inferred_idle"
+    assert shell.send("\x03")["wait_reason"] == "stdin_read"
+
+
+def test_timeout_while_printing(shell: Shell) -> None:
+    result = shell.send("while :; do echo tick; sleep 0.05; done\n", timeout_ms=500, idle_ms=5000)
+    assert result["wait_reason"] == "timeout"
+    assert "tick" in result["viewport"]
+    assert shell.send("\x03")["wait_reason"] == "stdin_read"
+
+
+def test_empty_input_waits_for_readiness(shell: Shell) -> None:
+    result = shell.send("")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"] == "$"
+
+
+@pytest.mark.parametrize(
+    ("start", "prompt", "line", "answer"),
+    [
+        ("sh", "$", "echo $((6*7))\n", "42\n$"),
+        ("python3 -q", ">>>", "6*7\n", "42\n>>>"),
+        ("cat", "", "forty-two\n", "forty-two\nforty-two\n"),
+        ("sqlite3", "sqlite>", "select 6*7;\n", "42\nsqlite>"),
+    ],
+    ids=["sh", "python-repl", "cat", "sqlite3"],
+)
+def test_interactive_programs(shell: Shell, start: str, prompt: str, line: str, answer: str) -> None:
+    if shutil.which(start.split()[0]) is None:
+        pytest.skip(f"{start.split()[0]} is not installed")
+    opened = shell.send(start + "\n", idle_ms=10_000)
+    assert opened["wait_reason"] == "stdin_read", opened
+    assert opened["viewport"].endswith(prompt)
+    result = shell.send(line, idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read", result
+    assert result["viewport"].endswith(answer), result
+    # End of input leaves the program: the shell's prompt, not the program's, ends the next viewport.
+    result = shell.send("\x04", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].endswith("$")
+    assert result["foreground"]["name"] == "bash"
+
+
+def test_python_input_after_work(shell: Shell) -> None:
+    result = shell.send("python3 -c 'import time; time.sleep(0.1); print(input(\"? \") * 2)'\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].endswith("?")
+    result = shell.send("ab\n")
+    assert result["viewport"].endswith("abab\n$")
+
+
+@needs(shutil.which("node") is None, reason="node is not installed")
+def test_node_repl(shell: Shell) -> None:
+    opened = shell.send("node\n", idle_ms=10_000, timeout_ms=20_000)
+    assert opened["wait_reason"] == "stdin_read", opened
+    assert opened["viewport"].endswith(">")
+    result = shell.send("6*7\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert "42" in result["viewport"]
+    assert shell.send(".exit\n", idle_ms=10_000)["viewport"].endswith("$")
+
+
+@needs(shutil.which("less") is None, reason="less is not installed")
+def test_less_reads_dev_tty_and_uses_the_alternate_screen(shell: Shell) -> None:
+    result = shell.send("seq 1 1000 | less\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["alt_screen"] is True
+    assert result["foreground"]["name"] == "less"
+    assert result["viewport"].splitlines()[0] == "1"
+    result = shell.send("q")
+    assert result["alt_screen"] is False
+    assert result["viewport"].endswith("$")
+    # The pager's screen did not leak into the shell's transcript.
+    assert "500" not in shell.transcript()
+
+
+@needs(shutil.which("vim") is None, reason="vim is not installed")
+def test_vim(shell: Shell, tmp_path: Path) -> None:
+    path = tmp_path / "note.txt"
+    # A lone ESC makes vim wait 'ttimeoutlen' for the rest of a key code, with the screen not yet redrawn.
+    result = shell.send(f"vim -u NONE -N --cmd 'set ttimeout ttimeoutlen=20' {path}\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["alt_screen"] is True
+    result = shell.send("ihello from vim")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].splitlines()[0] == "hello from vim"
+    assert result["viewport"].endswith("-- INSERT --")
+    result = shell.send("\x1b")
+    assert result["wait_reason"] == "stdin_read"
+    assert not result["viewport"].endswith("-- INSERT --")
+    result = shell.send(":wq\n")
+    assert result["alt_screen"] is False
+    assert path.read_text() == "hello from vim\n"
+
+
+def test_password_prompt(shell: Shell) -> None:
+    result = shell.send("python3 -c 'import getpass; print(len(getpass.getpass(\"pw: \")))'\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].endswith("pw:")
+    result = shell.send("hunter2\n")
+    assert "hunter2" not in result["viewport"]
+    assert "7" in result["viewport"].splitlines()
+
+
+def test_top_level_exit_is_session_exit(rpc: Rpc, token: str) -> None:
+    s = Shell(rpc, token, env={"PS1": "$ "})
+    result = s.send("exit 3\n")
+    assert result["wait_reason"] == "session_exit"
+    assert result["session_status"] == {"kind": "exited", "exit_code": 3, "signal": None}
+    status = s.call("terminal_status")
+    assert status["status"]["kind"] == "exited"
+    s.close()
+
+
+def test_foreground_child_exit_is_not_session_exit(shell: Shell) -> None:
+    result = shell.send("bash -c 'exit 4'; echo $?\n")
+    assert result["wait_reason"] == "stdin_read"
+    assert "4" in result["viewport"].splitlines()
+
+
+def test_killed_top_level_reports_the_signal(rpc: Rpc, token: str) -> None:
+    s = Shell(rpc, token, type="exec", argv=["sleep", "60"], idle_ms=200)
+    assert s.opened["wait_reason"] == "inferred_idle"
+    delivered = s.call("terminal_signal", signal="SIGKILL")
+    assert delivered["delivered"] is True
+    assert delivered["signal"] == "SIGKILL"
+    wait_until(lambda: s.call("terminal_status")["status"]["kind"] == "exited", message="the program's exit")
+    assert s.call("terminal_status")["status"] == {"kind": "exited", "exit_code": None, "signal": "SIGKILL"}
+    with pytest.raises(RpcError) as err:
+        s.send("hello\n")
+    assert err.value.kind == "session_exited"
+    s.close()
