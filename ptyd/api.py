@@ -6,6 +6,7 @@ OpenRPC document read them.
 
 from __future__ import annotations
 
+import inspect
 import signal as _signal
 from typing import Any
 
@@ -50,7 +51,7 @@ class Api:
     async def terminal_open(self, _: Any, params: p.TerminalOpenParams) -> p.TerminalOpenResult:
         agent = self.service.authenticate(params.token)
         session = await self.service.open(agent, params)
-        info = session.info()
+        info = session.info(agent.agent_id)
         return p.TerminalOpenResult(
             session_id=info.session_id,
             name=info.name,
@@ -111,17 +112,16 @@ class Api:
 
     async def terminal_resize(self, _: Any, params: p.TerminalResizeParams) -> p.SessionInfo:
         agent = self.service.authenticate(params.token)
-        session = self.service.session(agent, params.session_id)
-        session.resize(params.cols, params.rows)
-        return session.info()
+        self.service.session(agent, params.session_id).resize(params.cols, params.rows)
+        return self.service.describe(agent, params.session_id)
 
     async def terminal_status(self, _: Any, params: p.TerminalStatusParams) -> p.SessionInfo:
         agent = self.service.authenticate(params.token)
-        return self.service.session(agent, params.session_id).info()
+        return self.service.describe(agent, params.session_id)
 
     async def terminal_list(self, _: Any, params: p.TerminalListParams) -> p.TerminalListResult:
         agent = self.service.authenticate(params.token)
-        return p.TerminalListResult(sessions=[s.info() for s in self.service.list(agent)])
+        return p.TerminalListResult(sessions=self.service.list(agent))
 
     async def terminal_close(self, _: Any, params: p.TerminalCloseParams) -> p.TerminalCloseResult:
         agent = self.service.authenticate(params.token)
@@ -151,6 +151,6 @@ class Api:
             ("daemon_info", p.DaemonInfoParams, p.DaemonInfoResult, self.daemon_info),
         ]
         return [
-            Method(name, params, result, handler, (params.__doc__ or "").strip())
+            Method(name, params, result, handler, inspect.cleandoc(params.__doc__ or ""))
             for name, params, result, handler in table
         ]

@@ -89,6 +89,23 @@ def bind_socket(path: Path) -> socket.socket:
     return sock
 
 
+OPERATOR_TOKEN_FILE = "operator.token"
+
+
+def write_operator_token(directory: Path, service: PtyService) -> None:
+    """Mint the operator token (every agent's sessions, for ptyctl) into a 0600 file beside the socket.
+
+    A new token each start: a stale file from a previous daemon never works against this one.
+    """
+    _, token = service.register("operator", operator=True)
+    path = directory / OPERATOR_TOKEN_FILE
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(tmp, path)
+
+
 class Daemon:
     def __init__(self, config: Config, config_path: Path | None, socket_path: Path) -> None:
         self.config = config
@@ -120,6 +137,7 @@ class Daemon:
         remove_leftover_cgroups(containment)
         reaper = ChildReaper(loop)
         service = PtyService(self.config, build_registry(self.config, reaper, containment), manifest, containment.name)
+        write_operator_token(directory, service)
         methods = Api(service).methods()
         methods.append(discover_method(methods, __version__))
         server = RpcServer(Dispatcher(methods, self.config.max_batch), self.config)
@@ -163,6 +181,8 @@ class Daemon:
         await server.close()
         reaper.reap()
         reaper.close()
+        with contextlib.suppress(FileNotFoundError):
+            (directory / OPERATOR_TOKEN_FILE).unlink()
         if activated is None:
             with contextlib.suppress(FileNotFoundError):
                 self.socket_path.unlink()

@@ -142,6 +142,7 @@ class SessionInfo(Base):
     operation_id: Annotated[str | None, _d("The active (or last settled) send operation.")]
     created_at_ms: Annotated[int, _d("Unix time in milliseconds.")]
     total_lines: Annotated[int, _d("Lines in the transcript so far (scrollback plus screen).")]
+    owner: Annotated[str, _d("agent_id of the owning agent.")]
 
 
 class TerminalOpenResult(Base):

@@ -100,6 +100,10 @@ class LocalSession:
     def pid(self) -> int | None:
         return self._proc.pid
 
+    @property
+    def cgroup(self) -> str | None:
+        return self.scope.cgroup
+
     def status(self) -> p.SessionStatus:
         return self._status
 
@@ -470,7 +474,7 @@ class LocalSession:
             truncated=cut or begin > start,
         )
 
-    def info(self) -> p.SessionInfo:
+    def info(self, owner: str) -> p.SessionInfo:
         op = self._current_op()
         return p.SessionInfo(
             session_id=self.session_id,
@@ -486,6 +490,7 @@ class LocalSession:
             operation_id=op.id if op else None,
             created_at_ms=self.created_at_ms,
             total_lines=self.terminal.total_lines,
+            owner=owner,
         )
 
     # --- teardown --------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 import typing
 from collections.abc import Iterator
@@ -81,4 +82,4 @@ def discover_method(methods: list[Method], version: str) -> Method:
     async def discover(_: Any, __: DiscoverParams) -> dict[str, Any]:
         return document
 
-    return Method("rpc.discover", DiscoverParams, dict[str, Any], discover, (DiscoverParams.__doc__ or "").strip())
+    return Method("rpc.discover", DiscoverParams, dict[str, Any], discover, inspect.cleandoc(DiscoverParams.__doc__ or ""))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import time
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SpawnSpec
 from ptyd.config import AGENT_PROFILE_ENV, Config
-from ptyd.errors import BackendNotFound, LimitExceeded, SessionNotFound
+from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry
 from ptyd.service.manifest import Manifest
 
@@ -59,6 +60,8 @@ class PtyService:
 
     async def release(self, agent: Agent) -> int:
         """Revoke the agent's token at once, then close its sessions (awaited)."""
+        if agent.operator:
+            raise InvalidArgument("the operator token lives as long as the daemon", reason="operator")
         self.agents.revoke(agent)
         ids = [sid for sid, e in self._sessions.items() if e.owner is agent]
         results = await asyncio.gather(*(self._close(sid, "agent released") for sid in ids))
@@ -83,8 +86,16 @@ class PtyService:
     def session(self, agent: Agent, session_id: str) -> PtyBackendSession:
         return self.entry(agent, session_id).session
 
-    def list(self, agent: Agent) -> list[PtyBackendSession]:
-        return [e.session for e in self._sessions.values() if e.owner is agent or agent.operator]
+    def describe(self, agent: Agent, session_id: str) -> p.SessionInfo:
+        entry = self.entry(agent, session_id)
+        return entry.session.info(entry.owner.agent_id)
+
+    def list(self, agent: Agent) -> list[p.SessionInfo]:
+        return [
+            e.session.info(e.owner.agent_id)
+            for e in self._sessions.values()
+            if e.owner is agent or agent.operator
+        ]
 
     async def open(self, agent: Agent, params: p.TerminalOpenParams) -> PtyBackendSession:
         backend = self.backends.get(params.type)
@@ -124,16 +135,14 @@ class PtyService:
         self._sessions[spec.session_id] = Entry(session, agent)
         agent.session_ids.add(spec.session_id)
         if session.pid is not None:
-            self.manifest.add(spec.session_id, session.pid, getattr(session, "scope").cgroup)
+            self.manifest.add(spec.session_id, session.pid, session.cgroup)
         log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
         return session
 
     async def close(self, agent: Agent, session_id: str, reason: str | None) -> tuple[bool, int]:
         if session_id in agent.closed_ids and session_id not in self._sessions:
             return False, 0
-        entry = self.entry(agent, session_id)
-        if entry.owner is not agent and not agent.operator:
-            raise SessionNotFound(session_id)
+        self.entry(agent, session_id)
         return await self._close(session_id, reason or "closed by caller")
 
     async def _close(self, session_id: str, reason: str) -> tuple[bool, int]:
@@ -166,7 +175,7 @@ class PtyService:
         return p.DaemonInfoResult(
             version=__version__,
             protocol_version=p.PROTOCOL_VERSION,
-            pid=__import__("os").getpid(),
+            pid=os.getpid(),
             uptime_ms=int((time.monotonic() - self._started) * 1000),
             sessions=len(self._sessions),
             agents=len(self.agents),

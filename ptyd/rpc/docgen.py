@@ -1,0 +1,117 @@
+"""Render docs/protocol.md from the same OpenRPC document ``rpc.discover`` serves (``make docs``).
+
+A test checks the committed file matches, so the docs cannot drift from the wire types.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from ptyd import __version__
+from ptyd.api import Api
+from ptyd.errors import ERROR_CLASSES
+from ptyd.rpc.openrpc import discover_method, openrpc_document
+
+INTRO = """\
+# ptyd protocol
+
+Generated from `ptyd/protocol.py` by `make docs`; `rpc.discover` serves the same content as an OpenRPC document.
+
+## Framing
+
+JSON-RPC 2.0 over a Unix stream socket, newline-delimited: one request (or batch array) per line, UTF-8,
+terminated by `\\n`; one response per line. Requests on one connection run concurrently and responses carry the
+request's `id`; a request without `id` is a notification and gets no response. Parameters are always by name.
+Field names are snake_case.
+
+The socket is `--socket PATH`, else `$PTYD_SOCKET`, else `$XDG_RUNTIME_DIR/ptyd/ptyd.sock`, else
+`/tmp/ptyd-$UID/ptyd.sock`, in a directory of mode 0700 (socket 0600). A connection from another uid is closed.
+
+## Errors
+
+| code | `error.data.kind` | meaning |
+|---|---|---|
+| -32700 | `parse_error` | the line is not JSON |
+| -32600 | `invalid_request`, `empty_batch`, `batch_too_large`, `frame_too_large` | not a JSON-RPC request; a frame over `max_frame_bytes` (default 4 MiB) is skipped to its newline and the connection lives on |
+| -32601 | `method_not_found` | no such method |
+| -32602 | `invalid_params` | wrong type, missing field, unknown field or enum value; `data.detail` names the field (`at $.cols`) |
+| -32603 | `internal` | a daemon bug; `data.incident` matches a line in the daemon's log |
+"""
+
+
+def _type(schema: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in schema:
+        return " \\| ".join(_type(s) for s in schema["anyOf"])
+    if "enum" in schema:
+        return " \\| ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "array":
+        return f"{_type(schema.get('items', {}))}[]"
+    if kind == "object" and "additionalProperties" in schema:
+        return f"map of {_type(schema['additionalProperties'])}"
+    if kind == "null":
+        return "null"
+    return str(kind or "any")
+
+
+def _bounds(schema: dict[str, Any]) -> str:
+    parts = []
+    for key, label in (("minimum", ">="), ("maximum", "<="), ("minLength", "min length"), ("maxLength", "max length")):
+        if key in schema:
+            parts.append(f"{label} {schema[key]}")
+    for option in schema.get("anyOf", []):
+        extra = _bounds(option)
+        if extra:
+            parts.append(extra)
+    return ", ".join(parts)
+
+
+def _fields(schema: dict[str, Any]) -> list[str]:
+    required = set(schema.get("required", []))
+    rows = ["| field | type | required | default | description |", "|---|---|---|---|---|"]
+    for name, field in schema.get("properties", {}).items():
+        default = f"`{json.dumps(field['default'])}`" if "default" in field else ""
+        description = field.get("description", "")
+        bounds = _bounds(field)
+        if bounds:
+            description = f"{description} ({bounds})".strip()
+        rows.append(f"| `{name}` | {_type(field)} | {'yes' if name in required else ''} | {default} | {description} |")
+    return rows
+
+
+def render() -> str:
+    methods = Api(None).methods()  # type: ignore[arg-type]
+    methods.append(discover_method(methods, __version__))
+    doc = openrpc_document(methods, __version__)
+    schemas = doc["components"]["schemas"]
+    out = [INTRO, "", "Application errors (`-32000` to `-32099`):", "", "| code | kind | meaning |", "|---|---|---|"]
+    for cls in ERROR_CLASSES:
+        out.append(f"| {cls.code} | `{cls.kind}` | {(cls.__doc__ or '').strip()} |")
+    out += ["", "## Methods", ""]
+    for method in doc["methods"]:
+        out += [f"### `{method['name']}`", "", method["description"] or method["name"], ""]
+        params = {"properties": {p["name"]: p["schema"] for p in method["params"]}}
+        params["required"] = [p["name"] for p in method["params"] if p["required"]]
+        out += ["Params:", "", *(_fields(params) if method["params"] else ["(none)"]), ""]
+        out += [f"Result: {_type(method['result']['schema'])}", ""]
+    out += ["## Types", ""]
+    for name in sorted(schemas):
+        schema = schemas[name]
+        if name.endswith("Params"):
+            continue
+        out += [f"### {name}", ""]
+        if schema.get("description"):
+            out += [schema["description"], ""]
+        if "properties" in schema:
+            out += [*_fields(schema), ""]
+        elif "anyOf" in schema:
+            out += [f"One of: {_type(schema)}", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
