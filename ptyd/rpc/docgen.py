@@ -85,8 +85,7 @@ def _fields(schema: dict[str, Any]) -> list[str]:
 
 def render() -> str:
     methods = Api(None).methods()  # type: ignore[arg-type]
-    methods.append(discover_method(methods, __version__))
-    doc = openrpc_document(methods, __version__)
+    doc = openrpc_document([*methods, discover_method(methods, __version__)], __version__)
     schemas = doc["components"]["schemas"]
     out = [INTRO, "", "Application errors (`-32000` to `-32099`):", "", "| code | kind | meaning |", "|---|---|---|"]
     for cls in ERROR_CLASSES:

@@ -74,12 +74,16 @@ def _result_schema(members: tuple[Any, ...], schemas: Iterator[dict[str, Any]]) 
 
 
 def discover_method(methods: list[Method], version: str) -> Method:
-    document = openrpc_document(methods, version)
+    """``rpc.discover``: the document describes ``methods`` and itself."""
 
     class DiscoverParams(msgspec.Struct, forbid_unknown_fields=True):
         """Describe this service: an OpenRPC 1.3 document generated from the daemon's own wire types."""
 
+    document: dict[str, Any] = {}
+
     async def discover(_: Any, __: DiscoverParams) -> dict[str, Any]:
         return document
 
-    return Method("rpc.discover", DiscoverParams, dict[str, Any], discover, inspect.cleandoc(DiscoverParams.__doc__ or ""))
+    method = Method("rpc.discover", DiscoverParams, dict[str, Any], discover, inspect.cleandoc(DiscoverParams.__doc__ or ""))
+    document.update(openrpc_document([*methods, method], version))
+    return method
