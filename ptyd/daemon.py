@@ -192,11 +192,13 @@ class Daemon:
 
     async def _maintain(self, service: PtyService, reaper: ChildReaper) -> None:
         """Slow housekeeping: reap orphans handed to the subreaper, release idle agents, report status."""
-        ticks = 0
+        next_sweep = 0.0
         while True:
             await asyncio.sleep(MAINTENANCE_INTERVAL_S)
             reaper.reap()
-            ticks += 1
-            if ticks % 30 == 0:
+            now = asyncio.get_running_loop().time()
+            if now >= next_sweep:
+                # Often enough that an idle agent outlives its timeout by at most a quarter of it.
+                next_sweep = now + min(30.0, self.config.agent_idle_timeout_ms / 4000)
                 await service.release_idle()
                 systemd.notify(f"STATUS=serving, {service.session_count} sessions")

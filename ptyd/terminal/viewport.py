@@ -83,7 +83,7 @@ def bound(
     if partial:
         omitted_end += 1  # the cut line's start is left out too
     omitted = omitted_end - omitted_start
-    gone = f"; lines before {gap[1]} are no longer retained" if gap is not None else ""
+    gone = f" (lines before {gap[1]} are no longer retained)" if gap is not None else ""
     marker = (
         f"[... {omitted} lines omitted: terminal_read start_line={omitted_start} max_lines={max(omitted, 1)}"
         f"{gone} ...]"
