@@ -89,7 +89,7 @@ def bind_socket(path: Path) -> socket.socket:
     return sock
 
 
-OPERATOR_TOKEN_FILE = "operator.token"
+OPERATOR_TOKEN_FILE = "operator.token"  # noqa: S105 - a file name, not a secret
 
 
 def write_operator_token(directory: Path, service: PtyService) -> None:
@@ -124,9 +124,7 @@ class Daemon:
         finally:
             os.close(lock_fd)
 
-    async def _serve(
-        self, loop: asyncio.AbstractEventLoop, activated: socket.socket | None, directory: Path
-    ) -> int:
+    async def _serve(self, loop: asyncio.AbstractEventLoop, activated: socket.socket | None, directory: Path) -> int:
         if not set_subreaper():
             log.warning("could not become a child subreaper; orphaned session processes go to init")
         instance = hashlib.sha256(str(self.socket_path.resolve()).encode()).hexdigest()[:12]
@@ -162,7 +160,11 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, reload)
         maintenance = loop.create_task(self._maintain(service, reaper))
         log.info(
-            "ptyd %s serving %s (pid %d, containment %s)", __version__, self.socket_path, os.getpid(), containment.name
+            "ptyd %s serving %s (pid %d, containment %s)",
+            __version__,
+            self.socket_path,
+            os.getpid(),
+            containment.name,
         )
         systemd.notify(f"READY=1\nSTATUS=serving, 0 sessions\nMAINPID={os.getpid()}")
         await self._stop.wait()

@@ -15,8 +15,9 @@ from msgspec import Meta
 PROTOCOL_VERSION = 1
 
 
-def _d(text: str, **bounds: int) -> Meta:
-    return Meta(description=text, **bounds)  # type: ignore[arg-type]
+def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
+    """A field's description (it becomes the protocol docs), with length bounds for strings."""
+    return Meta(description=text, min_length=min_length, max_length=max_length)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -33,24 +34,20 @@ SessionId = Annotated[str, _d("Session id from terminal_open.", min_length=1, ma
 Cols = Annotated[int, Meta(ge=2, le=1000, description="Terminal width in cells.")]
 Rows = Annotated[int, Meta(ge=2, le=500, description="Terminal height in cells.")]
 TimeoutMs = Annotated[int, Meta(ge=0, le=3_600_000, description="Upper bound of the wait, in milliseconds.")]
-IdleMs = Annotated[
-    int, Meta(ge=1, le=3_600_000, description="Silence after which the wait settles as inferred_idle.")
-]
+IdleMs = Annotated[int, Meta(ge=1, le=3_600_000, description="Silence after which the wait settles as inferred_idle.")]
 Name = Annotated[str, Meta(max_length=128)]
-MaxBytes = Annotated[
-    int, Meta(ge=256, le=4 * 1024 * 1024, description="UTF-8 byte bound of the returned viewport.")
-]
+MaxBytes = Annotated[int, Meta(ge=256, le=4 * 1024 * 1024, description="UTF-8 byte bound of the returned viewport.")]
 
 
 class Base(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
-class Running(Base, tag_field="kind", tag="running"):
+class Running(Base, frozen=True, tag_field="kind", tag="running"):
     """The top-level program is alive."""
 
 
-class Exited(Base, tag_field="kind", tag="exited"):
+class Exited(Base, frozen=True, tag_field="kind", tag="exited"):
     """The top-level program has exited; ``signal`` names the signal that killed it, if one did."""
 
     exit_code: int | None
@@ -60,7 +57,7 @@ class Exited(Base, tag_field="kind", tag="exited"):
 SessionStatus = Running | Exited
 
 
-class Foreground(Base):
+class Foreground(Base, frozen=True):
     """The terminal's foreground process group, as read from the tty when the result was made."""
 
     pid: Annotated[int, _d("A process of the group (its leader when alive).")]
@@ -73,24 +70,24 @@ class Foreground(Base):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class AgentRegisterParams(Base):
+class AgentRegisterParams(Base, frozen=True):
     """Register an agent and mint its token. The token authorizes every terminal_* call of that agent."""
 
     name: Annotated[Name | None, _d("Display name; never used for authorization.")] = None
 
 
-class AgentRegisterResult(Base):
+class AgentRegisterResult(Base, frozen=True):
     agent_id: str
     token: Annotated[str, _d("A daemon-minted secret of 256 bits; keep it private.")]
 
 
-class AgentReleaseParams(Base):
+class AgentReleaseParams(Base, frozen=True):
     """Close every session of the agent (awaited, whole process trees) and revoke its token."""
 
     token: Token
 
 
-class AgentReleaseResult(Base):
+class AgentReleaseResult(Base, frozen=True):
     closed_sessions: int
 
 
@@ -99,7 +96,7 @@ class AgentReleaseResult(Base):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class TerminalOpenParams(Base):
+class TerminalOpenParams(Base, frozen=True):
     """Start a program on a new pseudo-terminal and return once it is ready for input."""
 
     token: Token
@@ -110,7 +107,8 @@ class TerminalOpenParams(Base):
         _d("Program and arguments; for 'shell' it replaces the configured shell."),
     ] = None
     cwd: Annotated[
-        Annotated[str, Meta(max_length=4096)] | None, _d("Working directory (default: the daemon's home directory).")
+        Annotated[str, Meta(max_length=4096)] | None,
+        _d("Working directory (default: the daemon's home directory)."),
     ] = None
     env: Annotated[
         Annotated[dict[str, Annotated[str, Meta(max_length=131_072)]], Meta(max_length=4096)] | None,
@@ -126,7 +124,7 @@ class TerminalOpenParams(Base):
     idle_ms: IdleMs | None = None
 
 
-class SessionInfo(Base):
+class SessionInfo(Base, frozen=True):
     """What a session is and what it is doing now."""
 
     session_id: str
@@ -145,7 +143,7 @@ class SessionInfo(Base):
     owner: Annotated[str, _d("agent_id of the owning agent.")]
 
 
-class TerminalOpenResult(Base):
+class TerminalOpenResult(Base, frozen=True):
     session_id: str
     name: str | None
     type: str
@@ -159,7 +157,7 @@ class TerminalOpenResult(Base):
     foreground: Foreground | None
 
 
-class TerminalSendParams(Base):
+class TerminalSendParams(Base, frozen=True):
     """Write ``input`` verbatim to the terminal and wait until the program is ready for more.
 
     The caller adds ``\\n`` to submit a line; control characters pass through (``\\u0003`` is Ctrl-C).
@@ -178,14 +176,14 @@ class TerminalSendParams(Base):
     ] = None
 
 
-class LineRange(Base):
+class LineRange(Base, frozen=True):
     """Transcript lines ``[start_line, end_line)`` that a viewport covers."""
 
     start_line: int
     end_line: int
 
 
-class SendResult(Base):
+class SendResult(Base, frozen=True):
     """The settled result of one send (PtySendResult)."""
 
     operation_id: str
@@ -204,49 +202,49 @@ class SendResult(Base):
     lines: Annotated[LineRange, _d("Transcript lines the viewport covers (for terminal_read).")]
 
 
-class SendStarted(Base):
+class SendStarted(Base, frozen=True):
     """A background send was started (``wait=false``)."""
 
     operation_id: str
 
 
-class SessionRefParams(Base):
+class SessionRefParams(Base, frozen=True):
     token: Token
     session_id: SessionId
 
 
-class TerminalOutputParams(SessionRefParams):
+class TerminalOutputParams(SessionRefParams, frozen=True):
     """Consume the rendered output produced since the previous call (for background sends)."""
 
 
-class TerminalOutputResult(Base):
+class TerminalOutputResult(Base, frozen=True):
     operation_id: str | None
     output: Annotated[str, _d("Completed lines since the previous call; at settlement also the cursor line.")]
     done: bool
     result: SendResult | None
 
 
-class TerminalCancelParams(SessionRefParams):
+class TerminalCancelParams(SessionRefParams, frozen=True):
     """Send SIGINT to the foreground process group of the active send."""
 
 
-class TerminalCancelResult(Base):
+class TerminalCancelResult(Base, frozen=True):
     cancelled: Annotated[bool, _d("False when no send was active (it had settled).")]
 
 
-class TerminalWaitParams(SessionRefParams):
+class TerminalWaitParams(SessionRefParams, frozen=True):
     """Wait for the active send to settle and return its result (or the most recently settled one)."""
 
     timeout_ms: Annotated[TimeoutMs | None, _d("Give up after this long and return done=false.")] = None
 
 
-class TerminalWaitResult(Base):
+class TerminalWaitResult(Base, frozen=True):
     operation_id: str | None
     done: bool
     result: SendResult | None
 
 
-class TerminalReadParams(SessionRefParams):
+class TerminalReadParams(SessionRefParams, frozen=True):
     """Page the retained transcript: scrollback followed by the screen, as rendered text lines."""
 
     start_line: Annotated[
@@ -256,7 +254,7 @@ class TerminalReadParams(SessionRefParams):
     max_bytes: Annotated[Annotated[int, Meta(ge=256, le=16 * 1024 * 1024)] | None, _d("Default 256 KiB.")] = None
 
 
-class TerminalReadResult(Base):
+class TerminalReadResult(Base, frozen=True):
     lines: list[str]
     start_line: int
     next_line: Annotated[int, _d("start_line of the following page.")]
@@ -265,42 +263,40 @@ class TerminalReadResult(Base):
     truncated: Annotated[bool, _d("The page stopped early at max_bytes, or started before the retained lines.")]
 
 
-class TerminalSignalParams(SessionRefParams):
+class TerminalSignalParams(SessionRefParams, frozen=True):
     """Signal the verified foreground process group of the terminal."""
 
-    signal: Annotated[
-        str | Annotated[int, Meta(ge=1, le=64)], _d("A name such as 'SIGINT' or 'INT', or a number.")
-    ]
+    signal: Annotated[str | Annotated[int, Meta(ge=1, le=64)], _d("A name such as 'SIGINT' or 'INT', or a number.")]
 
 
-class TerminalSignalResult(Base):
+class TerminalSignalResult(Base, frozen=True):
     delivered: bool
     pgid: int
     signal: str
 
 
-class TerminalResizeParams(SessionRefParams):
+class TerminalResizeParams(SessionRefParams, frozen=True):
     """Change the terminal size; the foreground program gets SIGWINCH."""
 
     cols: Cols
     rows: Rows
 
 
-class TerminalStatusParams(SessionRefParams):
+class TerminalStatusParams(SessionRefParams, frozen=True):
     """Describe one session."""
 
 
-class TerminalListParams(Base):
+class TerminalListParams(Base, frozen=True):
     """List the caller's sessions."""
 
     token: Token
 
 
-class TerminalListResult(Base):
+class TerminalListResult(Base, frozen=True):
     sessions: list[SessionInfo]
 
 
-class TerminalCloseParams(SessionRefParams):
+class TerminalCloseParams(SessionRefParams, frozen=True):
     """Terminate the session's whole process tree, reap it, close the PTY and forget the session.
 
     Idempotent: closing an id this agent already closed succeeds with ``closed=false``.
@@ -309,18 +305,18 @@ class TerminalCloseParams(SessionRefParams):
     reason: Annotated[Name | None, _d("Free text for the daemon log.")] = None
 
 
-class TerminalCloseResult(Base):
+class TerminalCloseResult(Base, frozen=True):
     closed: Annotated[bool, _d("False when the session was already closed.")]
     killed: Annotated[int, _d("Processes that needed a signal after the PTY closed.")]
 
 
-class DaemonInfoParams(Base):
+class DaemonInfoParams(Base, frozen=True):
     """Describe the daemon. Counts are totals; no other agent's data is returned."""
 
     token: Token | None = None
 
 
-class DaemonInfoResult(Base):
+class DaemonInfoResult(Base, frozen=True):
     version: str
     protocol_version: int
     pid: int

@@ -97,7 +97,16 @@ class Daemon:
     def start(self, *extra: str, wait: bool = True) -> subprocess.Popen[bytes]:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ptyd", "--socket", str(self.socket), "--config", str(self.config_path), *extra],
+            [
+                sys.executable,
+                "-m",
+                "ptyd",
+                "--socket",
+                str(self.socket),
+                "--config",
+                str(self.config_path),
+                *extra,
+            ],
             stdout=log,
             stderr=log,
             cwd=ROOT,

@@ -119,7 +119,10 @@ def test_sigterm_closes_every_session_and_exits_zero(fresh_daemon: Daemon) -> No
 def test_second_daemon_on_a_live_socket_exits_and_touches_nothing(daemon: Daemon) -> None:
     inode = daemon.socket.stat().st_ino
     proc = subprocess.run(
-        [sys.executable, "-m", "ptyd", "--socket", str(daemon.socket)], cwd=ROOT, capture_output=True, timeout=30
+        [sys.executable, "-m", "ptyd", "--socket", str(daemon.socket)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=30,
     )
     assert proc.returncode == 1
     assert b"already serving" in proc.stderr
@@ -147,7 +150,10 @@ def test_refuses_an_unsafe_directory(tmp_path: Path, problem: str) -> None:
         directory.chmod(0o700)
         os.chown(directory, 65534, 65534)
     proc = subprocess.run(
-        [sys.executable, "-m", "ptyd", "--socket", str(directory / "ptyd.sock")], cwd=ROOT, capture_output=True, timeout=30
+        [sys.executable, "-m", "ptyd", "--socket", str(directory / "ptyd.sock")],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=30,
     )
     assert proc.returncode == 1
     assert b"refusing to use" in proc.stderr

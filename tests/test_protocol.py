@@ -17,7 +17,11 @@ def raw(rpc: Rpc, line: bytes) -> dict:
 
 def test_parse_error(rpc: Rpc) -> None:
     reply = raw(rpc, b'{"jsonrpc": "2.0", "method": ')
-    assert reply == {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error", "data": {"kind": "parse_error"}}, "id": None}
+    assert reply == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32700, "message": "Parse error", "data": {"kind": "parse_error"}},
+        "id": None,
+    }
 
 
 def test_invalid_utf8_is_a_parse_error(rpc: Rpc) -> None:
@@ -45,7 +49,9 @@ def test_deep_nesting_is_a_parse_error(rpc: Rpc) -> None:
 def test_invalid_request(rpc: Rpc, request_: object) -> None:
     reply = raw(rpc, json.dumps(request_).encode())
     assert reply["error"]["code"] == -32600
-    expected_id = request_.get("id") if isinstance(request_, dict) and not isinstance(request_.get("id"), dict) else None
+    expected_id = (
+        request_.get("id") if isinstance(request_, dict) and not isinstance(request_.get("id"), dict) else None
+    )
     assert reply["id"] == expected_id
 
 

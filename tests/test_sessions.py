@@ -93,7 +93,11 @@ def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
     first = shell.call("terminal_output")
     assert first["operation_id"] == op
     assert first["done"] is False
-    assert [line for line in first["output"].splitlines() if line.startswith("line")] == ["line1", "line2", "line3"]
+    assert [line for line in first["output"].splitlines() if line.startswith("line")] == [
+        "line1",
+        "line2",
+        "line3",
+    ]
     assert shell.call("terminal_output")["output"] == ""  # consumed
     assert shell.call("terminal_cancel") == {"cancelled": True}
     waited = shell.call("terminal_wait", timeout_ms=10_000)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from pathlib import Path
 from typing import final
 
 from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
@@ -47,7 +49,7 @@ class LocalBackend:
         argv = spec.argv or (list(self._default_argv) if self._default_argv else None)
         if not argv:
             raise InvalidArgument(f"type {self.type!r} needs argv", field="argv")
-        cwd = spec.cwd or os.path.expanduser("~")
+        cwd = spec.cwd or str(Path.home())
         env = session_environment(self._config, spec.session_id, spec.env)
         try:
             scope = self._containment.scope(spec.session_id)
@@ -58,10 +60,8 @@ class LocalBackend:
         except BaseException:
             scope.remove()
             raise
-        try:
+        with contextlib.suppress(OSError):  # not fatal: the marker and the session still find the process
             scope.attach(spawned.pid)
-        except OSError:
-            pass  # the process is still found through the marker and its session; never fatal
         session = LocalSession(
             session_id=spec.session_id,
             type=self.type,

@@ -10,8 +10,8 @@ password prompt), counts as waiting.
 
 from __future__ import annotations
 
-import os
 import enum
+import os
 import platform
 import struct
 import termios
@@ -56,7 +56,14 @@ TABLE = _TABLES.get(platform.machine())
 POLLIN, POLLPRI = 0x1, 0x2
 DEV_TTY = os.makedev(5, 0)  # /dev/tty: the opener's controlling terminal, which for the foreground group is ours
 EPOLLIN, EPOLLPRI = 0x1, 0x2
-_TTY_READ_WCHANS = ("n_tty_read", "wait_woken", "poll_schedule_timeout", "do_select", "do_sys_poll", "ep_poll")
+_TTY_READ_WCHANS = (
+    "n_tty_read",
+    "wait_woken",
+    "poll_schedule_timeout",
+    "do_select",
+    "do_sys_poll",
+    "ep_poll",
+)
 
 
 def _is_tty(pid: int, fd: int, tty_rdev: int) -> bool:
@@ -98,7 +105,7 @@ def _timeout(pid: int, call: procfs.Syscall) -> float | None:
     if raw is None:
         return None
     sec, frac = struct.unpack("qq", raw)
-    return sec + frac / (1e6 if nr in TABLE.timeval else 1e9)
+    return float(sec + frac / (1e6 if nr in TABLE.timeval else 1e9))
 
 
 def _classify(pid: int, call: procfs.Syscall, kind: Wait) -> Wait:

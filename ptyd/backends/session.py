@@ -37,6 +37,11 @@ INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and ech
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
 
 
+def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
 def _ran_since(before: dict[tuple[int, int], int], now: dict[tuple[int, int], int]) -> bool:
     return any(count > before.get(key, count) for key, count in now.items())
 
@@ -242,7 +247,7 @@ class LocalSession:
     def foreground(self) -> p.Foreground | None:
         """The foreground group; named after the member that reads the terminal (``less`` in ``seq | less``)."""
         pgid = self._foreground_pgid()
-        if pgid is None or self.exited and pgid == self._proc.pid:
+        if pgid is None or (self.exited and pgid == self._proc.pid):
             return None
         members = []
         for pid in sorted({pgid, *self.scope.pids()}):
@@ -338,7 +343,7 @@ class LocalSession:
         """Sleep up to ``delay``; True if output arrived meanwhile."""
         fut: asyncio.Future[bool] = self.loop.create_future()
         self._activity = fut
-        timer = self.loop.call_later(delay, lambda: fut.done() or fut.set_result(False))
+        timer = self.loop.call_later(delay, _resolve, fut, False)
         try:
             return await fut
         finally:

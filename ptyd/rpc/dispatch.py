@@ -46,7 +46,7 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=True):
     jsonrpc: Literal["2.0"]
     method: str
     params: dict[str, Any] | list[Any] | msgspec.UnsetType = msgspec.UNSET
-    id: int | str | None | msgspec.UnsetType = msgspec.UNSET
+    id: int | str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class _ErrorObject(msgspec.Struct, omit_defaults=True):

@@ -34,16 +34,18 @@ The socket is `--socket PATH`, else `$PTYD_SOCKET`, else `$XDG_RUNTIME_DIR/ptyd/
 | code | `error.data.kind` | meaning |
 |---|---|---|
 | -32700 | `parse_error` | the line is not JSON |
-| -32600 | `invalid_request`, `empty_batch`, `batch_too_large`, `frame_too_large` | not a JSON-RPC request; a frame over `max_frame_bytes` (default 4 MiB) is skipped to its newline and the connection lives on |
+| -32600 | `invalid_request`, `empty_batch`, `batch_too_large`, `frame_too_large` | not a JSON-RPC request; \
+a frame over `max_frame_bytes` (default 4 MiB) is skipped to its newline and the connection lives on |
 | -32601 | `method_not_found` | no such method |
-| -32602 | `invalid_params` | wrong type, missing field, unknown field or enum value; `data.detail` names the field (`at $.cols`) |
+| -32602 | `invalid_params` | wrong type, missing field, unknown field or enum value; `data.detail` names \
+the field (`at $.cols`) |
 | -32603 | `internal` | a daemon bug; `data.incident` matches a line in the daemon's log |
 """
 
 
 def _type(schema: dict[str, Any]) -> str:
     if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
     if "anyOf" in schema:
         return " \\| ".join(_type(s) for s in schema["anyOf"])
     if "enum" in schema:
@@ -60,7 +62,12 @@ def _type(schema: dict[str, Any]) -> str:
 
 def _bounds(schema: dict[str, Any]) -> str:
     parts = []
-    for key, label in (("minimum", ">="), ("maximum", "<="), ("minLength", "min length"), ("maxLength", "max length")):
+    for key, label in (
+        ("minimum", ">="),
+        ("maximum", "<="),
+        ("minLength", "min length"),
+        ("maxLength", "max length"),
+    ):
         if key in schema:
             parts.append(f"{label} {schema[key]}")
     for option in schema.get("anyOf", []):
@@ -87,13 +94,20 @@ def render() -> str:
     methods = Api(None).methods()  # type: ignore[arg-type]
     doc = openrpc_document([*methods, discover_method(methods, __version__)], __version__)
     schemas = doc["components"]["schemas"]
-    out = [INTRO, "", "Application errors (`-32000` to `-32099`):", "", "| code | kind | meaning |", "|---|---|---|"]
+    out = [
+        INTRO,
+        "",
+        "Application errors (`-32000` to `-32099`):",
+        "",
+        "| code | kind | meaning |",
+        "|---|---|---|",
+    ]
     for cls in ERROR_CLASSES:
         out.append(f"| {cls.code} | `{cls.kind}` | {(cls.__doc__ or '').strip()} |")
     out += ["", "## Methods", ""]
     for method in doc["methods"]:
         out += [f"### `{method['name']}`", "", method["description"] or method["name"], ""]
-        params = {"properties": {p["name"]: p["schema"] for p in method["params"]}}
+        params: dict[str, Any] = {"properties": {p["name"]: p["schema"] for p in method["params"]}}
         params["required"] = [p["name"] for p in method["params"] if p["required"]]
         out += ["Params:", "", *(_fields(params) if method["params"] else ["(none)"]), ""]
         out += [f"Result: {_type(method['result']['schema'])}", ""]

@@ -84,6 +84,12 @@ def discover_method(methods: list[Method], version: str) -> Method:
     async def discover(_: Any, __: DiscoverParams) -> dict[str, Any]:
         return document
 
-    method = Method("rpc.discover", DiscoverParams, dict[str, Any], discover, inspect.cleandoc(DiscoverParams.__doc__ or ""))
+    method = Method(
+        "rpc.discover",
+        DiscoverParams,
+        dict[str, Any],
+        discover,
+        inspect.cleandoc(DiscoverParams.__doc__ or ""),
+    )
     document.update(openrpc_document([*methods, method], version))
     return method

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ptyd.errors import LimitExceeded, Unauthorized
 
-TOKEN_PREFIX = "ptyd_"
+TOKEN_PREFIX = "ptyd_"  # noqa: S105 - a prefix, not a secret
 
 
 def _digest(token: str) -> bytes:

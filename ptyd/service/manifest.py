@@ -83,9 +83,9 @@ def _kill_marked(session_id: str, pid: object, starttime: object) -> int:
         stat = procfs.read_stat(candidate)
         if stat is None or candidate == os.getpid():
             continue
-        if (session is not None and stat.session == session) or procfs.environ_has(candidate, marker):
-            if signal_fenced(candidate, stat.starttime, signal.SIGKILL):
-                killed += 1
+        mine = (session is not None and stat.session == session) or procfs.environ_has(candidate, marker)
+        if mine and signal_fenced(candidate, stat.starttime, signal.SIGKILL):
+            killed += 1
     return killed
 
 

@@ -48,7 +48,7 @@ class PtyService:
         self._sessions: dict[str, Entry] = {}
         self._opening = 0
         self._started = time.monotonic()
-        self._tasks: set[asyncio.Task[object]] = set()
+        self._tasks: set[asyncio.Task[int]] = set()
 
     # --- agents ----------------------------------------------------------------------------------------
 
@@ -91,11 +91,7 @@ class PtyService:
         return entry.session.info(entry.owner.agent_id)
 
     def list(self, agent: Agent) -> list[p.SessionInfo]:
-        return [
-            e.session.info(e.owner.agent_id)
-            for e in self._sessions.values()
-            if e.owner is agent or agent.operator
-        ]
+        return [e.session.info(e.owner.agent_id) for e in self._sessions.values() if e.owner is agent or agent.operator]
 
     async def open(self, agent: Agent, params: p.TerminalOpenParams) -> PtyBackendSession:
         backend = self.backends.get(params.type)
@@ -151,8 +147,8 @@ class PtyService:
             return False, 0
         # Run the close as a service-owned task: a caller that disconnects must not interrupt it.
         task = asyncio.get_running_loop().create_task(entry.session.close(reason))
-        self._tasks.add(task)  # type: ignore[arg-type]
-        task.add_done_callback(self._tasks.discard)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         killed = await asyncio.shield(task)
         if self._sessions.get(session_id) is entry:
             del self._sessions[session_id]

@@ -14,6 +14,7 @@ screen. Row ``y`` of the screen is line ``scrollback.total + y``.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import re
 import time
 from collections import deque
@@ -158,10 +159,10 @@ class Terminal:
         return not self._queue
 
     def _pyte(self, text: str) -> None:
-        try:
+        # pyte must never take the session down (e.g. ValueError on a digit run past CPython's int limit);
+        # its parser resets itself after an exception.
+        with contextlib.suppress(Exception):
             self._stream.feed(text)
-        except Exception:  # noqa: BLE001 - pyte must never take the session down; its parser resets itself
-            pass
 
     def _fast_forward(self, text: str) -> None:
         screen = self.screen
@@ -199,11 +200,8 @@ class Terminal:
         """Count rows that would be dropped by the scrollback bound anyway, without rendering them."""
         if self.capture is not None and self.capture.room > 0:
             self.capture.offer(self.scrollback.total, _rows_of(lines[:256], cols, strip))
-        if max(map(len, lines)) <= cols:
-            count = len(lines)
-        else:
-            count = sum(max(1, -(-len(line) // cols)) for line in lines)
-        self.scrollback.skip(count)
+        wide = max(map(len, lines)) > cols
+        self.scrollback.skip(sum(max(1, -(-len(line) // cols)) for line in lines) if wide else len(lines))
 
     def _scrolled_off(self, rows: list[str]) -> None:
         if self.capture is not None:

@@ -35,7 +35,7 @@ _PREFIX = re.compile(
     re.VERBOSE,
 )
 
-_C1 = {c: None for c in range(0x80, 0xA0)}  # 8-bit controls: ignored in UTF-8 mode, as xterm does
+_C1 = dict.fromkeys(range(128, 160))  # 8-bit controls: ignored in UTF-8 mode, as xterm does
 
 MAX_CSI_PARAMS = 64
 MAX_OSC = 512

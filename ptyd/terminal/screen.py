@@ -29,7 +29,7 @@ _ALT_WITH_CURSOR = 1049 << 5
 _MAX_INTERNED = 8192
 
 
-def render_line(line: StaticDefaultDict, columns: int) -> str:  # type: ignore[type-arg]
+def render_line(line: StaticDefaultDict[int, Char], columns: int) -> str:
     """One buffer row as text; a wide character's stub cell holds "" and so adds nothing."""
     if not line:
         return ""
@@ -38,7 +38,7 @@ def render_line(line: StaticDefaultDict, columns: int) -> str:  # type: ignore[t
     return "".join([c.data if (c := get(x)) is not None else " " for x in range(last + 1)]).rstrip()
 
 
-class TerminalScreen(pyte.Screen):  # type: ignore[misc]
+class TerminalScreen(pyte.Screen):
     def __init__(
         self,
         columns: int,

@@ -85,7 +85,6 @@ def bound(
     omitted = omitted_end - omitted_start
     gone = f" (lines before {gap[1]} are no longer retained)" if gap is not None else ""
     marker = (
-        f"[... {omitted} lines omitted: terminal_read start_line={omitted_start} max_lines={max(omitted, 1)}"
-        f"{gone} ...]"
+        f"[... {omitted} lines omitted: terminal_read start_line={omitted_start} max_lines={max(omitted, 1)}{gone} ...]"
     )
     return "\n".join([*kept_head, marker, *kept_tail]), True
