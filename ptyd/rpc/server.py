@@ -95,6 +95,11 @@ class RpcServer:
             while True:
                 chunk = await reader.read(65536)
                 if not chunk:
+                    # EOF: the client may have only shut down its writing side (``socat``, ``nc -N``), so the
+                    # requests in flight still get their answers. A client that is gone entirely costs nothing
+                    # more: its requests only wait on operations the service owns.
+                    if tasks:
+                        await asyncio.gather(*tasks, return_exceptions=True)
                     break
                 start = 0
                 while True:
@@ -125,7 +130,7 @@ class RpcServer:
                 if writer.transport.get_write_buffer_size() > HIGH_WATER:
                     await writer.drain()
         finally:
-            # The requests were only waiting on operations the service owns; those go on without us.
+            # On a reset or daemon shutdown the requests are cancelled; the operations they waited on go on.
             for task in tasks:
                 task.cancel()
             if tasks:
