@@ -119,13 +119,15 @@ class CgroupScope:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.cgroup: str | None = str(path)
+        self._procs = str(path / "cgroup.procs")
 
     def attach(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(f"{pid}\n")
 
     def pids(self, *, thorough: bool = False) -> list[int]:
         try:
-            return [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+            with open(self._procs, "rb") as f:
+                return [int(x) for x in f.read().split()]
         except (OSError, ValueError):
             return []
 

@@ -249,8 +249,10 @@ class LocalSession:
         pgid = self._foreground_pgid()
         if pgid is None or (self.exited and pgid == self._proc.pid):
             return None
+        # At a prompt the shell is alone in its group; only other groups need the session's process list.
+        candidates = [pgid] if pgid == self._proc.pid else sorted({pgid, *self.scope.pids()})
         members = []
-        for pid in sorted({pgid, *self.scope.pids()}):
+        for pid in candidates:
             stat = procfs.read_stat(pid)
             if stat is not None and stat.pgrp == pgid and stat.state not in ("Z", "X"):
                 members.append(stat)
