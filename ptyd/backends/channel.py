@@ -1,0 +1,186 @@
+"""The session's PTY master: draining output into the terminal renderer, and writing input.
+
+Output is read continuously whether anyone is sending or not, so a program never blocks on a full PTY. The
+reader pauses only while the renderer's backlog is over its bound: memory stays bounded and the program is
+throttled to the renderer's pace instead of the daemon growing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import struct
+import termios
+import time
+from collections.abc import Callable
+from typing import final
+
+from ptyd.backends.spawn import Spawned
+from ptyd.terminal.emulator import Terminal
+
+READ_BURST = 1024 * 1024  # bytes read per wake-up before yielding to other sessions
+RENDER_BUDGET_S = 0.008  # renderer time per loop turn, so one flooding session cannot starve the others
+RENDER_DEFER_S = 0.002  # output that arrives in bulk is rendered in batches (the fast path needs big ones)
+INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and echoes must not wait
+
+
+@final
+class PtyChannel:
+    def __init__(
+        self,
+        proc: Spawned,
+        terminal: Terminal,
+        max_backlog: int,
+        on_output: Callable[[], None],
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._proc = proc
+        self.terminal = terminal
+        self._max_backlog = max_backlog
+        self._on_output = on_output
+        self.received = 0  # bytes read from the master
+        self.last_output = time.monotonic()
+        self._raw = bytearray()  # read, not yet fed to the terminal
+        self._rendered = 0  # bytes fed to the terminal and fully rendered
+        self._render_scheduled = False
+        self._render_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._reading = False
+        self._outbox = bytearray()
+        self._writing = False
+        self.closed = False
+        self._start_reading()
+
+    # --- output ----------------------------------------------------------------------------------------
+
+    def _start_reading(self) -> None:
+        if not self._reading and not self.closed:
+            self.loop.add_reader(self._proc.master, self._on_readable)
+            self._reading = True
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self.loop.remove_reader(self._proc.master)
+            self._reading = False
+
+    def _on_readable(self) -> None:
+        got = 0
+        while got < READ_BURST:
+            try:
+                data = os.read(self._proc.master, 65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:  # EIO: no slave fd open anywhere; cannot happen while the daemon holds one
+                self._stop_reading()
+                break
+            if not data:
+                self._stop_reading()
+                break
+            self._raw += data
+            got += len(data)
+        if not got:
+            return
+        self.received += got
+        self.last_output = time.monotonic()
+        self._on_output()
+        if not self._render_scheduled:
+            if len(self._raw) < INTERACTIVE_BYTES and self.terminal.idle:
+                self._render()
+            else:
+                self._render_scheduled = True
+                self.loop.call_later(RENDER_DEFER_S, self._render)
+        if len(self._raw) + self.terminal.backlog > self._max_backlog:
+            self._stop_reading()
+
+    def _render(self) -> None:
+        self._render_scheduled = False
+        if self.closed:
+            return
+        fed = self.received
+        if self._raw:
+            self.terminal.feed(bytes(self._raw))
+            self._raw.clear()
+        if self.terminal.process(RENDER_BUDGET_S):
+            self._render_scheduled = True
+            self.loop.call_soon(self._render)
+        else:
+            self._rendered = fed
+            waiting = []
+            for mark, fut in self._render_waiters:
+                if mark > fed:
+                    waiting.append((mark, fut))
+                elif not fut.done():
+                    fut.set_result(None)
+            self._render_waiters = waiting
+        if not self._reading and self.terminal.backlog < self._max_backlog // 2:
+            self._start_reading()
+
+    def drain(self) -> None:
+        """Read whatever the PTY holds now (a prompt written just before the program blocked)."""
+        if self._reading:
+            self._on_readable()
+
+    async def rendered(self) -> None:
+        """Wait until everything read so far is rendered."""
+        mark = self.received
+        if self._rendered >= mark and not self._raw and self.terminal.idle:
+            return
+        fut = self.loop.create_future()
+        self._render_waiters.append((mark, fut))
+        if not self._render_scheduled:
+            self._render_scheduled = True
+            self.loop.call_soon(self._render)
+        await fut
+
+    # --- input -----------------------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self.closed or not data:
+            return
+        self._outbox += data
+        self._flush()
+
+    def discard_unwritten(self) -> None:
+        self._outbox.clear()
+
+    def _flush(self) -> None:
+        while self._outbox:
+            try:
+                n = os.write(self._proc.master, self._outbox)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self._outbox.clear()
+                break
+            del self._outbox[:n]
+        if self._outbox and not self._writing:
+            self.loop.add_writer(self._proc.master, self._flush)
+            self._writing = True
+        elif not self._outbox and self._writing:
+            self.loop.remove_writer(self._proc.master)
+            self._writing = False
+
+    def input_queued(self) -> int:
+        """Input written but not yet read by the program: ours still to write plus the tty's input queue."""
+        try:
+            raw = fcntl.ioctl(self._proc.slave, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return len(self._outbox)
+        return len(self._outbox) + int(struct.unpack("i", raw)[0])
+
+    # --- end -------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.closed = True
+        self._stop_reading()
+        if self._writing:
+            self.loop.remove_writer(self._proc.master)
+            self._writing = False
+        for fd in (self._proc.master, self._proc.slave):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for _, fut in self._render_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._render_waiters.clear()

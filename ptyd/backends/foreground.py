@@ -1,0 +1,81 @@
+"""The terminal's foreground process group (ForegroundGroup): who it is, whether it waits on the tty, and
+whether it may be signalled."""
+
+from __future__ import annotations
+
+import os
+from typing import final
+
+from ptyd import protocol as p
+from ptyd.backends import procfs, readiness
+from ptyd.backends.containment import Scope
+from ptyd.backends.spawn import Spawned
+from ptyd.errors import InvalidArgument
+
+RunCounts = dict[tuple[int, int], int]
+
+
+@final
+class ForegroundGroup:
+    def __init__(self, proc: Spawned, scope: Scope) -> None:
+        self._proc = proc
+        self._scope = scope
+
+    def pgid(self) -> int | None:
+        """The tty's foreground process group, read from the master."""
+        try:
+            pgid = os.tcgetpgrp(self._proc.master)
+        except OSError:
+            return None
+        return pgid if pgid > 0 else None
+
+    def _candidates(self, pgid: int) -> list[int]:
+        # At a prompt the shell is alone in its group; only other groups need the session's process list.
+        return [pgid] if pgid == self._proc.pid else sorted({pgid, *self._scope.pids()})
+
+    def _members(self, pgid: int) -> list[procfs.ProcStat]:
+        members = []
+        for pid in self._candidates(pgid):
+            stat = procfs.read_stat(pid)
+            if stat is not None and stat.pgrp == pgid and stat.state not in ("Z", "X"):
+                members.append(stat)
+        return members
+
+    def describe(self, top_exited: bool) -> p.Foreground | None:
+        """The group, named after the member that reads the terminal (``less`` in ``seq | less``)."""
+        pgid = self.pgid()
+        if pgid is None or (top_exited and pgid == self._proc.pid):
+            return None
+        members = self._members(pgid)
+        if not members:
+            return None
+        chosen = members[0]
+        if len(members) > 1:
+            for stat in members:
+                if readiness.group_waits_on_tty([stat.pid], pgid, self._proc.tty_rdev, self._proc.master):
+                    chosen = stat
+                    break
+            else:
+                chosen = next((m for m in members if m.pid == pgid), members[-1])
+        return p.Foreground(pid=chosen.pid, pgid=pgid, name=chosen.comm)
+
+    def verified_pgid(self) -> int:
+        """The foreground group, checked to hold a live process of this terminal's session (never a recycled
+        group id of someone else's)."""
+        pgid = self.pgid()
+        if pgid is not None:
+            for stat in self._members(pgid):
+                if stat.session == self._proc.pid:
+                    return pgid
+        raise InvalidArgument("the terminal has no foreground process group to signal", reason="no_foreground")
+
+    def input_wait(self, pgid: int) -> readiness.Wait:
+        return readiness.group_waits_on_tty({pgid, *self._scope.pids()}, pgid, self._proc.tty_rdev, self._proc.master)
+
+    def run_counts(self, pgid: int) -> RunCounts:
+        return procfs.group_run_counts({pgid, *self._scope.pids()}, pgid)
+
+
+def ran_since(before: RunCounts, now: RunCounts) -> bool:
+    """Some thread of the group was scheduled since ``before``: it left the wait it was in."""
+    return any(count > before.get(key, count) for key, count in now.items())
