@@ -18,6 +18,7 @@ from ptyd.api import Api
 from ptyd.backends.containment import select_containment, set_subreaper
 from ptyd.backends.local import build_registry
 from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.spawn import raise_fd_limit
 from ptyd.config import Config, ConfigError, load_config
 from ptyd.rpc.dispatch import Dispatcher
 from ptyd.rpc.openrpc import discover_method
@@ -125,6 +126,7 @@ class Daemon:
             os.close(lock_fd)
 
     async def _serve(self, loop: asyncio.AbstractEventLoop, activated: socket.socket | None, directory: Path) -> int:
+        log.debug("fd limit %d", raise_fd_limit())
         if not set_subreaper():
             log.warning("could not become a child subreaper; orphaned session processes go to init")
         instance = hashlib.sha256(str(self.socket_path.resolve()).encode()).hexdigest()[:12]

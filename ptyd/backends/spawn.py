@@ -9,9 +9,11 @@ reason and leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
+import resource
 import shutil
 import signal
 import struct
@@ -24,6 +26,20 @@ IUTF8 = getattr(termios, "IUTF8", 0o40000)  # Linux value; Python 3.11 does not 
 SETSID = shutil.which("setsid") or "/usr/bin/setsid"
 ENV = shutil.which("env") or "/usr/bin/env"
 _DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+
+
+_child_nofile: tuple[int, int] | None = None  # the fd limit programs get: the one the daemon started with
+
+
+def raise_fd_limit() -> int:
+    """Let the daemon use its hard fd limit (three fds a session), and keep programs at the original soft one
+    (some still break with fds above 1024). Returns the new soft limit."""
+    global _child_nofile
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        _child_nofile = (soft, hard)
+    return hard
 
 
 @dataclass(slots=True)
@@ -83,6 +99,9 @@ def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) 
             setsigdef=_DEFAULT_SIGNALS,  # the daemon ignores SIGPIPE; its programs must not
             setsigmask=(),
         )
+        if _child_nofile is not None:
+            with contextlib.suppress(OSError):  # before the program could fork: setsid and env exec first
+                resource.prlimit(pid, resource.RLIMIT_NOFILE, _child_nofile)
         os.set_blocking(master, False)
     except OSError as exc:
         os.close(master)
