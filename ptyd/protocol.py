@@ -219,7 +219,13 @@ class TerminalOutputParams(SessionRefParams, frozen=True):
 
 class TerminalOutputResult(Base, frozen=True):
     operation_id: str | None
-    output: Annotated[str, _d("Completed lines since the previous call; at settlement also the cursor line.")]
+    output: Annotated[
+        str,
+        _d(
+            "Completed lines since the previous call, each ending in a newline; once done, also the cursor line "
+            "(the prompt). Consecutive outputs concatenate to the transcript."
+        ),
+    ]
     done: bool
     result: SendResult | None
 
@@ -307,7 +313,7 @@ class TerminalCloseParams(SessionRefParams, frozen=True):
 
 class TerminalCloseResult(Base, frozen=True):
     closed: Annotated[bool, _d("False when the session was already closed.")]
-    killed: Annotated[int, _d("Processes that needed a signal after the PTY closed.")]
+    killed: Annotated[int, _d("Processes signalled to end them, the top-level program included.")]
 
 
 class DaemonInfoParams(Base, frozen=True):

@@ -98,6 +98,7 @@ def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
         "line2",
         "line3",
     ]
+    assert first["output"].endswith("\n")  # chunks concatenate without gluing lines together
     assert shell.call("terminal_output")["output"] == ""  # consumed
     assert shell.call("terminal_cancel") == {"cancelled": True}
     waited = shell.call("terminal_wait", timeout_ms=10_000)
@@ -109,6 +110,13 @@ def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
     assert last["done"] is True
     assert last["output"].endswith("$")
     assert shell.call("terminal_cancel") == {"cancelled": False}  # settled
+
+
+def test_wait_with_zero_timeout_returns_a_settled_result(shell: Shell) -> None:
+    shell.send("true\n")
+    waited = shell.call("terminal_wait", timeout_ms=0)
+    assert waited["done"] is True
+    assert waited["result"]["viewport"] == "$ true\n$"
 
 
 def test_wait_times_out_without_settling(shell: Shell) -> None:

@@ -64,7 +64,8 @@ def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange]:
 
 
 def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str, bool]:
-    """Completed lines since the previous call (and the cursor line once the operation settled)."""
+    """Completed lines since the previous call, each ending in a newline (so consecutive chunks concatenate
+    to the transcript), and once the operation settled the cursor line (the prompt) without one."""
     end = terminal.cursor_line + (1 if op.done else 0)
     start = max(op.output_line, terminal.scrollback.first)
     dropped = start > op.output_line
@@ -72,4 +73,6 @@ def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str,
     if end <= start:
         return "", dropped
     text, truncated = bound([], None, terminal.transcript(start, end), start, max_bytes)
+    if not op.done:
+        text += "\n"
     return text, truncated or dropped

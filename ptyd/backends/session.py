@@ -243,6 +243,8 @@ class LocalSession:
         op = self._current_op()
         if op is None:
             return p.TerminalWaitResult(operation_id=None, done=True, result=None)
+        if op.done:
+            return p.TerminalWaitResult(operation_id=op.id, done=True, result=op.future.result())
         try:
             result = await asyncio.wait_for(op.result(), timeout_s)
         except TimeoutError:

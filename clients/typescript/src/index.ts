@@ -1,0 +1,18 @@
+/**
+ * ptyd-client: persistent PTY sessions from the ptyd daemon, over its Unix socket.
+ *
+ * @example
+ * ```ts
+ * const client = new PtydClient();
+ * await client.agentRegister("me");
+ * const shell = await client.open();
+ * console.log((await shell.send("ls\n")).viewport);
+ * ```
+ */
+
+export { PtydClient, type ClientOptions, type OpenRpcDocument, type SendOptions } from "./client.js";
+export { resolveSocketPath, resolveToken, type Environment } from "./discovery.js";
+export * from "./errors.js";
+export { LineDecoder } from "./framing.js";
+export * from "./protocol.js";
+export { SendOperation, Session } from "./session.js";
