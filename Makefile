@@ -34,9 +34,10 @@ unit: venv
 stress: venv
 	$(PY) -m pytest -q -m slow
 
-## Regenerate docs/protocol.md from the wire types.
+## Regenerate what derives from the wire types: docs/protocol.md and the clients' types.
 docs: venv
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
+	$(PY) -m ptyd.rpc.codegen_ts
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
