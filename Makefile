@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv run test lint typecheck unit stress bench docs clean
+.PHONY: venv run test lint typecheck unit stress bench docs clean install-user uninstall-user
 
 venv: $(STAMP)
 
@@ -38,6 +38,14 @@ stress: venv
 docs: venv
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
 	$(PY) -m ptyd.rpc.codegen_ts
+
+## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.
+install-user: venv
+	sh systemd/install.sh install
+
+## Stop and remove the systemd user units (this closes every session).
+uninstall-user:
+	sh systemd/install.sh uninstall
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -11,7 +11,7 @@ import uvloop
 
 from ptyd import __version__
 from ptyd.config import ConfigError, load_config
-from ptyd.daemon import Daemon, StartupError, default_socket_path
+from ptyd.daemon import Daemon, StartupError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         print(f"ptyd: {exc}", file=sys.stderr)
         sys.exit(2)
-    daemon = Daemon(config, args.config, args.socket or default_socket_path())
+    daemon = Daemon(config, args.config, args.socket)
     try:
         code = uvloop.run(daemon.run())
     except StartupError as exc:

@@ -75,8 +75,35 @@ def acquire_lock(directory: Path) -> int:
     return fd
 
 
+def activated_path(sock: socket.socket, explicit: Path | None) -> Path:
+    """The socket systemd passed decides where the runtime files (lock, manifest, token) live."""
+    served = Path(sock.getsockname())
+    if explicit is not None and explicit.resolve() != served.resolve():
+        raise StartupError(f"--socket {explicit} differs from the activated socket {served}")
+    return served
+
+
+def has_listener(path: Path) -> bool:
+    """Whether a listening socket is bound at ``path`` (e.g. systemd's ptyd.socket), without connecting to it
+    (a connection would activate the service)."""
+    target = str(path)
+    try:
+        with open("/proc/net/unix") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 8 and fields[7] == target and int(fields[3], 16) & 0x10000:  # __SO_ACCEPTCON
+                    return True
+    except (OSError, ValueError, StopIteration):
+        pass
+    return False
+
+
 def bind_socket(path: Path) -> socket.socket:
-    """Bind ``path`` 0600. Called with the lock held, so an existing socket file is a dead daemon's."""
+    """Bind ``path`` 0600. Called with the lock held, so an existing socket file is a dead daemon's, unless
+    something else (systemd's ptyd.socket) listens on it."""
+    if has_listener(path):
+        raise StartupError(f"{path} is held by another listener (systemd's ptyd.socket?); not replacing it")
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -108,15 +135,18 @@ def write_operator_token(directory: Path, service: PtyService) -> None:
 
 
 class Daemon:
-    def __init__(self, config: Config, config_path: Path | None, socket_path: Path) -> None:
+    def __init__(self, config: Config, config_path: Path | None, socket_path: Path | None) -> None:
         self.config = config
         self.config_path = config_path
-        self.socket_path = socket_path
+        self._explicit_socket = socket_path
+        self.socket_path = socket_path or default_socket_path()
         self._stop = asyncio.Event()
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         activated = systemd.listen_socket()
+        if activated is not None:
+            self.socket_path = activated_path(activated, self._explicit_socket)
         directory = self.socket_path.parent
         prepare_runtime_dir(directory)
         lock_fd = acquire_lock(directory)
@@ -171,7 +201,8 @@ class Daemon:
         systemd.notify(f"READY=1\nSTATUS=serving, 0 sessions\nMAINPID={os.getpid()}")
         await self._stop.wait()
 
-        systemd.notify(f"STOPPING=1\nSTATUS=closing {service.session_count} sessions")
+        grace_us = (self.config.shutdown_grace_ms + 5_000) * 1000
+        systemd.notify(f"STOPPING=1\nSTATUS=closing {service.session_count} sessions\nEXTEND_TIMEOUT_USEC={grace_us}")
         log.info("shutting down: closing %d sessions", service.session_count)
         maintenance.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -185,6 +216,7 @@ class Daemon:
         await server.close()
         reaper.reap()
         reaper.close()
+        containment.close()
         with contextlib.suppress(FileNotFoundError):
             (directory / OPERATOR_TOKEN_FILE).unlink()
         if activated is None:

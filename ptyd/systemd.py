@@ -23,8 +23,9 @@ def listen_socket() -> socket.socket | None:
         return None
     for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
         os.environ.pop(name, None)  # not inherited by session programs
+    for fd in range(SD_LISTEN_FDS_START, SD_LISTEN_FDS_START + count):
+        os.set_inheritable(fd, False)  # only the first is served; none may leak into sessions
     sock = socket.socket(fileno=SD_LISTEN_FDS_START)
-    os.set_inheritable(sock.fileno(), False)
     if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
         raise RuntimeError("the socket passed by systemd is not a Unix stream socket")
     return sock

@@ -231,3 +231,36 @@ def wait_until(predicate: Any, timeout: float = 10.0, message: str = "condition"
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
         time.sleep(0.01)
+
+
+def session_pids(shell: Shell) -> list[int]:
+    """Every process of the session, as the session itself sees it (via its own marker variable)."""
+    marker = f"PTYD_SESSION={shell.id}".encode()
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        pids.append(int(name))
+            except OSError:
+                continue
+    return [pid for pid in pids if pid_alive(pid)]
+
+
+def start_escapee(shell: Shell) -> int:
+    """A descendant in a session of its own (so neither the process group nor the PTY's hangup reaches it)."""
+    shell.send("setsid nohup sleep 1000 > /dev/null 2>&1 &\n")
+
+    def escapee() -> int | None:
+        for pid in session_pids(shell):
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            if int(fields[3]) == pid and pid != shell.opened["pid"]:  # its own session's leader
+                return pid
+        return None
+
+    wait_until(lambda: escapee() is not None, message="the escapee")
+    pid = escapee()
+    assert pid is not None
+    return pid

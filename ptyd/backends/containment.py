@@ -49,6 +49,7 @@ class Containment(Protocol):
     name: str
 
     def scope(self, session_id: str) -> Scope: ...
+    def close(self) -> None: ...
 
 
 def set_subreaper() -> bool:
@@ -91,15 +92,33 @@ def _alive(pids: list[int]) -> list[procfs.ProcStat]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _cgroup2_mount() -> Path | None:
+def _cgroup2_mounts() -> list[Path]:
+    mounts = []
     try:
         with open("/proc/self/mountinfo") as f:
             for line in f:
                 left, _, right = line.partition(" - ")
                 if right.split()[:1] == ["cgroup2"]:
-                    return Path(left.split()[4])
+                    mounts.append(Path(left.split()[4]))
     except OSError:
         pass
+    return mounts
+
+
+def _own_cgroup_dir() -> Path | None:
+    """Our cgroup's directory: under the cgroup2 mount whose view of our cgroup lists our own pid (a mount may
+    show another namespace's root, or be shadowed)."""
+    own = _own_cgroup()
+    if own is None:
+        return None
+    pid = str(os.getpid())
+    for mount in _cgroup2_mounts():
+        candidate = mount / own.lstrip("/")
+        try:
+            if pid in (candidate / "cgroup.procs").read_text().split():
+                return candidate
+        except OSError:
+            continue
     return None
 
 
@@ -157,10 +176,9 @@ class CgroupContainment:
 
     @classmethod
     def detect(cls, instance: str) -> CgroupContainment | None:
-        mount, own = _cgroup2_mount(), _own_cgroup()
-        if mount is None or own is None:
+        parent = _own_cgroup_dir()
+        if parent is None:
             return None
-        parent = mount / own.lstrip("/")
         base = parent / f"ptyd-{instance}"
         try:
             base.mkdir(exist_ok=True)
@@ -182,6 +200,13 @@ class CgroupContainment:
             return [CgroupScope(p) for p in self.base.iterdir() if p.is_dir()]
         except OSError:
             return []
+
+    def close(self) -> None:
+        """Remove the (now empty) instance cgroup at shutdown; a leftover session keeps it, harmlessly."""
+        for scope in self.leftovers():
+            scope.remove()
+        with contextlib.suppress(OSError):
+            self.base.rmdir()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -226,6 +251,9 @@ class SubreaperContainment:
 
     def scope(self, session_id: str) -> MarkerScope:
         return MarkerScope(session_id)
+
+    def close(self) -> None:
+        pass
 
 
 def select_containment(choice: str, instance: str) -> Containment:

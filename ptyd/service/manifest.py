@@ -48,6 +48,7 @@ class Manifest:
     def recover(self, containment: Containment) -> int:
         """Kill what a dead daemon left; returns the number of processes killed."""
         killed = 0
+        handled: set[str] = set()
         try:
             data = json.loads(self.path.read_text())
             sessions = data.get("sessions", {})
@@ -61,12 +62,14 @@ class Manifest:
                 scope = CgroupScope(Path(cgroup))
                 killed += len(scope.pids())
                 scope.kill_all()
+                handled.add(cgroup)
                 continue
             killed += _kill_marked(session_id, entry.get("pid"), entry.get("starttime"))
         if isinstance(containment, CgroupContainment):
             for scope in containment.leftovers():
-                killed += len(scope.pids())
-                scope.kill_all()
+                if scope.cgroup not in handled:
+                    killed += len(scope.pids())
+                    scope.kill_all()
         if killed:
             log.warning("killed %d processes left by a previous daemon", killed)
         self._write()
