@@ -8,10 +8,11 @@ STAMP  := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e clients/python
 	touch $(STAMP)
 
 ## Start the daemon in the foreground on the default socket (Ctrl-C stops it and every session).
@@ -22,11 +23,11 @@ run: venv
 test: lint typecheck unit
 
 lint: venv
-	$(VENV)/bin/ruff check ptyd tests
-	$(VENV)/bin/ruff format --check ptyd tests
+	$(VENV)/bin/ruff check ptyd tests clients/python
+	$(VENV)/bin/ruff format --check ptyd tests clients/python
 
 typecheck: venv
-	$(VENV)/bin/mypy ptyd
+	$(VENV)/bin/mypy ptyd clients/python/ptyd_client
 
 unit: venv
 	$(PY) -m pytest -q -m 'not slow'
@@ -38,6 +39,7 @@ stress: venv
 docs: venv
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
 	$(PY) -m ptyd.rpc.codegen_ts
+	$(PY) -m ptyd.rpc.codegen_py
 
 ## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.
 install-user: venv

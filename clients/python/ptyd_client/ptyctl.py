@@ -1,0 +1,332 @@
+"""``ptyctl``: look at and act on a running ptyd's sessions, every agent's, as the operator.
+
+A thin layer over :class:`~ptyd_client.Client`. It authenticates with the operator token the daemon writes
+beside its socket (``operator.token``, mode 0600) unless ``--token`` names an agent's own token.
+
+Exit codes: 0 success, 1 the daemon answered with an error (bad id, bad token, ...), 2 usage error,
+3 the daemon is not reachable, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from ptyd_client import __version__, core, render
+from ptyd_client.client import Client
+from ptyd_client.errors import (
+    DaemonUnavailable,
+    PtydError,
+    SessionBusy,
+    SessionExited,
+    SessionNotFound,
+    Unauthorized,
+)
+
+EXIT_OK, EXIT_DAEMON_ERROR, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+READ_PAGE_LINES = 10_000
+
+
+class Usage(Exception):
+    """A command line that cannot be run as given."""
+
+
+class Context:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.json: bool = args.json
+        self.socket_path = core.resolve_socket_path(args.socket)
+        self._client: Client | None = None
+
+    def token(self) -> str:
+        return self.args.token or core.read_operator_token(self.socket_path)
+
+    def client(self, *, token: bool = True) -> Client:
+        if self._client is None:
+            self._client = Client(self.socket_path, self.token() if token else None)
+        return self._client
+
+    def emit(self, result: Any, text: str | None) -> None:
+        """The result as JSON with ``--json``, else the human text (nothing when None)."""
+        if self.json:
+            print(json.dumps(result, indent=2, ensure_ascii=False))
+        elif text is not None:
+            print(text)
+
+    def screen_text(self, text: str) -> str:
+        # Program output is shown as is in a pipe; on a terminal its control sequences are neutralised.
+        return render.safe(text) if sys.stdout.isatty() else text
+
+
+# --- commands --------------------------------------------------------------------------------------------
+
+
+def cmd_status(ctx: Context) -> int:
+    info = ctx.client(token=False).daemon_info()
+    ctx.emit(
+        {"running": True, "socket": str(ctx.socket_path), **info}, render.daemon_status(info, str(ctx.socket_path))
+    )
+    return EXIT_OK
+
+
+def cmd_ls(ctx: Context) -> int:
+    result = ctx.client().terminal_list()
+    sessions = sorted(result["sessions"], key=lambda s: s["created_at_ms"])
+    ctx.emit(result, render.session_table(sessions) if sessions else "no sessions")
+    return EXIT_OK
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise Usage(f"--env wants NAME=VALUE, not {pair!r}")
+        env[name] = value
+    return env
+
+
+def cmd_open(ctx: Context) -> int:
+    a = ctx.args
+    options: core.OpenOptions = {"type": a.type}
+    if a.name is not None:
+        options["name"] = a.name
+    if a.argv:
+        options["argv"] = a.argv
+    if a.cwd is not None:
+        options["cwd"] = a.cwd
+    if a.env:
+        options["env"] = parse_env(a.env)
+    if a.agent_profile:
+        options["profile"] = "agent"
+    if a.size is not None:
+        options["cols"], options["rows"] = a.size
+    opened = ctx.client().terminal_open(**options)
+    ctx.emit(opened, opened["session_id"])
+    return EXIT_OK
+
+
+def unescape(text: str) -> str:
+    """``\\n``, ``\\t``, ``\\x03``, ``\\u2603``... as in a Python string literal."""
+    return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+def cmd_send(ctx: Context) -> int:
+    a = ctx.args
+    text = unescape(a.text) if a.escapes else a.text
+    if not a.no_newline:
+        text += "\n"
+    options: core.SendOptions = {} if a.timeout is None else {"timeout_ms": int(a.timeout * 1000)}
+    result = ctx.client().terminal_send(a.id, text, **options)
+    if ctx.json:
+        ctx.emit(result, None)
+        return EXIT_OK
+    print(ctx.screen_text(result["viewport"]))
+    reason: str = result["wait_reason"]
+    if reason == "session_exit":
+        reason += ": " + render.status_word(result["session_status"])
+    print(f"[{reason}]", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_read(ctx: Context) -> int:
+    a = ctx.args
+    client = ctx.client()
+    if a.tail is not None:
+        page = client.terminal_read(a.id, start_line=-a.tail, max_lines=a.tail)
+        pages = [page]
+    else:
+        page = client.terminal_read(a.id, start_line=a.start, max_lines=READ_PAGE_LINES)
+        pages = [page]
+        end = page["total_lines"]  # the transcript as it was at the first page, not a moving target
+        while page["lines"] and page["next_line"] < end:
+            page = client.terminal_read(a.id, start_line=page["next_line"], max_lines=READ_PAGE_LINES)
+            pages.append(page)
+    lines = [line for p in pages for line in p["lines"]]
+    combined = {**pages[0], "lines": lines, "next_line": pages[-1]["next_line"], "truncated": pages[0]["truncated"]}
+    ctx.emit(combined, ctx.screen_text("\n".join(lines)))
+    return EXIT_OK
+
+
+def cmd_signal(ctx: Context) -> int:
+    a = ctx.args
+    signal: str | int = int(a.signal) if a.signal.isdigit() else a.signal
+    result = ctx.client().terminal_signal(a.id, signal)
+    state = "sent" if result["delivered"] else "not delivered (the group is gone)"
+    ctx.emit(result, f"{result['signal']} {state} to process group {result['pgid']}")
+    return EXIT_OK
+
+
+def cmd_resize(ctx: Context) -> int:
+    a = ctx.args
+    info = ctx.client().terminal_resize(a.id, a.cols, a.rows)
+    ctx.emit(info, f"{a.id} is now {info['cols']}x{info['rows']}")
+    return EXIT_OK
+
+
+def cmd_close(ctx: Context) -> int:
+    result = ctx.client().terminal_close(ctx.args.id, reason="ptyctl close")
+    text = f"closed {ctx.args.id}" if result["closed"] else f"{ctx.args.id} was already closed"
+    ctx.emit(result, text)
+    return EXIT_OK
+
+
+def cmd_watch(ctx: Context) -> int:
+    from ptyd_client.watch import watch
+
+    reason = watch(ctx.client(), ctx.args.id, sys.stdout)
+    print(f"ptyctl: {reason}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_attach(ctx: Context) -> int:
+    from ptyd_client.aio import AsyncClient
+    from ptyd_client.attach import attach
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise Usage("attach needs a terminal on stdin and stdout (use send/read from scripts)")
+    token = ctx.token()
+
+    async def run() -> str:
+        async with AsyncClient(ctx.socket_path, token) as client:
+            return await attach(client, ctx.args.id, sys.stdin.fileno(), sys.stdout)
+
+    reason = asyncio.run(run())
+    with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+        print(f"ptyctl: {reason}", file=sys.stderr)
+    return EXIT_OK
+
+
+# --- command line --------------------------------------------------------------------------------------------
+
+
+def size(text: str) -> tuple[int, int]:
+    cols, sep, rows = text.lower().partition("x")
+    if not sep or not cols.isdigit() or not rows.isdigit():
+        raise argparse.ArgumentTypeError(f"want COLSxROWS such as 120x40, not {text!r}")
+    return int(cols), int(rows)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: an option given before the command is not overwritten by the subcommand's default.
+    common.add_argument("--socket", default=argparse.SUPPRESS, help="daemon socket (default: as ptyd finds it)")
+    common.add_argument(
+        "--token", default=argparse.SUPPRESS, help="an agent's token (default: the daemon's operator token)"
+    )
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+
+    parser = argparse.ArgumentParser(
+        prog="ptyctl",
+        parents=[common],
+        description="Inspect and drive ptyd sessions (every agent's, with the operator token).",
+        epilog="exit codes: 0 ok, 1 error from the daemon, 2 usage, 3 daemon unavailable, 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"ptyctl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, func: Callable[[Context], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(func=func)
+        return p
+
+    command("status", cmd_status, "is the daemon up? version, pid, uptime, totals")
+    command("ls", cmd_ls, "every agent's sessions")
+    p = command("open", cmd_open, "open a session and print its id")
+    p.add_argument("--name", help="display name")
+    p.add_argument("--type", default="shell", help="backend type (default: shell)")
+    p.add_argument("--cwd", help="working directory")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="add a variable (repeatable)")
+    p.add_argument("--size", type=size, metavar="COLSxROWS", help="terminal size, such as 120x40")
+    p.add_argument("--agent-profile", action="store_true", help="no pagers or editors (profile=agent)")
+    p.add_argument("argv", nargs="*", help="program and arguments, after --")
+    p = command("send", cmd_send, "type TEXT and a newline, print the screen delta and why the send returned")
+    p.add_argument("id")
+    p.add_argument("text")
+    p.add_argument("-n", "--no-newline", action="store_true", help="do not add the newline")
+    p.add_argument("-e", "--escapes", action="store_true", help=r"interpret \n, \t, \x03 ... in TEXT")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up waiting after this long")
+    p = command("read", cmd_read, "print the session's transcript (scrollback and screen)")
+    p.add_argument("id")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    group.add_argument("--start", type=int, default=0, metavar="LINE", help="first line (negative: from the end)")
+    p = command("signal", cmd_signal, "signal the foreground process group (SIGINT, TERM, 9...)")
+    p.add_argument("id")
+    p.add_argument("signal")
+    p = command("resize", cmd_resize, "change the terminal size")
+    p.add_argument("id")
+    p.add_argument("cols", type=int)
+    p.add_argument("rows", type=int)
+    p = command("close", cmd_close, "end the session's whole process tree")
+    p.add_argument("id")
+    p = command("watch", cmd_watch, "follow the session's screen live, read-only (Ctrl-C quits)")
+    p.add_argument("id")
+    p = command("attach", cmd_attach, "type into the session from this terminal (Ctrl-] detaches)")
+    p.add_argument("id")
+    return parser
+
+
+def explain(exc: PtydError) -> str:
+    """One line a person can act on."""
+    if isinstance(exc, SessionNotFound):
+        return f"no session {exc.session_id or ''} (closed, or a mistyped id: see `ptyctl ls`)"
+    if isinstance(exc, Unauthorized):
+        return (
+            f"the daemon refused the token ({exc.message}); the operator token changes each time ptyd starts, "
+            "and an agent token dies with its agent"
+        )
+    if isinstance(exc, SessionBusy):
+        return f"the session is busy with send {exc.operation_id}: wait for it to settle, or `ptyctl signal ID INT`"
+    if isinstance(exc, SessionExited):
+        return "the session's program has exited: `ptyctl read` shows what it printed, `ptyctl close` removes it"
+    details = ", ".join(f"{k}={v}" for k, v in exc.data.items() if k != "kind")
+    return f"{exc.message} ({exc.kind}{': ' + details if details else ''})"
+
+
+def fail(ctx_json: bool, code: int, kind: str, message: str, extra: dict[str, Any]) -> int:
+    if ctx_json:
+        print(json.dumps({"error": {"kind": kind, "message": message, **extra}}), file=sys.stderr)
+    else:
+        print(f"ptyctl: {message}", file=sys.stderr)
+    return code
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run ptyctl with ``argv`` and return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name, default in (("socket", None), ("token", None), ("json", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    ctx = Context(args)
+    try:
+        return int(args.func(ctx))
+    except Usage as exc:
+        parser.print_usage(sys.stderr)
+        return fail(ctx.json, EXIT_USAGE, "usage", str(exc), {})
+    except DaemonUnavailable as exc:
+        extra: dict[str, Any] = {"socket": str(exc.socket_path)}
+        return fail(ctx.json, EXIT_UNAVAILABLE, "daemon_unavailable", str(exc), extra)
+    except PtydError as exc:
+        extra_error: dict[str, Any] = {"code": exc.code, "data": exc.data}
+        return fail(ctx.json, EXIT_DAEMON_ERROR, exc.kind, explain(exc), extra_error)
+    except KeyboardInterrupt:
+        return fail(ctx.json, EXIT_INTERRUPTED, "interrupted", "interrupted", {})
+    except BrokenPipeError:
+        # `ptyctl read ID | head`: the reader left; nothing more to say.
+        sys.stderr.close()
+        return EXIT_OK
+
+
+def main() -> NoReturn:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""What ptyctl prints: session tables, status lines, and full-screen frames for ``watch`` and ``attach``.
+
+Pure functions of results, so the drawing is the same whichever command polls the daemon.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from collections.abc import Sequence
+
+from ptyd_client.types import DaemonInfoResult, SessionInfo, SessionStatus
+
+# Session text is a program's output: it must not drive the viewer's terminal (title, clipboard, keys).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe(text: str) -> str:
+    """``text`` with C0/C1 control characters (escape sequences included) shown as ``?``; keeps tab and newline."""
+    return _CONTROLS.sub("?", text)
+
+
+def cells(char: str) -> int:
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def clip(text: str, width: int) -> str:
+    """The longest prefix of ``text`` that fits ``width`` terminal cells."""
+    used = 0
+    for i, char in enumerate(text):
+        used += cells(char)
+        if used > width:
+            return text[:i]
+    return text
+
+
+def duration(ms: int) -> str:
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
+    return f"{seconds // 86400}d{seconds // 3600 % 24:02d}h"
+
+
+def status_word(status: SessionStatus) -> str:
+    if status["kind"] == "running":
+        return "running"
+    if status["signal"]:
+        return f"killed {status['signal']}"
+    return f"exited {status['exit_code']}"
+
+
+def daemon_status(info: DaemonInfoResult, socket_path: str) -> str:
+    backends = ", ".join(info["backend_types"])
+    return "\n".join(
+        [
+            f"ptyd {info['version']} (protocol {info['protocol_version']}) is running: pid {info['pid']}, "
+            f"up {duration(info['uptime_ms'])}",
+            f"socket:   {socket_path}",
+            f"sessions: {info['sessions']}, agents: {info['agents']}",
+            f"backends: {backends}; containment: {info['containment']}",
+        ]
+    )
+
+
+def session_table(sessions: Sequence[SessionInfo], now_ms: int | None = None) -> str:
+    """One row per session, columns sized to their contents."""
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    header = ("SESSION", "NAME", "TYPE", "PID", "STATUS", "FOREGROUND", "SIZE", "LINES", "AGE", "OWNER")
+    rows = [header]
+    for s in sessions:
+        foreground = s["foreground"]["name"] if s["foreground"] else "-"
+        rows.append(
+            (
+                s["session_id"],
+                safe(s["name"] or "-"),
+                s["type"],
+                str(s["pid"] or "-"),
+                status_word(s["status"]) + (" busy" if s["busy"] else ""),
+                safe(foreground),
+                f"{s['cols']}x{s['rows']}" + (" alt" if s["alt_screen"] else ""),
+                str(s["total_lines"]),
+                duration(max(now - s["created_at_ms"], 0)),
+                s["owner"],
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def session_line(info: SessionInfo) -> str:
+    """A one-line summary for the header of ``watch`` and ``attach``."""
+    parts = [info["session_id"]]
+    if info["name"]:
+        parts.append(safe(info["name"]))
+    parts.append(status_word(info["status"]))
+    if info["foreground"]:
+        parts.append(safe(info["foreground"]["name"]))
+    parts.append(f"{info['cols']}x{info['rows']}")
+    if info["busy"]:
+        parts.append("busy")
+    return "  ".join(parts)
+
+
+ENTER_SCREEN = "\x1b[?1049h\x1b[H\x1b[2J"
+LEAVE_SCREEN = "\x1b[?25h\x1b[?1049l"
+
+
+def frame(
+    lines: Sequence[str],
+    width: int,
+    height: int,
+    *,
+    header: str | None = None,
+    footer: str | None = None,
+    cursor_at_end: bool = False,
+) -> str:
+    """A whole-screen redraw: header and footer in reverse video, ``lines`` clipped to fit, every row
+    addressed absolutely (so it works in raw mode, where a newline does not return the carriage)."""
+    out = ["\x1b[?25l"]
+    top = 1
+    if header is not None:
+        out.append(f"\x1b[1;1H\x1b[7m{clip(safe(header), width).ljust(width)}\x1b[0m")
+        top = 2
+    body = height - (top - 1) - (1 if footer is not None else 0)
+    shown = [clip(safe(line), width) for line in lines[-body:]] if body > 0 else []
+    for i in range(max(body, 0)):
+        text = shown[i] if i < len(shown) else ""
+        out.append(f"\x1b[{top + i};1H{text}\x1b[K")
+    if footer is not None:
+        out.append(f"\x1b[{height};1H\x1b[7m{clip(safe(footer), width).ljust(width)}\x1b[0m")
+    if cursor_at_end and shown:
+        # The daemon does not report the cursor: the end of the last line is where a shell's cursor is.
+        last = len(shown) - 1
+        col = min(sum(cells(c) for c in shown[last]) + 1, width)
+        out.append(f"\x1b[{top + last};{col}H\x1b[?25h")
+    elif cursor_at_end:
+        out.append(f"\x1b[{top};1H\x1b[?25h")
+    return "".join(out)

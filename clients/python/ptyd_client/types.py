@@ -1,0 +1,214 @@
+"""Result types of every ptyd RPC as the daemon sends them: JSON objects, typed as ``TypedDict``.
+
+Generated from the daemon's OpenRPC document by ``python -m ptyd.rpc.codegen_py``: do not edit, regenerate.
+A test fails when this file and the daemon's wire types (``ptyd/protocol.py``) disagree.
+"""
+
+from typing import Final, Literal, TypeAlias, TypedDict
+
+
+class AgentRegisterResult(TypedDict):
+    agent_id: str
+    token: str
+    """A daemon-minted secret of 256 bits; keep it private."""
+
+
+class AgentReleaseResult(TypedDict):
+    closed_sessions: int
+
+
+class Running(TypedDict):
+    """The top-level program is alive."""
+
+    kind: Literal["running"]
+
+
+class Exited(TypedDict):
+    """The top-level program has exited; ``signal`` names the signal that killed it, if one did."""
+
+    kind: Literal["exited"]
+    exit_code: int | None
+    signal: str | None
+
+
+SessionStatus: TypeAlias = Running | Exited
+
+
+WaitReason: TypeAlias = Literal["inferred_idle", "session_exit", "stdin_read", "timeout"]
+"""Why one send returned: the foreground group blocked reading the terminal (``stdin_read``), no output for
+``idle_ms`` (``inferred_idle``), ``timeout_ms`` elapsed (``timeout``), or the session's top-level program
+exited (``session_exit``). Only ``session_exit`` says that anything exited.
+"""
+
+
+class Foreground(TypedDict):
+    """The terminal's foreground process group, as read from the tty when the result was made."""
+
+    pid: int
+    """A process of the group (its leader when alive)."""
+    pgid: int
+    name: str
+    """The process's command name (/proc comm)."""
+
+
+class TerminalOpenResult(TypedDict):
+    session_id: str
+    name: str | None
+    type: str
+    pid: int | None
+    motd: str
+    """Bounded rendered screen once the program was ready."""
+    status: SessionStatus
+    cols: int
+    rows: int
+    wait_reason: WaitReason
+    alt_screen: bool
+    foreground: Foreground | None
+
+
+class LineRange(TypedDict):
+    """Transcript lines ``[start_line, end_line)`` that a viewport covers."""
+
+    start_line: int
+    end_line: int
+
+
+class SendResult(TypedDict):
+    """The settled result of one send (PtySendResult)."""
+
+    operation_id: str
+    viewport: str
+    """Rendered terminal delta of this send, ending with the cursor line; the visible screen while the
+    alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked.
+    """
+    wait_reason: WaitReason
+    session_status: SessionStatus
+    truncated: bool
+    """Output was cut from the viewport or dropped from retained scrollback."""
+    alt_screen: bool
+    foreground: Foreground | None
+    lines: LineRange
+    """Transcript lines the viewport covers (for terminal_read)."""
+
+
+class SendStarted(TypedDict):
+    """A background send was started (``wait=false``)."""
+
+    operation_id: str
+
+
+class TerminalOutputResult(TypedDict):
+    operation_id: str | None
+    output: str
+    """Completed lines since the previous call, each ending in a newline; once done, also the cursor line (the
+    prompt). Consecutive outputs concatenate to the transcript.
+    """
+    done: bool
+    result: SendResult | None
+
+
+class TerminalWaitResult(TypedDict):
+    operation_id: str | None
+    done: bool
+    result: SendResult | None
+
+
+class TerminalCancelResult(TypedDict):
+    cancelled: bool
+    """False when no send was active (it had settled)."""
+
+
+class TerminalReadResult(TypedDict):
+    lines: list[str]
+    start_line: int
+    next_line: int
+    """start_line of the following page."""
+    first_retained_line: int
+    """Lines before this one were dropped by the scrollback bound."""
+    total_lines: int
+    truncated: bool
+    """The page stopped early at max_bytes, or started before the retained lines."""
+
+
+class TerminalSignalResult(TypedDict):
+    delivered: bool
+    pgid: int
+    signal: str
+
+
+class SessionInfo(TypedDict):
+    """What a session is and what it is doing now."""
+
+    session_id: str
+    name: str | None
+    type: str
+    pid: int | None
+    status: SessionStatus
+    cols: int
+    rows: int
+    alt_screen: bool
+    """True while a full-screen program (vim, less) uses the alternate screen."""
+    foreground: Foreground | None
+    busy: bool
+    """True while a send is active."""
+    operation_id: str | None
+    """The active (or last settled) send operation."""
+    created_at_ms: int
+    """Unix time in milliseconds."""
+    total_lines: int
+    """Lines in the transcript so far (scrollback plus screen)."""
+    owner: str
+    """agent_id of the owning agent."""
+
+
+class TerminalListResult(TypedDict):
+    sessions: list[SessionInfo]
+
+
+class TerminalCloseResult(TypedDict):
+    closed: bool
+    """False when the session was already closed."""
+    killed: int
+    """Processes signalled to end them, the top-level program included."""
+
+
+class DaemonInfoResult(TypedDict):
+    version: str
+    protocol_version: int
+    pid: int
+    uptime_ms: int
+    sessions: int
+    agents: int
+    backend_types: list[str]
+    containment: str
+    """'cgroup' or 'subreaper': how close finds every process of a session."""
+
+
+METHODS: Final = (
+    "agent_register",
+    "agent_release",
+    "terminal_open",
+    "terminal_send",
+    "terminal_output",
+    "terminal_wait",
+    "terminal_cancel",
+    "terminal_read",
+    "terminal_signal",
+    "terminal_resize",
+    "terminal_status",
+    "terminal_list",
+    "terminal_close",
+    "daemon_info",
+)
+"""Every RPC method the daemon serves besides ``rpc.discover``."""
+
+ERROR_CODES: Final[dict[str, int]] = {
+    "unauthorized": -32001,
+    "session_not_found": -32002,
+    "session_busy": -32003,
+    "session_exited": -32004,
+    "backend_not_found": -32005,
+    "spawn_failed": -32006,
+    "limit_exceeded": -32007,
+}
+"""``error.data.kind`` of every application error and its JSON-RPC code."""

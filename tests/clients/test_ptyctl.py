@@ -1,0 +1,276 @@
+"""ptyctl end to end: a real daemon, ptyctl as a subprocess, and a real PTY (pexpect) for watch and attach."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from conftest import ROOT, Daemon, wait_until
+
+CLIENT_DIR = ROOT / "clients" / "python"
+sys.path.insert(0, str(CLIENT_DIR))
+
+from ptyd_client import Client, Session  # noqa: E402 - importable once clients/python is on the path
+
+SHELL = {"env": {"PS1": "$ "}}
+
+
+def ptyctl_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
+    env["PYTHONPATH"] = str(CLIENT_DIR)
+    return env
+
+
+def ptyctl_argv(daemon_socket: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "ptyd_client", "--socket", str(daemon_socket), *args]
+
+
+def ptyctl(daemon_socket: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ptyctl_argv(daemon_socket, *args), capture_output=True, text=True, env=ptyctl_env(), timeout=60, check=False
+    )
+
+
+def ok_json(daemon_socket: Path, *args: str) -> Any:
+    done = ptyctl(daemon_socket, "--json", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def agent(daemon: Daemon) -> Iterator[Client]:
+    """An agent other than the operator, owning the sessions ptyctl looks at."""
+    with Client(daemon.socket) as client:
+        client.agent_register("agent-under-watch")
+        yield client
+        client.agent_release()
+
+
+@pytest.fixture
+def agent_shell(agent: Client) -> Iterator[Session]:
+    with agent.open(cols=80, rows=20, **SHELL) as shell:
+        yield shell
+
+
+def test_status_reports_the_running_daemon(daemon: Daemon) -> None:
+    status = ok_json(daemon.socket, "status")
+    assert daemon.proc is not None
+    assert status["pid"] == daemon.proc.pid
+    assert status["running"] is True
+    assert status["socket"] == str(daemon.socket)
+    text = ptyctl(daemon.socket, "status")
+    assert text.returncode == 0
+    assert f"pid {daemon.proc.pid}" in text.stdout
+
+
+def test_open_send_read_signal_close_end_to_end(daemon: Daemon) -> None:
+    opened = ok_json(daemon.socket, "open", "--name", "e2e", "--env", "PS1=$ ", "--size", "70x15")
+    sid = opened["session_id"]
+    assert (opened["cols"], opened["rows"], opened["name"]) == (70, 15, "e2e")
+
+    sent = ptyctl(daemon.socket, "send", sid, "echo e2e-$((6*7))")
+    assert sent.returncode == 0, sent.stderr
+    assert "e2e-42" in sent.stdout
+    assert "[stdin_read]" in sent.stderr
+
+    partial = ok_json(daemon.socket, "send", "--no-newline", sid, "echo typed-not-run")
+    assert partial["viewport"].endswith("echo typed-not-run")
+    result = ok_json(daemon.socket, "send", "--escapes", sid, r"\x15echo after-ctrl-u")  # Ctrl-U clears the line
+    assert "typed-not-run" not in result["viewport"].splitlines()[-2]
+    assert result["wait_reason"] == "stdin_read"
+
+    timed = ok_json(daemon.socket, "send", "--timeout", "0.3", sid, "sleep 30")
+    assert timed["wait_reason"] == "timeout"
+    signalled = ok_json(daemon.socket, "signal", sid, "SIGINT")
+    assert signalled["delivered"] is True
+    assert signalled["signal"] == "SIGINT"
+
+    read = ok_json(daemon.socket, "read", sid)
+    assert any("e2e-42" in line for line in read["lines"])
+    assert read["next_line"] == read["total_lines"]
+    tail = ok_json(daemon.socket, "read", sid, "--tail", "1")
+    assert tail["lines"] == ["$"]
+    assert ptyctl(daemon.socket, "read", sid, "--tail", "3").stdout.rstrip("\n").split("\n")[-1] == "$"
+
+    assert ok_json(daemon.socket, "resize", sid, "90", "20")["cols"] == 90
+    assert ok_json(daemon.socket, "close", sid)["closed"] is True
+    assert ok_json(daemon.socket, "close", sid)["closed"] is False
+
+
+def test_ls_shows_every_agents_sessions(daemon: Daemon, agent_shell: Session) -> None:
+    with Client(daemon.socket) as other:
+        other.agent_register("second-agent")
+        second = other.open(name="second", **SHELL)
+        listed = {s["session_id"]: s for s in ok_json(daemon.socket, "ls")["sessions"]}
+        assert agent_shell.id in listed
+        assert second.id in listed
+        assert listed[agent_shell.id]["owner"] != listed[second.id]["owner"]
+        table = ptyctl(daemon.socket, "ls").stdout
+        assert table.startswith("SESSION")
+        assert agent_shell.id in table
+        assert second.id in table
+        other.agent_release()
+
+
+def test_daemon_down_is_a_friendly_error_with_exit_code_3(tmp_path: Path) -> None:
+    missing = tmp_path / "ptyd.sock"
+    for command in (["status"], ["ls"], ["send", "pty-x", "hi"]):
+        done = ptyctl(missing, *command)
+        assert done.returncode == 3, command
+        assert "Traceback" not in done.stderr
+        assert str(missing) in done.stderr
+    failed = ptyctl(missing, "--json", "status")
+    assert json.loads(failed.stderr)["error"]["kind"] == "daemon_unavailable"
+
+
+def test_bad_session_id_is_a_friendly_error_with_exit_code_1(daemon: Daemon) -> None:
+    for command in (["send", "pty-nope", "hi"], ["read", "pty-nope"], ["close", "pty-nope"], ["watch", "pty-nope"]):
+        done = ptyctl(daemon.socket, *command)
+        assert done.returncode == 1, command
+        assert "no session pty-nope" in done.stderr
+        assert "Traceback" not in done.stderr
+    failed = ptyctl(daemon.socket, "--json", "read", "pty-nope")
+    assert json.loads(failed.stderr)["error"]["kind"] == "session_not_found"
+
+
+def test_bad_token_is_a_friendly_error_with_exit_code_1(daemon: Daemon) -> None:
+    done = ptyctl(daemon.socket, "--token", "ptyd_forged", "ls")
+    assert done.returncode == 1
+    assert "refused the token" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_usage_errors_exit_2(daemon: Daemon) -> None:
+    assert ptyctl(daemon.socket, "send").returncode == 2
+    assert ptyctl(daemon.socket, "frobnicate").returncode == 2
+    bad_env = ptyctl(daemon.socket, "open", "--env", "NOEQUALS")
+    assert bad_env.returncode == 2
+    assert "NAME=VALUE" in bad_env.stderr
+
+
+# --- watch and attach through a real PTY ----------------------------------------------------------------------
+
+
+def spawn(daemon: Daemon, *args: str, rows: int = 24, cols: int = 100) -> pexpect.spawn:
+    argv = ptyctl_argv(daemon.socket, *args)
+    child = pexpect.spawn(argv[0], argv[1:], env=ptyctl_env(), dimensions=(rows, cols), timeout=15, encoding="utf-8")
+    return child
+
+
+def test_watch_follows_the_screen_and_ends_when_the_session_closes(daemon: Daemon, agent_shell: Session) -> None:
+    child = spawn(daemon, "watch", agent_shell.id)
+    try:
+        child.expect("read-only")
+        agent_shell.send("echo watched-$((7*6))\n")
+        child.expect("watched-42")
+        agent_shell.close()
+        child.expect(f"{agent_shell.id} was closed")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
+def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session) -> None:
+    child = spawn(daemon, "watch", agent_shell.id)
+    try:
+        child.expect("read-only")
+        child.sendintr()
+        child.expect("stopped watching")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert agent_shell.status()["status"] == {"kind": "running"}
+
+
+def test_attach_types_shows_output_detaches_and_leaves_the_session_running(
+    daemon: Daemon, agent_shell: Session
+) -> None:
+    # ptyctl runs under a bash of its own so the test can ask that bash whether the tty was restored.
+    bash = pexpect.spawn(
+        "bash",
+        ["--noprofile", "--norc"],
+        env={**ptyctl_env(), "PS1": "outer$ "},
+        dimensions=(24, 100),
+        timeout=15,
+        encoding="utf-8",
+    )
+    try:
+        bash.expect_exact("outer$ ")
+        bash.sendline(" ".join(ptyctl_argv(daemon.socket, "attach", agent_shell.id)))
+        bash.expect("Ctrl-] detaches")
+        wait_until(lambda: agent_shell.status()["cols"] == 100, message="the window size to be forwarded")
+        assert agent_shell.status()["rows"] == 23  # one row is the status line
+        bash.send("echo attached-$((6*7))\r")
+        bash.expect("attached-42")
+        bash.send("\x1d")
+        bash.expect("detached from")
+        bash.expect_exact("outer$ ")
+        bash.sendline("stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo")
+        bash.expect_exact("outer$ ")
+        settings = (bash.before or "").split()
+        assert "icanon" in settings
+        assert "echo" in settings
+    finally:
+        bash.close(force=True)
+    status = agent_shell.status()
+    assert status["status"] == {"kind": "running"}
+    assert (status["cols"], status["rows"]) == (80, 20)  # its own size, put back
+    assert "still-here" in agent_shell.send("echo still-here\n")["viewport"]
+    assert any("attached-42" in line for line in agent_shell.read(0)["lines"])
+
+
+def test_attach_forwards_window_size_changes(daemon: Daemon, agent_shell: Session) -> None:
+    child = spawn(daemon, "attach", agent_shell.id, rows=30, cols=120)
+    try:
+        child.expect("Ctrl-] detaches")
+        wait_until(lambda: agent_shell.status()["cols"] == 120, message="the first size")
+        child.setwinsize(40, 132)
+        wait_until(
+            lambda: (agent_shell.status()["cols"], agent_shell.status()["rows"]) == (132, 39), message="SIGWINCH"
+        )
+        agent_shell.send("stty size\n")
+        child.expect(re.escape("39 132"))
+        child.send("\x1d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
+def test_attach_ends_cleanly_when_the_program_exits(daemon: Daemon, agent: Client) -> None:
+    shell = agent.open(**SHELL)
+    child = spawn(daemon, "attach", shell.id)
+    try:
+        child.expect("Ctrl-] detaches")
+        child.send("exit 3\r")
+        child.expect("exited 3")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    shell.close()
+
+
+def test_attach_hung_up_still_gives_the_session_its_size_back(daemon: Daemon, agent_shell: Session) -> None:
+    child = spawn(daemon, "attach", agent_shell.id, rows=30, cols=120)
+    child.expect("Ctrl-] detaches")
+    wait_until(lambda: agent_shell.status()["cols"] == 120, message="the attached size")
+    os.kill(child.pid, signal.SIGHUP)  # the viewer's terminal went away
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    status = agent_shell.status()
+    assert (status["cols"], status["rows"]) == (80, 20)
+    assert status["status"] == {"kind": "running"}
