@@ -29,6 +29,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # A client that does not read its responses is dropped once this much output is queued for it.
     max_connection_write_buffer: Size = 16 * 1024 * 1024
     max_connections: Size = 1024
+    # Pending connections the kernel queues before accept: a burst of clients must not see EAGAIN.
+    listen_backlog: Size = 1024
 
     # --- agents and sessions ---
     max_agents: Size = 1024

@@ -99,7 +99,7 @@ def has_listener(path: Path) -> bool:
     return False
 
 
-def bind_socket(path: Path) -> socket.socket:
+def bind_socket(path: Path, backlog: int) -> socket.socket:
     """Bind ``path`` 0600. Called with the lock held, so an existing socket file is a dead daemon's, unless
     something else (systemd's ptyd.socket) listens on it."""
     if has_listener(path):
@@ -113,7 +113,7 @@ def bind_socket(path: Path) -> socket.socket:
     finally:
         os.umask(old_umask)
     os.chmod(path, 0o600)
-    sock.listen(128)
+    sock.listen(backlog)
     return sock
 
 
@@ -171,7 +171,7 @@ class Daemon:
         methods = Api(service).methods()
         methods.append(discover_method(methods, __version__))
         server = RpcServer(Dispatcher(methods, self.config.max_batch), self.config)
-        sock = activated or bind_socket(self.socket_path)
+        sock = activated or bind_socket(self.socket_path, self.config.listen_backlog)
         await server.start(sock)
 
         def reload() -> None:

@@ -254,7 +254,8 @@ class TerminalReadParams(SessionRefParams, frozen=True):
     """Page the retained transcript: scrollback followed by the screen, as rendered text lines."""
 
     start_line: Annotated[
-        int | None, _d("First line; negative counts from the end (-100: the last 100). Default -max_lines.")
+        Annotated[int, Meta(ge=-(2**53), le=2**53)] | None,
+        _d("First line; negative counts from the end (-100: the last 100). Default -max_lines."),
     ] = None
     max_lines: Annotated[Annotated[int, Meta(ge=1, le=100_000)] | None, _d("Default 200.")] = None
     max_bytes: Annotated[Annotated[int, Meta(ge=256, le=16 * 1024 * 1024)] | None, _d("Default 256 KiB.")] = None

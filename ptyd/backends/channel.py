@@ -20,10 +20,45 @@ from typing import final
 from ptyd.backends.spawn import Spawned
 from ptyd.terminal.emulator import Terminal
 
-READ_BURST = 1024 * 1024  # bytes read per wake-up before yielding to other sessions
-RENDER_BUDGET_S = 0.008  # renderer time per loop turn, so one flooding session cannot starve the others
+READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions
+RENDER_BUDGET_S = 0.004  # renderer time per turn of one session
 RENDER_DEFER_S = 0.002  # output that arrives in bulk is rendered in batches (the fast path needs big ones)
 INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and echoes must not wait
+
+
+@final
+class RenderPacer:
+    """When several sessions render output in bulk at once, together they may take ``share`` of each
+    ``window``: floods are throttled to it (their readers pause on backlog, the programs wait) and the rest of
+    the loop's time stays for sends, RPCs and interactive sessions, whose small renders never wait for the
+    pacer. A single bulk session (one big build log) is not held back."""
+
+    def __init__(self, window_s: float = 0.02, share: float = 0.5) -> None:
+        self.window_s = window_s
+        self.budget_s = window_s * share
+        self._window_start = 0.0
+        self._spent = 0.0
+        self._renderers: set[int] = set()  # sessions that rendered in bulk in this window
+        self._previous: set[int] = set()  # ...and in the one before
+
+    def grant(self, now: float, renderer: int) -> float:
+        """Seconds of rendering ``renderer`` may do now (0: wait for ``next_window``)."""
+        if now - self._window_start >= self.window_s:
+            self._window_start, self._spent = now, 0.0
+            self._previous, self._renderers = self._renderers, set()
+        self._renderers.add(renderer)
+        if len(self._renderers | self._previous) < 2:
+            return RENDER_BUDGET_S
+        return max(0.0, min(RENDER_BUDGET_S, self.budget_s - self._spent))
+
+    def spend(self, seconds: float) -> None:
+        self._spent += seconds
+
+    def next_window(self, now: float) -> float:
+        return max(0.0, self._window_start + self.window_s - now)
+
+
+PACER = RenderPacer()
 
 
 @final
@@ -86,22 +121,31 @@ class PtyChannel:
         self._on_output()
         if not self._render_scheduled:
             if len(self._raw) < INTERACTIVE_BYTES and self.terminal.idle:
-                self._render()
+                self._render(paced=False)
             else:
                 self._render_scheduled = True
                 self.loop.call_later(RENDER_DEFER_S, self._render)
         if len(self._raw) + self.terminal.backlog > self._max_backlog:
             self._stop_reading()
 
-    def _render(self) -> None:
+    def _render(self, paced: bool = True) -> None:
         self._render_scheduled = False
         if self.closed:
+            return
+        now = time.monotonic()
+        budget = PACER.grant(now, id(self)) if paced else RENDER_BUDGET_S
+        if budget <= 0:
+            self._render_scheduled = True
+            self.loop.call_later(PACER.next_window(now), self._render)
             return
         fed = self.received
         if self._raw:
             self.terminal.feed(bytes(self._raw))
             self._raw.clear()
-        if self.terminal.process(RENDER_BUDGET_S):
+        more = self.terminal.process(budget)
+        if paced:
+            PACER.spend(time.monotonic() - now)
+        if more:
             self._render_scheduled = True
             self.loop.call_soon(self._render)
         else:
@@ -141,8 +185,11 @@ class PtyChannel:
         self._outbox += data
         self._flush()
 
-    def discard_unwritten(self) -> None:
+    def discard_input(self) -> None:
+        """Drop input not yet written and input the program has not read yet."""
         self._outbox.clear()
+        with contextlib.suppress(termios.error):
+            termios.tcflush(self._proc.slave, termios.TCIFLUSH)
 
     def _flush(self) -> None:
         while self._outbox:

@@ -192,6 +192,7 @@ class CgroupContainment:
 
     def scope(self, session_id: str) -> CgroupScope:
         path = self.base / session_id
+        self.base.mkdir(exist_ok=True)  # an administrator may have removed the empty instance cgroup
         path.mkdir()
         return CgroupScope(path)
 

@@ -29,6 +29,8 @@ from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.viewport import bound
 
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
+CANCEL_FOLLOW_S = 2.0  # how long a cancel follows the send's command into a group that starts after it
+SHELL_INTERRUPT_DELAY_S = 0.05  # a cancel waits this long for the command to leave the shell's group
 
 
 def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
@@ -190,6 +192,8 @@ class LocalSession:
         while True:
             if self.exited:
                 return "session_exit"
+            if op.cancelled_at is not None and time.monotonic() - op.cancelled_at < CANCEL_FOLLOW_S:
+                self._interrupt(op)
             if self.ready_for_input(op):
                 return "stdin_read"
             now = time.monotonic()
@@ -255,10 +259,38 @@ class LocalSession:
         op = self.active
         if op is None or op.done:
             return False
-        self.channel.discard_unwritten()  # input not yet written is dropped, as a terminal's ^C drops typeahead
-        with contextlib.suppress(InvalidArgument):
-            self.signal(2)
+        if self.channel.input_queued():
+            # Not read yet: dropping it (as ^C drops typeahead) cancels the command before it exists.
+            self.channel.discard_input()
+            op.taken = True
+        op.cancelled_at = time.monotonic()
+        self._interrupt(op)
+        self._wake(False)
         return True
+
+    def _interrupt(self, op: SendOp) -> None:
+        """SIGINT the command of a cancelled send, once per program in front.
+
+        A command in a group of its own is interrupted at once; if it was still the shell's forked child when
+        the signal came (bash loses a SIGINT between fork and exec), it is interrupted again once it runs the
+        program. While the shell itself holds the foreground it may have read the line and be about to fork
+        (a SIGINT then can make bash exit), so the shell is interrupted only once that window has passed with
+        the shell still in front (a builtin loop).
+        """
+        with contextlib.suppress(InvalidArgument):
+            pgid = self.foreground.verified_pgid()
+            front = self.foreground.describe(self.exited)
+            program = front.name if front is not None else ""
+            if op.interrupted.get(pgid) == program:
+                return
+            if pgid == self._proc.pid:
+                if op.interrupted or time.monotonic() - (op.cancelled_at or 0.0) < SHELL_INTERRUPT_DELAY_S:
+                    return
+                if self.foreground.input_wait(pgid) != readiness.Wait.NONE:
+                    return  # back at its prompt: nothing to interrupt
+            op.interrupted[pgid] = program
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signals.SIGINT)
 
     # --- other operations ------------------------------------------------------------------------------
 

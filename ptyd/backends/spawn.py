@@ -20,7 +20,7 @@ import struct
 import termios
 from dataclasses import dataclass
 
-from ptyd.errors import SpawnFailed
+from ptyd.errors import InvalidArgument, SpawnFailed
 
 IUTF8 = getattr(termios, "IUTF8", 0o40000)  # Linux value; Python 3.11 does not export it
 SETSID = shutil.which("setsid") or "/usr/bin/setsid"
@@ -71,7 +71,17 @@ def resolve_program(program: str, path: str) -> str:
     return found
 
 
+def check_exec_strings(argv: list[str], env: dict[str, str]) -> None:
+    """execve(2) takes NUL-terminated strings and NAME=value pairs: refuse what it cannot carry, before any fd."""
+    if any("\0" in arg for arg in argv):
+        raise InvalidArgument("an argv string contains a NUL character", field="argv")
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise InvalidArgument("an env name is empty or holds '=' or NUL, or a value holds NUL", field="env")
+
+
 def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) -> Spawned:
+    check_exec_strings(argv, env)
     if not os.path.isdir(cwd):
         raise _fail(f"cwd {cwd}", errno.ENOENT if not os.path.exists(cwd) else errno.ENOTDIR, cwd=cwd)
     if not os.access(cwd, os.X_OK):
@@ -103,8 +113,8 @@ def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) 
             with contextlib.suppress(OSError):  # before the program could fork: setsid and env exec first
                 resource.prlimit(pid, resource.RLIMIT_NOFILE, _child_nofile)
         os.set_blocking(master, False)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a string posix_spawn cannot pass (checked above too)
         os.close(master)
         os.close(slave)
-        raise _fail("spawn", exc.errno or errno.EIO) from None
+        raise _fail("spawn", exc.errno if isinstance(exc, OSError) and exc.errno else errno.EINVAL) from None
     return Spawned(pid=pid, master=master, slave=slave, tty_rdev=tty_rdev)

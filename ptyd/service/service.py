@@ -158,7 +158,7 @@ class PtyService:
             while len(owner.closed_ids) > self.config.closed_ids_remembered:
                 owner.closed_ids.popitem(last=False)
             self.manifest.remove(session_id)
-            log.info("closed %s (%s); %d processes signalled", session_id, reason, killed)
+            log.info("closed %s (%r); %d processes signalled", session_id, reason, killed)  # %r: no forged lines
         return True, killed
 
     async def shutdown(self) -> None:

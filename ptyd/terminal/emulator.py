@@ -21,11 +21,10 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import final
 
-import pyte
-
 from ptyd.terminal.sanitize import Sanitizer
 from ptyd.terminal.screen import TerminalScreen
 from ptyd.terminal.scrollback import Scrollback, utf8_len
+from ptyd.terminal.stream import TerminalStream
 
 # Anything that makes a line not plain: non-SGR escapes, controls (tab too), lone CR or LF, non-ASCII.
 _NOT_PLAIN = re.compile(r"\x1b(?!\[[0-9;]*m)|[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n|[^\x00-\x7f]")
@@ -74,7 +73,7 @@ class Terminal:
         self.scrollback = Scrollback(scrollback_lines, scrollback_bytes)
         self._on_reply = on_reply
         self.screen = TerminalScreen(cols, rows, self._scrolled_off, self._reply)
-        self._stream = pyte.Stream(self.screen)
+        self._stream = TerminalStream(self.screen)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._sanitizer = Sanitizer()
         self._queue: deque[tuple[bool, str]] = deque()  # (plain, text) not yet rendered

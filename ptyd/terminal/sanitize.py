@@ -1,10 +1,11 @@
 """A pre-filter between the PTY and pyte: pass what pyte renders correctly, drop what it would draw as text.
 
-pyte draws DCS/APC/PM/SOS payloads, colon SGR (``ESC[4:3m``), ``ESC[>4;2m`` and kitty keyboard queries as
-garbage, accumulates unterminated OSC strings without bound, and raises on digit runs longer than CPython's
-int-string limit. This filter hands pyte only complete, well-formed sequences it understands, answers the
-queries pyte does not (secondary device attributes, OSC 10/11 colour queries), and carries an incomplete
-sequence over to the next chunk. It works on decoded text and costs nothing on chunks without ESC.
+pyte draws DCS/APC/PM/SOS payloads, colon SGR (``ESC[4:3m``), ``ESC[>4;2m``, kitty keyboard queries and the final
+of escapes with intermediates it does not know (``ESC SP F``, ``ESC[2 q``) as garbage, accumulates unterminated
+OSC strings without bound, and raises on digit runs longer than CPython's int-string limit. This filter hands pyte
+only complete, well-formed sequences it understands, answers the queries pyte does not (secondary device
+attributes, OSC 10/11 colour queries), and carries an incomplete sequence over to the next chunk. It works on
+decoded text and costs nothing on chunks without ESC.
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ _C1 = dict.fromkeys(range(128, 160))  # 8-bit controls: ignored in UTF-8 mode, a
 
 MAX_CSI_PARAMS = 64
 MAX_OSC = 512
-MAX_CARRY = 4096  # an unterminated string longer than this is discarded up to its terminator
+MAX_CARRY = 4096  # an unterminated sequence longer than this is discarded up to its end
+
+_CSI_BODY = re.compile(r"[\x20-\x3f]*")
+_ESC_INTERMEDIATES = ("(", ")", "#", "%")  # the only ones pyte parses: charset designation, DECALN
+# DECSTR (soft reset, ``ESC[!p``, part of ``reset``) as the sequences pyte knows: no scroll region, replace mode,
+# autowrap, cursor shown, default rendition, ASCII. The cursor stays where it is.
+SOFT_RESET = "\x1b[r\x1b[4l\x1b[?7h\x1b[?25h\x1b[m\x1b(B"
 
 DA2_REPLY = "\x1b[>1;10;0c"  # "VT220, firmware 10": what xterm-compatible programs expect
 OSC_COLOR_REPLIES = {"10;?": "\x1b]10;rgb:e5e5/e5e5/e5e5\x1b\\", "11;?": "\x1b]11;rgb:0000/0000/0000\x1b\\"}
@@ -49,7 +56,7 @@ OSC_COLOR_REPLIES = {"10;?": "\x1b]10;rgb:e5e5/e5e5/e5e5\x1b\\", "11;?": "\x1b]1
 class Sanitizer:
     def __init__(self) -> None:
         self._carry = ""
-        self._discarding = False  # inside an over-long string sequence, waiting for its terminator
+        self._discarding = ""  # inside an over-long "string" (OSC, DCS...) or "csi", waiting for its end
         self.replies: list[str] = []
 
     def filter(self, text: str) -> str:
@@ -57,13 +64,20 @@ class Sanitizer:
         if self._carry:
             text = self._carry + text
             self._carry = ""
-        if self._discarding:
+        if self._discarding == "string":
             end = _string_end(text)
             if end < 0:
                 self._carry = text[-1:] if text.endswith(ESC) else ""
                 return ""
-            self._discarding = False
+            self._discarding = ""
             text = text[end:]
+        elif self._discarding == "csi":
+            body = _CSI_BODY.match(text)
+            end = body.end() if body else 0
+            if end == len(text):
+                return ""
+            self._discarding = ""
+            text = text[end + 1 :] if "\x40" <= text[end] <= "\x7e" else text[end:]
         if not text.isascii():
             text = text.translate(_C1)
         if ESC not in text:
@@ -82,8 +96,10 @@ class Sanitizer:
                 if _PREFIX.match(rest):
                     if len(rest) <= MAX_CARRY:
                         self._carry = rest
-                    else:
-                        self._discarding = rest[1:2] in ("]", "P", "_", "^", "X")
+                    elif rest[1:2] in ("]", "P", "_", "^", "X"):
+                        self._discarding = "string"
+                    elif rest[1:2] == "[":
+                        self._discarding = "csi"
                     break
                 pos = i + 1  # a lone ESC before a control or text: drop the ESC
                 continue
@@ -96,13 +112,16 @@ class Sanitizer:
         final = m.group("final")
         if final is not None:
             params = m.group("params")
-            if m.group("inter") or len(params) > MAX_CSI_PARAMS or ":" in params:
+            inter = m.group("inter")
+            if inter == "!" and final == "p" and not params:
+                return SOFT_RESET
+            if inter or len(params) > MAX_CSI_PARAMS or ":" in params:
                 return ""
             if params[:1] in ("<", "=", ">"):
                 if params[:1] == ">" and final == "c" and params in (">", ">0"):
                     self.replies.append(DA2_REPLY)
                 return ""
-            if params[:1] == "?" and final not in "hl":
+            if params[:1] == "?" and final not in "hlJK":  # private modes, selective erase (as plain erase)
                 return ""
             return seq
         osc = m.group("osc")
@@ -115,7 +134,7 @@ class Sanitizer:
             if code in ("0", "1", "2") and len(osc) <= MAX_OSC:
                 return "\x1b]" + osc + "\x07"
             return ""
-        if seq[1] in "P_^X":
+        if seq[1] in "P_^X" or len(seq) > 3 or (len(seq) == 3 and seq[1] not in _ESC_INTERMEDIATES):
             return ""
         return seq
 

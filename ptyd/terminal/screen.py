@@ -1,41 +1,44 @@
-"""pyte's Screen with what ptyd needs and pyte 0.8.2 lacks, kept in this one class.
+"""pyte's Screen with what ptyd needs and pyte 0.8.2 lacks or gets wrong, kept in this one class.
 
 - Alternate screen (modes 1049, 1047, 47): full-screen programs draw on their own buffer; leaving restores the
   shell's screen (and, for 1049, the cursor).
 - Scrollback: a row leaving the top of the full-screen scroll region on the main screen is handed to
   ``on_scroll_off`` as plain text; rows leaving a DECSTBM region or the alternate screen are not (TUI scrolling
-  is not transcript). Clearing the main screen (ED 2) first hands its rows over too, so output survives ``clear``.
-- Zero-width characters (ZWJ, VS16, ZWSP) are skipped instead of silently dropping the rest of the text run.
+  is not transcript). Clearing the main screen (ED 2, RIS) first hands its rows over too, so output survives
+  ``clear``.
+- Text: grapheme clusters and widths as in ``cells`` (pyte drops the rest of a text run at a ZWJ or VS16); a wide
+  character that does not fit in the last column wraps first; overwriting half of a wide character blanks the
+  other half; DEC line drawing (``ESC ( 0``) is drawn as box characters.
+- Resize keeps the cursor on the screen (both screens' cursors), moves rows pushed off the top of the main screen
+  into scrollback, resets the scroll region and extends the tab stops.
+- Cursor reports (DSR) never name a column past the last; the saved cursor (DECSC) is one slot, as in xterm.
+- Sequences pyte lacks: SU, SD, REP, SCOSC/SCORC, CHT, CBT (see ``stream``). DECCOLM is ignored: the PTY's
+  size is the screen's size.
 - Cells are interned per attribute set, so a full screen costs a few hundred kB rather than a namedtuple a cell.
-- Resize keeps the cursor on the screen and moves rows pushed off the top into scrollback.
-- Replies to terminal queries (DSR, DA) go to ``on_reply`` instead of nowhere.
 """
 
 from __future__ import annotations
 
 import copy
-import unicodedata
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import pyte
+from pyte import charsets as cs
 from pyte import modes as mo
-from pyte.screens import Char, StaticDefaultDict
+from pyte.screens import Char, Cursor, Margins, StaticDefaultDict
 from wcwidth import wcwidth
+
+from ptyd.terminal.cells import MAX_CLUSTER, ZWJ, joined_width, may_join, render_line
 
 _ALT_MODES = frozenset({1049 << 5, 1047 << 5, 47 << 5})
 _ALT_WITH_CURSOR = 1049 << 5
+_IGNORED_MODES = frozenset({3 << 5})  # DECCOLM would resize the screen to 132 columns behind the PTY's back
+_CHARSETS = {"B": cs.LAT1_MAP, "0": cs.VT100_MAP}  # other national sets are drawn as ASCII
 _MAX_INTERNED = 8192
 
-
-def render_line(line: StaticDefaultDict[int, Char], columns: int) -> str:
-    """One buffer row as text; a wide character's stub cell holds "" and so adds nothing."""
-    if not line:
-        return ""
-    get = line.get
-    last = min(max(line), columns - 1)
-    return "".join([c.data if (c := get(x)) is not None else " " for x in range(last + 1)]).rstrip()
+Buffer = dict[int, StaticDefaultDict[int, Char]]
 
 
 class TerminalScreen(pyte.Screen):
@@ -49,11 +52,16 @@ class TerminalScreen(pyte.Screen):
         self._on_scroll_off = on_scroll_off
         self._on_reply = on_reply
         self._cells: dict[Char, dict[str, Char]] = {}
+        self._ready = False  # pyte's __init__ calls reset() before the screen exists
         self.alt = False
         # (buffer, cursor, restore cursor on exit) of the main screen while the alternate one is active
-        self._main: tuple[Any, Any, bool] | None = None
+        self._main: tuple[Buffer, Cursor, bool] | None = None
         self.phantom_rows = 0  # rows at the top that must not reach scrollback when they scroll off
+        self._wide = False  # a wide character was drawn: overwrites must check for split halves from now on
+        self._zwj = False  # the last character joined to a cell was a ZWJ: the next one may join it too
+        self._last_drawn = ""  # for REP
         super().__init__(columns, lines)
+        self._ready = True
 
     # --- rendering -------------------------------------------------------------------------------------
 
@@ -82,13 +90,15 @@ class TerminalScreen(pyte.Screen):
             and mo.IRM not in self.mode
             and mo.LNM not in self.mode
             and not self.charset
+            and self.g0_charset is cs.LAT1_MAP
             and self.tabstops == set(range(8, self.columns, 8))
         )
 
     # --- drawing ---------------------------------------------------------------------------------------
 
     def draw(self, data: str) -> None:
-        data = data.translate(self.g1_charset if self.charset else self.g0_charset)
+        if self.charset or self.g0_charset is not cs.LAT1_MAP:
+            data = data.translate(self.g1_charset if self.charset else self.g0_charset)
         cursor = self.cursor
         columns = self.columns
         autowrap = mo.DECAWM in self.mode
@@ -99,31 +109,88 @@ class TerminalScreen(pyte.Screen):
             if len(self._cells) > _MAX_INTERNED:
                 self._cells.clear()
             cells = self._cells[attrs] = {}
+        wide = self._wide
         for char in data:
-            width = 1 if " " <= char < "\x7f" else wcwidth(char)
-            if width <= 0 and not (width == 0 and unicodedata.combining(char)):
-                continue  # zero-width or unprintable: pyte would stop drawing the whole run here
-            if cursor.x == columns:
+            if " " <= char < "\x7f":
+                width = 1
+            else:
+                width = wcwidth(char)
+                if width == 0 or self._zwj or may_join(char):
+                    joined = self._join(char, width)
+                    wide = self._wide
+                    if joined:
+                        continue
+                if width <= 0:
+                    continue  # unprintable
+                if width == 2:
+                    self._wide = wide = True
+            if cursor.x + width > columns:  # past the last column, or a wide character that does not fit
                 if autowrap:
                     self.carriage_return()
                     self.linefeed()
-                elif width > 0:
-                    cursor.x -= width
-            if insert and width > 0:
+                else:
+                    cursor.x = columns - width
+            if insert:
                 self.insert_characters(width)
             line = self.buffer[cursor.y]
-            if width == 0:  # a combining mark joins the previous cell
-                if cursor.x:
-                    last = line[cursor.x - 1]
-                    line[cursor.x - 1] = last._replace(data=unicodedata.normalize("NFC", last.data + char))
-                continue
+            x = cursor.x
+            if wide:
+                self._unsplit(line, x, width)
             cell = cells.get(char)
             if cell is None:
                 cell = cells[char] = attrs._replace(data=char)
-            line[cursor.x] = cell
-            if width == 2 and cursor.x + 1 < columns:
-                line[cursor.x + 1] = attrs._replace(data="")
-            cursor.x = min(cursor.x + width, columns)
+            line[x] = cell
+            if width == 2:
+                line[x + 1] = attrs._replace(data="")
+            cursor.x = x + width
+        self._last_drawn = data
+
+    def _join(self, char: str, width: int) -> bool:
+        """Add ``char`` to the cell before the cursor if it belongs to that cluster; False if it starts a cell."""
+        self._zwj = False
+        cursor = self.cursor
+        x = min(cursor.x, self.columns) - 1
+        line = self.buffer[cursor.y]
+        cell = line.get(x) if x >= 0 else None
+        if cell is not None and cell.data == "" and x > 0:  # the stub of a wide character
+            x -= 1
+            cell = line.get(x)
+        if cell is None or not cell.data:
+            return width <= 0  # nothing to join: a zero-width character is dropped
+        new_width = joined_width(cell.data, char, width)
+        if new_width is None:
+            return False
+        if len(cell.data) < MAX_CLUSTER:
+            line[x] = cell._replace(data=cell.data + char)
+            self._zwj = char == ZWJ
+            stub = line.get(x + 1)
+            if new_width == 2 and (stub is None or stub.data != "") and x + 2 <= self.columns:
+                self._unsplit(line, x + 1, 1)
+                line[x + 1] = cell._replace(data="")  # VS16 made it wide
+                cursor.x = x + 2
+                self._wide = True
+        return True
+
+    def _unsplit(self, line: StaticDefaultDict[int, Char], x: int, width: int) -> None:
+        """Overwriting one half of a wide character blanks the other half, as terminals do."""
+        old = line.get(x)
+        if old is not None and old.data == "" and x > 0 and (left := line.get(x - 1)) is not None:
+            line[x - 1] = left._replace(data=" ")
+        after = line.get(x + width)
+        if after is not None and after.data == "":
+            line[x + width] = after._replace(data=" ")
+
+    def repeat_last(self, count: int | None = None, *_: int) -> None:
+        last = next((c for c in reversed(self._last_drawn) if wcwidth(c) > 0), None)
+        if last is not None:
+            self.draw(last * min(count or 1, self.columns * self.lines))
+
+    def define_charset(self, code: str, mode: str) -> None:
+        charset = _CHARSETS.get(code, cs.LAT1_MAP)
+        if mode == "(":
+            self.g0_charset = charset
+        elif mode == ")":
+            self.g1_charset = charset
 
     # --- scrolling -------------------------------------------------------------------------------------
 
@@ -139,16 +206,83 @@ class TerminalScreen(pyte.Screen):
                 self._on_scroll_off([self.row_text(0)])
         super().index()
 
+    def scroll_up(self, count: int | None = None, *_: int) -> None:
+        top, bottom = self.margins or Margins(0, self.lines - 1)
+        x, y = self.cursor.x, self.cursor.y
+        self.cursor.y = bottom
+        for _ in range(min(count or 1, bottom - top + 1)):
+            self.index()
+        self.cursor.x, self.cursor.y = x, y
+
+    def scroll_down(self, count: int | None = None, *_: int) -> None:
+        top, bottom = self.margins or Margins(0, self.lines - 1)
+        x, y = self.cursor.x, self.cursor.y
+        self.cursor.y = top
+        for _ in range(min(count or 1, bottom - top + 1)):
+            self.reverse_index()
+        self.cursor.x, self.cursor.y = x, y
+
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        if how not in (0, 1, 2, 3):
+            return
         if how in (2, 3) and not self.alt:
-            rows = self.visible_rows()
-            while rows and not rows[-1]:
-                rows.pop()
-            if rows:
-                self._on_scroll_off(rows)
-                # Rows moved to scrollback: what was row y is now above the screen.
-                self.buffer.clear()
+            self._scroll_off_screen()
         super().erase_in_display(how, *args, **kwargs)
+
+    def erase_in_line(self, how: int = 0, private: bool = False) -> None:
+        if how in (0, 1, 2):
+            super().erase_in_line(how, private)
+
+    def _scroll_off_screen(self) -> None:
+        rows = self.visible_rows()
+        while rows and not rows[-1]:
+            rows.pop()
+        if rows:
+            self._on_scroll_off(rows)
+            # Rows moved to scrollback: what was row y is now above the screen.
+            self.buffer.clear()
+
+    def reset(self) -> None:
+        if self._ready:
+            if self._main is not None:
+                self._leave_alt(restore_cursor=False)
+            self._scroll_off_screen()
+        super().reset()
+        self.g1_charset = cs.LAT1_MAP  # a stray SO in binary output must not switch to line drawing
+        self.savepoints.clear()
+        self._zwj = False
+        self._last_drawn = ""
+
+    # --- cursor ----------------------------------------------------------------------------------------
+
+    def save_cursor(self) -> None:
+        super().save_cursor()
+        del self.savepoints[:-1]
+
+    def restore_cursor(self) -> None:
+        saved = self.savepoints[-1] if self.savepoints else None
+        super().restore_cursor()
+        if saved is not None:  # DECRC does not consume the saved cursor
+            self.savepoints.append(saved._replace(cursor=copy.copy(saved.cursor)))
+
+    def save_cursor_ansi(self, *_: int) -> None:
+        self.save_cursor()
+
+    def restore_cursor_ansi(self, *_: int) -> None:
+        self.restore_cursor()
+
+    def cursor_to_line(self, line: int | None = None, *_: int) -> None:
+        top = self.margins.top if self.margins is not None and mo.DECOM in self.mode else 0
+        self.cursor.y = (line or 1) - 1 + top
+        self.ensure_vbounds()
+
+    def forward_tab(self, count: int | None = None, *_: int) -> None:
+        for _ in range(min(count or 1, self.columns)):
+            self.tab()
+
+    def back_tab(self, count: int | None = None, *_: int) -> None:
+        for _ in range(min(count or 1, self.columns)):
+            self.cursor.x = max((t for t in self.tabstops if t < self.cursor.x), default=0)
 
     # --- alternate screen ------------------------------------------------------------------------------
 
@@ -159,55 +293,82 @@ class TerminalScreen(pyte.Screen):
                 self._main = (self.buffer, copy.copy(self.cursor), _ALT_WITH_CURSOR in shifted)
                 self.buffer = defaultdict(lambda: StaticDefaultDict(self.default_char))
                 self.alt = True
-            modes = tuple(m for m in modes if (m << 5) not in _ALT_MODES)
+            modes = tuple(m for m in modes if (m << 5) not in _ALT_MODES | _IGNORED_MODES)
         super().set_mode(*modes, **kwargs)
 
     def reset_mode(self, *modes: int, **kwargs: Any) -> None:
         if kwargs.get("private"):
             shifted = {m << 5 for m in modes}
-            if shifted & _ALT_MODES and self.alt and self._main is not None:
-                buffer, saved_cursor, restore = self._main
-                self.buffer = buffer
-                if restore:
-                    self.cursor = saved_cursor
-                self._main = None
-                self.alt = False
-                self._clamp_cursor()
-            modes = tuple(m for m in modes if (m << 5) not in _ALT_MODES)
+            if shifted & _ALT_MODES and self._main is not None:
+                self._leave_alt(restore_cursor=True)
+            modes = tuple(m for m in modes if (m << 5) not in _ALT_MODES | _IGNORED_MODES)
         super().reset_mode(*modes, **kwargs)
+
+    def _leave_alt(self, *, restore_cursor: bool) -> None:
+        assert self._main is not None
+        buffer, saved_cursor, restore = self._main
+        self.buffer = buffer
+        if restore and restore_cursor:
+            self.cursor = saved_cursor
+        self._main = None
+        self.alt = False
+        self.cursor.y = min(self.cursor.y, self.lines - 1)
 
     # --- size ------------------------------------------------------------------------------------------
 
     def resize(self, lines: int | None = None, columns: int | None = None) -> None:
         lines = lines or self.lines
         columns = columns or self.columns
-        if lines < self.lines:
-            # Drop blank rows below the cursor first; rows above that leave through the top (to scrollback).
-            top = max(0, self.cursor.y - (lines - 1))
-            if top:
-                if not self.alt:
-                    self._on_scroll_off([self.row_text(y) for y in range(top)])
-                for y in range(self.lines):
-                    if y + top < self.lines and (y + top) in self.buffer:
-                        self.buffer[y] = self.buffer[y + top]
-                    else:
-                        self.buffer.pop(y, None)
-                self.cursor.y -= top
-            for y in range(lines, self.lines):
-                self.buffer.pop(y, None)
-            self.lines = lines
-        super().resize(lines, columns)
+        if lines == self.lines and columns == self.columns:
+            return
+        screens: list[tuple[Buffer, Cursor, bool]] = [(self.buffer, self.cursor, not self.alt)]
         if self._main is not None:
-            main_buffer = self._main[0]
-            for y in [y for y in main_buffer if y >= lines]:
-                main_buffer.pop(y, None)
-        self._clamp_cursor()
+            screens.append((self._main[0], self._main[1], True))
+        for buffer, cursor, main in screens:
+            if lines < self.lines:
+                self._drop_top(buffer, cursor, lines, to_scrollback=main)
+            if columns < self.columns:
+                for line in buffer.values():
+                    for x in range(columns, self.columns):
+                        line.pop(x, None)
+        old_columns = self.columns
+        self.lines, self.columns = lines, columns
+        self.margins = None
+        self.tabstops = {t for t in self.tabstops if t < columns} | set(range(-(-old_columns // 8) * 8, columns, 8))
+        self.dirty.update(range(lines))
+        for _, cursor, _ in screens:
+            self._clamp(cursor)
 
-    def _clamp_cursor(self) -> None:
-        self.cursor.x = min(self.cursor.x, self.columns - 1)
-        self.cursor.y = min(self.cursor.y, self.lines - 1)
+    def _drop_top(self, buffer: Buffer, cursor: Cursor, lines: int, *, to_scrollback: bool) -> None:
+        """Shrink ``buffer`` to ``lines`` rows: blank rows below the cursor go first, then rows off the top."""
+        top = max(0, cursor.y - (lines - 1))
+        if top:
+            if to_scrollback:
+                self._on_scroll_off([render_line(buffer[y], self.columns) if y in buffer else "" for y in range(top)])
+            for y in range(self.lines):
+                if y + top < self.lines and (y + top) in buffer:
+                    buffer[y] = buffer[y + top]
+                else:
+                    buffer.pop(y, None)
+            cursor.y -= top
+        for y in range(lines, self.lines):
+            buffer.pop(y, None)
+
+    def _clamp(self, cursor: Cursor) -> None:
+        cursor.x = min(cursor.x, self.columns - 1)
+        cursor.y = min(cursor.y, self.lines - 1)
 
     # --- queries ---------------------------------------------------------------------------------------
+
+    def report_device_status(self, mode: int = 0, *_: int, **__: Any) -> None:
+        if mode == 5:
+            self.write_process_input("\x1b[0n")
+        elif mode == 6:
+            # pyte reports column ``columns + 1`` after the last column is written (the pending wrap).
+            y = self.cursor.y + 1
+            if self.margins is not None and mo.DECOM in self.mode:
+                y -= self.margins.top
+            self.write_process_input(f"\x1b[{y};{min(self.cursor.x, self.columns - 1) + 1}R")
 
     def write_process_input(self, data: str) -> None:
         self._on_reply(data)

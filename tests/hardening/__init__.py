@@ -1,0 +1,1 @@
+"""The hardening suite: hostile input, faults and load against a real daemon (see README.md)."""

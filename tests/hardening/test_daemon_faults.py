@@ -1,0 +1,106 @@
+"""Daemon faults: SIGKILL with live sessions then a restart on the same socket; SIGTERM with 100 live sessions."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Daemon, Rpc, RpcError, Shell, wait_until
+
+from .probes import LogWatch, ProcId, daemon_pid, proc_id, still_running, unique_sleep, wait_for_count, zombie_children
+
+DEAF = "import signal, time; [signal.signal(s, signal.SIG_IGN) for s in (1, 2, 15)]; time.sleep({arg})"
+
+
+def populate(rpc: Rpc, token: str, arg: str, count: int) -> list[Shell]:
+    """``count`` sessions, each running tagged processes a different way: idle, busy, escaped, deaf to signals."""
+    shells = []
+    for i in range(count):
+        shell = Shell(rpc, token, env={"PS1": "$ "})
+        match i % 5:
+            case 0:
+                shell.send(f"sleep {arg}\n", wait=False)  # a send in progress
+            case 1:
+                shell.send(f"setsid nohup sleep {arg} > /dev/null 2>&1 &\n")
+            case 2:
+                shell.send(f"(sleep {arg} &) &\n")
+            case 3:
+                shell.send(f"trap '' HUP TERM; python3 -c '{DEAF.format(arg=arg)}' &\n")
+            case _:
+                shell.send(f"sleep {arg} &\n")
+        shells.append(shell)
+    return shells
+
+
+def tops(shells: list[Shell]) -> set[ProcId]:
+    """The sessions' top-level programs (the shells)."""
+    found = {proc_id(s.opened["pid"]) for s in shells}
+    assert None not in found
+    return found  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("containment", ["auto", "subreaper"])
+def test_sigkill_with_live_sessions_then_restart_kills_the_leftovers(fresh_daemon: Daemon, containment: str) -> None:
+    fresh_daemon.config_path.write_text(f'containment = "{containment}"\n')
+    fresh_daemon.start()
+    arg, tag = unique_sleep()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register")["token"]
+        shells = populate(rpc, token, arg, 5)
+        leftovers = wait_for_count(tag, 5) | tops(shells)
+    manifest = json.loads((fresh_daemon.directory / "sessions.json").read_text())
+    cgroups = [Path(e["cgroup"]) for e in manifest["sessions"].values() if e["cgroup"]]
+    old_inode = fresh_daemon.socket.stat().st_ino
+    fresh_daemon.stop(signal.SIGKILL)
+    # The hangup of the dead daemon's PTYs ends the shells and their jobs; at least the setsid'd and the
+    # signal-deaf processes live on...
+    survivors = still_running(leftovers)
+    assert len(survivors) >= 2
+    assert fresh_daemon.socket.exists()  # ...and a dead socket file
+
+    watch = LogWatch(fresh_daemon)
+    start = time.monotonic()
+    fresh_daemon.start()
+    print(f"{containment}: restart with {len(survivors)} leftovers took {time.monotonic() - start:.2f} s to ready")
+    wait_until(lambda: still_running(leftovers) == [], message="the crashed daemon's sessions to be killed")
+    assert fresh_daemon.socket.stat().st_ino != old_inode  # the socket was reclaimed
+    assert "left by a previous daemon" in watch.text()
+    assert [path for path in cgroups if path.exists()] == []
+    with fresh_daemon.rpc() as rpc:
+        assert rpc.call("daemon_info")["sessions"] == 0
+        with pytest.raises(RpcError) as err:
+            rpc.call("terminal_list", token=token)
+        assert err.value.kind == "unauthorized"  # tokens die with their daemon
+    pid = daemon_pid(fresh_daemon)
+    wait_until(lambda: zombie_children(pid) == [], message="no zombie left")
+    watch.assert_quiet()  # the recovery is a WARNING, nothing above it
+
+
+def test_sigterm_with_100_live_sessions_closes_all_within_the_grace_and_exits_0(fresh_daemon: Daemon) -> None:
+    fresh_daemon.start()
+    arg, tag = unique_sleep()
+    with fresh_daemon.rpc() as rpc:
+        tokens = [rpc.call("agent_register", name=f"a{i}")["token"] for i in range(4)]
+        shells = [s for token in tokens for s in populate(rpc, token, arg, 25)]
+        assert rpc.call("daemon_info")["sessions"] == 100
+        procs = wait_for_count(tag, 100)
+        procs |= tops(shells)
+    watch = LogWatch(fresh_daemon)
+    start = time.monotonic()
+    code = fresh_daemon.stop(signal.SIGTERM)
+    took = time.monotonic() - start
+    print(
+        f"SIGTERM with 100 sessions ({len(procs)} tagged processes, 20 deaf to HUP/TERM): exit {code} in {took:.2f} s"
+    )
+    assert code == 0
+    assert took < 10.0  # shutdown_grace_ms
+    assert still_running(procs) == []
+    assert "did not close" not in watch.text()
+    assert "closing 100 sessions" in watch.text()
+    assert not fresh_daemon.socket.exists()
+    assert not (fresh_daemon.directory / "operator.token").exists()
+    watch.assert_quiet()
