@@ -30,3 +30,14 @@ def test_shell_session_example(daemon: Daemon) -> None:
     result = json.loads(proc.stdout)["result"]
     assert result["wait_reason"] == "stdin_read"
     assert result["viewport"].splitlines()[1] == "Linux"
+
+
+def test_python_example(daemon: Daemon) -> None:
+    import sys
+
+    script = readme_block("From Python", "python")
+    env = {**os.environ, "PTYD_SOCKET": str(daemon.socket)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=60, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:3] == ["$ echo hello from $((6*7))", "hello from 42", "$"]
+    assert "stdin_read" in proc.stdout
