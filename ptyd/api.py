@@ -51,7 +51,7 @@ class Api:
     async def terminal_open(self, _: Any, params: p.TerminalOpenParams) -> p.TerminalOpenResult:
         agent = self.service.authenticate(params.token)
         session = await self.service.open(agent, params)
-        info = session.info(agent.agent_id)
+        info = session.info(agent.agent_id, agent.name)
         return p.TerminalOpenResult(
             session_id=info.session_id,
             name=info.name,
@@ -105,6 +105,10 @@ class Api:
         max_bytes = min(params.max_bytes or 256 * 1024, cfg.max_read_bytes)
         return await session.read(params.start_line, max_lines, max_bytes)
 
+    async def terminal_screen(self, _: Any, params: p.TerminalScreenParams) -> p.TerminalScreenResult:
+        agent = self.service.authenticate(params.token)
+        return await self.service.session(agent, params.session_id).screen()
+
     async def terminal_signal(self, _: Any, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
         agent = self.service.authenticate(params.token)
         session = self.service.session(agent, params.session_id)
@@ -143,6 +147,7 @@ class Api:
             ("terminal_wait", p.TerminalWaitParams, p.TerminalWaitResult, self.terminal_wait),
             ("terminal_cancel", p.TerminalCancelParams, p.TerminalCancelResult, self.terminal_cancel),
             ("terminal_read", p.TerminalReadParams, p.TerminalReadResult, self.terminal_read),
+            ("terminal_screen", p.TerminalScreenParams, p.TerminalScreenResult, self.terminal_screen),
             ("terminal_signal", p.TerminalSignalParams, p.TerminalSignalResult, self.terminal_signal),
             ("terminal_resize", p.TerminalResizeParams, p.SessionInfo, self.terminal_resize),
             ("terminal_status", p.TerminalStatusParams, p.SessionInfo, self.terminal_status),

@@ -141,6 +141,7 @@ class SessionInfo(Base, frozen=True):
     created_at_ms: Annotated[int, _d("Unix time in milliseconds.")]
     total_lines: Annotated[int, _d("Lines in the transcript so far (scrollback plus screen).")]
     owner: Annotated[str, _d("agent_id of the owning agent.")]
+    owner_name: Annotated[str | None, _d("The owning agent's display name.")]
 
 
 class TerminalOpenResult(Base, frozen=True):
@@ -268,6 +269,20 @@ class TerminalReadResult(Base, frozen=True):
     first_retained_line: Annotated[int, _d("Lines before this one were dropped by the scrollback bound.")]
     total_lines: int
     truncated: Annotated[bool, _d("The page stopped early at max_bytes, or started before the retained lines.")]
+
+
+class TerminalScreenParams(SessionRefParams, frozen=True):
+    """The visible screen as it is now (a full-screen program's while the alternate screen is active), read
+    without writing to the session: what a person watching it sees."""
+
+
+class TerminalScreenResult(Base, frozen=True):
+    lines: Annotated[list[str], _d("Every row of the screen, top to bottom, trailing blanks removed.")]
+    cursor_x: int
+    cursor_y: int
+    cursor_visible: bool
+    alt_screen: bool
+    title: Annotated[str, _d("The window title the program set (OSC 0/2), or empty.")]
 
 
 class TerminalSignalParams(SessionRefParams, frozen=True):

@@ -112,6 +112,17 @@ def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
     assert shell.call("terminal_cancel") == {"cancelled": False}  # settled
 
 
+def test_cancel_right_after_the_send_still_interrupts_the_command(shell: Shell) -> None:
+    # The SIGINT may reach the shell before it has read the line, or after it read it but before it forked.
+    for _ in range(10):
+        shell.send("sleep 30\n", wait=False)
+        assert shell.call("terminal_cancel") == {"cancelled": True}
+        result = shell.call("terminal_wait", timeout_ms=10_000)["result"]
+        assert result["wait_reason"] == "stdin_read", result
+        assert result["foreground"]["name"] == "bash"
+        assert result["viewport"].endswith("$")
+
+
 def test_wait_with_zero_timeout_returns_a_settled_result(shell: Shell) -> None:
     shell.send("true\n")
     waited = shell.call("terminal_wait", timeout_ms=0)
@@ -284,3 +295,17 @@ def test_sessions_on_separate_connections_run_in_parallel(daemon: Daemon, token:
     for t in threads:
         t.join()
     assert all(f"worker{i}" in results[i]["viewport"].splitlines() for i in range(4))
+
+
+def test_screen_shows_the_full_screen_program_without_writing(shell: Shell) -> None:
+    shell.send("seq 100 300 | less\n")
+    screen = shell.call("terminal_screen")
+    assert screen["alt_screen"] is True
+    assert screen["lines"][0] == "100"
+    assert len(screen["lines"]) == 40
+    assert screen["cursor_y"] == 39
+    before = shell.call("terminal_status")["operation_id"]
+    shell.call("terminal_screen")
+    assert shell.call("terminal_status")["operation_id"] == before  # reading the screen sent nothing
+    shell.send("q")
+    assert shell.call("terminal_screen")["lines"][-1] == ""

@@ -344,7 +344,19 @@ class LocalSession:
             truncated=cut or begin > start,
         )
 
-    def info(self, owner: str) -> p.SessionInfo:
+    async def screen(self) -> p.TerminalScreenResult:
+        await self.channel.rendered()
+        screen = self.terminal.screen
+        return p.TerminalScreenResult(
+            lines=screen.visible_rows(),
+            cursor_x=min(int(screen.cursor.x), self.terminal.cols - 1),
+            cursor_y=int(screen.cursor.y),
+            cursor_visible=not screen.cursor.hidden,
+            alt_screen=self.terminal.alt_screen,
+            title=str(screen.title),
+        )
+
+    def info(self, owner: str, owner_name: str | None) -> p.SessionInfo:
         op = self._current_op()
         return p.SessionInfo(
             session_id=self.session_id,
@@ -361,6 +373,7 @@ class LocalSession:
             created_at_ms=self.created_at_ms,
             total_lines=self.terminal.total_lines,
             owner=owner,
+            owner_name=owner_name,
         )
 
     # --- teardown --------------------------------------------------------------------------------------

@@ -88,10 +88,14 @@ class PtyService:
 
     def describe(self, agent: Agent, session_id: str) -> p.SessionInfo:
         entry = self.entry(agent, session_id)
-        return entry.session.info(entry.owner.agent_id)
+        return entry.session.info(entry.owner.agent_id, entry.owner.name)
 
     def list(self, agent: Agent) -> list[p.SessionInfo]:
-        return [e.session.info(e.owner.agent_id) for e in self._sessions.values() if e.owner is agent or agent.operator]
+        return [
+            e.session.info(e.owner.agent_id, e.owner.name)
+            for e in self._sessions.values()
+            if e.owner is agent or agent.operator
+        ]
 
     async def open(self, agent: Agent, params: p.TerminalOpenParams) -> PtyBackendSession:
         backend = self.backends.get(params.type)

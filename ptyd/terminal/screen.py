@@ -180,7 +180,7 @@ class TerminalScreen(pyte.Screen):
         if after is not None and after.data == "":
             line[x + width] = after._replace(data=" ")
 
-    def repeat_last(self, count: int | None = None, *_: int) -> None:
+    def repeat_last(self, count: int | None = None, *_params: int) -> None:
         last = next((c for c in reversed(self._last_drawn) if wcwidth(c) > 0), None)
         if last is not None:
             self.draw(last * min(count or 1, self.columns * self.lines))
@@ -206,7 +206,7 @@ class TerminalScreen(pyte.Screen):
                 self._on_scroll_off([self.row_text(0)])
         super().index()
 
-    def scroll_up(self, count: int | None = None, *_: int) -> None:
+    def scroll_up(self, count: int | None = None, *_params: int) -> None:
         top, bottom = self.margins or Margins(0, self.lines - 1)
         x, y = self.cursor.x, self.cursor.y
         self.cursor.y = bottom
@@ -214,7 +214,7 @@ class TerminalScreen(pyte.Screen):
             self.index()
         self.cursor.x, self.cursor.y = x, y
 
-    def scroll_down(self, count: int | None = None, *_: int) -> None:
+    def scroll_down(self, count: int | None = None, *_params: int) -> None:
         top, bottom = self.margins or Margins(0, self.lines - 1)
         x, y = self.cursor.x, self.cursor.y
         self.cursor.y = top
@@ -265,22 +265,22 @@ class TerminalScreen(pyte.Screen):
         if saved is not None:  # DECRC does not consume the saved cursor
             self.savepoints.append(saved._replace(cursor=copy.copy(saved.cursor)))
 
-    def save_cursor_ansi(self, *_: int) -> None:
+    def save_cursor_ansi(self, *_params: int) -> None:
         self.save_cursor()
 
-    def restore_cursor_ansi(self, *_: int) -> None:
+    def restore_cursor_ansi(self, *_params: int) -> None:
         self.restore_cursor()
 
-    def cursor_to_line(self, line: int | None = None, *_: int) -> None:
+    def cursor_to_line(self, line: int | None = None, *_params: int) -> None:
         top = self.margins.top if self.margins is not None and mo.DECOM in self.mode else 0
         self.cursor.y = (line or 1) - 1 + top
         self.ensure_vbounds()
 
-    def forward_tab(self, count: int | None = None, *_: int) -> None:
+    def forward_tab(self, count: int | None = None, *_params: int) -> None:
         for _ in range(min(count or 1, self.columns)):
             self.tab()
 
-    def back_tab(self, count: int | None = None, *_: int) -> None:
+    def back_tab(self, count: int | None = None, *_params: int) -> None:
         for _ in range(min(count or 1, self.columns)):
             self.cursor.x = max((t for t in self.tabstops if t < self.cursor.x), default=0)
 
@@ -360,7 +360,7 @@ class TerminalScreen(pyte.Screen):
 
     # --- queries ---------------------------------------------------------------------------------------
 
-    def report_device_status(self, mode: int = 0, *_: int, **__: Any) -> None:
+    def report_device_status(self, mode: int = 0, *_params: int, **__: Any) -> None:
         if mode == 5:
             self.write_process_input("\x1b[0n")
         elif mode == 6:

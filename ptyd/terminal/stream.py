@@ -7,14 +7,14 @@ that call. ``TerminalStream.feed`` carries on after the bad sequence instead, as
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, final
+from typing import Any, final
 
 import pyte
 
 
 @final
 class TerminalStream(pyte.Stream):
-    csi: ClassVar[dict[str, str]] = {
+    csi = {
         **pyte.Stream.csi,
         "S": "scroll_up",  # SU
         "T": "scroll_down",  # SD
@@ -55,4 +55,3 @@ class TerminalStream(pyte.Stream):
                     taking_plain_text = True
                 offset += 1
         self._taking_plain_text = taking_plain_text
-

@@ -181,6 +181,19 @@ def test_watch_follows_the_screen_and_ends_when_the_session_closes(daemon: Daemo
     assert child.exitstatus == 0
 
 
+def test_watch_shows_a_full_screen_program(daemon: Daemon, agent_shell: Session) -> None:
+    agent_shell.send("seq 100 200 | less\n")
+    child = spawn(daemon, "watch", agent_shell.id)
+    try:
+        child.expect("full-screen program")
+        child.expect("110")  # a row of the pager's screen, not of the shell's
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    agent_shell.send("q")
+
+
 def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session) -> None:
     child = spawn(daemon, "watch", agent_shell.id)
     try:

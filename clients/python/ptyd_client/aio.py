@@ -30,6 +30,7 @@ from ptyd_client.types import (
     TerminalOpenResult,
     TerminalOutputResult,
     TerminalReadResult,
+    TerminalScreenResult,
     TerminalSignalResult,
     TerminalWaitResult,
 )
@@ -285,6 +286,10 @@ class AsyncClient:
         """Change the terminal size (the foreground program gets SIGWINCH)."""
         return cast(SessionInfo, await self._session_call("terminal_resize", session_id, cols=cols, rows=rows))
 
+    async def terminal_screen(self, session_id: str) -> TerminalScreenResult:
+        """The visible screen now (a full-screen program's too), read without writing to the session."""
+        return cast(TerminalScreenResult, await self._session_call("terminal_screen", session_id))
+
     async def terminal_status(self, session_id: str) -> SessionInfo:
         """Describe one session."""
         return cast(SessionInfo, await self._session_call("terminal_status", session_id))
@@ -364,6 +369,10 @@ class AsyncSession:
     async def resize(self, cols: int, rows: int) -> SessionInfo:
         """Change the terminal size."""
         return await self.client.terminal_resize(self.id, cols, rows)
+
+    async def screen(self) -> TerminalScreenResult:
+        """The visible screen now (a full-screen program's too), read without writing to the session."""
+        return await self.client.terminal_screen(self.id)
 
     async def status(self) -> SessionInfo:
         """Describe the session."""

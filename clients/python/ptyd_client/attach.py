@@ -102,18 +102,7 @@ class Attachment:
             return os.terminal_size((80, 24))
 
     async def _screen(self, info: SessionInfo) -> list[str] | None:
-        if not info["alt_screen"]:
-            rows = info["rows"]
-            return (await self.client.terminal_read(self.id, start_line=-rows, max_lines=rows))["lines"]
-        # terminal_read pages the main screen only; an empty send returns the visible alternate screen.
-        if info["busy"] or self._sending.locked():
-            return None
-        try:
-            async with self._sending:
-                result = await self.client.terminal_send(self.id, "", timeout_ms=0)
-        except SessionBusy:
-            return None
-        return result["viewport"].split("\n")
+        return (await self.client.terminal_screen(self.id))["lines"]
 
     async def _refresh(self) -> None:
         lines: list[str] = []

@@ -27,6 +27,7 @@ from ptyd_client.types import (
     TerminalOpenResult,
     TerminalOutputResult,
     TerminalReadResult,
+    TerminalScreenResult,
     TerminalSignalResult,
     TerminalWaitResult,
 )
@@ -277,6 +278,10 @@ class Client:
         """Change the terminal size (the foreground program gets SIGWINCH)."""
         return cast(SessionInfo, self._session_call("terminal_resize", session_id, cols=cols, rows=rows))
 
+    def terminal_screen(self, session_id: str) -> TerminalScreenResult:
+        """The visible screen now (a full-screen program's too), read without writing to the session."""
+        return cast(TerminalScreenResult, self._session_call("terminal_screen", session_id))
+
     def terminal_status(self, session_id: str) -> SessionInfo:
         """Describe one session: status, size, foreground process, whether a send is active."""
         return cast(SessionInfo, self._session_call("terminal_status", session_id))
@@ -357,6 +362,10 @@ class Session:
     def resize(self, cols: int, rows: int) -> SessionInfo:
         """Change the terminal size."""
         return self.client.terminal_resize(self.id, cols, rows)
+
+    def screen(self) -> TerminalScreenResult:
+        """The visible screen now (a full-screen program's too), read without writing to the session."""
+        return self.client.terminal_screen(self.id)
 
     def status(self) -> SessionInfo:
         """Describe the session."""

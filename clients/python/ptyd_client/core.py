@@ -26,6 +26,7 @@ RETRY_SAFE = frozenset(
         "rpc.discover",
         "terminal_list",
         "terminal_status",
+        "terminal_screen",
         "terminal_read",
         "terminal_output",
         "terminal_wait",

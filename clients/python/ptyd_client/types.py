@@ -130,6 +130,17 @@ class TerminalReadResult(TypedDict):
     """The page stopped early at max_bytes, or started before the retained lines."""
 
 
+class TerminalScreenResult(TypedDict):
+    lines: list[str]
+    """Every row of the screen, top to bottom, trailing blanks removed."""
+    cursor_x: int
+    cursor_y: int
+    cursor_visible: bool
+    alt_screen: bool
+    title: str
+    """The window title the program set (OSC 0/2), or empty."""
+
+
 class TerminalSignalResult(TypedDict):
     delivered: bool
     pgid: int
@@ -159,6 +170,8 @@ class SessionInfo(TypedDict):
     """Lines in the transcript so far (scrollback plus screen)."""
     owner: str
     """agent_id of the owning agent."""
+    owner_name: str | None
+    """The owning agent's display name."""
 
 
 class TerminalListResult(TypedDict):
@@ -193,6 +206,7 @@ METHODS: Final = (
     "terminal_wait",
     "terminal_cancel",
     "terminal_read",
+    "terminal_screen",
     "terminal_signal",
     "terminal_resize",
     "terminal_status",

@@ -1,6 +1,6 @@
 """``ptyctl watch``: follow a session's screen live, read-only, redrawn in place until Ctrl-C or its end.
 
-It only calls ``terminal_status`` and ``terminal_read``, so watching never disturbs the agent driving the session.
+It only calls ``terminal_status`` and ``terminal_screen``, so watching never disturbs the agent driving the session.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ POLL_INTERVAL_S = 0.2  # a redraw rate a person reads comfortably, at two cheap 
 
 
 def screen_lines(client: Client, info: SessionInfo) -> list[str]:
-    """The session's screen: the last ``rows`` lines of its transcript (the main screen; see the README)."""
-    return client.terminal_read(info["session_id"], start_line=-info["rows"], max_lines=info["rows"])["lines"]
+    """The session's visible screen, a full-screen program's included."""
+    return client.terminal_screen(info["session_id"])["lines"]
 
 
 def watch(client: Client, session_id: str, out: TextIO, interval: float = POLL_INTERVAL_S) -> str:
@@ -33,8 +33,7 @@ def watch(client: Client, session_id: str, out: TextIO, interval: float = POLL_I
     try:
         while True:
             size = shutil.get_terminal_size()
-            # The alternate screen is not readable without writing to the session, which watch never does.
-            note = " | full-screen program: main screen shown" if info["alt_screen"] else ""
+            note = " | full-screen program" if info["alt_screen"] else ""
             header = f"ptyctl watch: read-only, Ctrl-C quits{note} | {render.session_line(info)}"
             drawn = render.frame(screen_lines(client, info), size.columns, size.lines, header=header)
             if drawn != last:

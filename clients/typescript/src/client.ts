@@ -21,6 +21,7 @@ import type {
   SendResult,
   SendStarted,
   SessionInfo,
+  TerminalScreenResult,
   TerminalCancelResult,
   TerminalCloseResult,
   TerminalOpenResult,
@@ -54,6 +55,7 @@ export type OpenRpcDocument = Record<string, unknown>;
 const REPEATABLE: ReadonlySet<string> = new Set([
   "terminal_read",
   "terminal_status",
+  "terminal_screen",
   "terminal_list",
   "terminal_wait",
   "terminal_resize",
@@ -269,6 +271,11 @@ export class PtydClient {
   /** `terminal_resize`: change the terminal size (the program gets SIGWINCH); resolves with the new state. */
   terminalResize(sessionId: string, cols: number, rows: number): Promise<SessionInfo> {
     return this.call("terminal_resize", { ...this.ref(sessionId), cols, rows });
+  }
+
+  /** `terminal_screen`: the visible screen now (a full-screen program's too), read without writing to it. */
+  terminalScreen(sessionId: string): Promise<TerminalScreenResult> {
+    return this.call("terminal_screen", this.ref(sessionId));
   }
 
   /** `terminal_status`: what the session is and what it is doing now. */

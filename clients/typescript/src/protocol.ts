@@ -122,6 +122,8 @@ export interface SessionInfo {
   total_lines: number;
   /** agent_id of the owning agent. */
   owner: string;
+  /** The owning agent's display name. */
+  owner_name: string | null;
 }
 
 /** Send SIGINT to the foreground process group of the active send. */
@@ -288,7 +290,10 @@ export interface TerminalReadParams {
    * Bounds: min length 1, max length 128.
    */
   session_id: string;
-  /** First line; negative counts from the end (-100: the last 100). Default -max_lines. */
+  /**
+   * First line; negative counts from the end (-100: the last 100). Default -max_lines.
+   * Bounds: >= -9007199254740992, <= 9007199254740992.
+   */
   start_line?: number | null;
   /**
    * Default 200.
@@ -336,6 +341,34 @@ export interface TerminalResizeParams {
    * Bounds: >= 2, <= 500.
    */
   rows: number;
+}
+
+/**
+ * The visible screen as it is now (a full-screen program's while the alternate screen is active), read
+ * without writing to the session: what a person watching it sees.
+ */
+export interface TerminalScreenParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+  /**
+   * Session id from terminal_open.
+   * Bounds: min length 1, max length 128.
+   */
+  session_id: string;
+}
+
+export interface TerminalScreenResult {
+  /** Every row of the screen, top to bottom, trailing blanks removed. */
+  lines: string[];
+  cursor_x: number;
+  cursor_y: number;
+  cursor_visible: boolean;
+  alt_screen: boolean;
+  /** The window title the program set (OSC 0/2), or empty. */
+  title: string;
 }
 
 /**
@@ -474,6 +507,11 @@ export interface Methods {
   terminal_cancel: { params: TerminalCancelParams; result: TerminalCancelResult };
   /** Page the retained transcript: scrollback followed by the screen, as rendered text lines. */
   terminal_read: { params: TerminalReadParams; result: TerminalReadResult };
+  /**
+   * The visible screen as it is now (a full-screen program's while the alternate screen is active), read
+   * without writing to the session: what a person watching it sees.
+   */
+  terminal_screen: { params: TerminalScreenParams; result: TerminalScreenResult };
   /** Signal the verified foreground process group of the terminal. */
   terminal_signal: { params: TerminalSignalParams; result: TerminalSignalResult };
   /** Change the terminal size; the foreground program gets SIGWINCH. */

@@ -6,6 +6,7 @@ import type {
   PtySignal,
   SendResult,
   SessionInfo,
+  TerminalScreenResult,
   TerminalCloseResult,
   TerminalOpenResult,
   TerminalOutputResult,
@@ -50,6 +51,11 @@ export class Session {
   /** Change the terminal size; resolves with the session's new state. */
   resize(cols: number, rows: number): Promise<SessionInfo> {
     return this.client.terminalResize(this.id, cols, rows);
+  }
+
+  /** The visible screen now (a full-screen program's too), read without writing to the session. */
+  screen(): Promise<TerminalScreenResult> {
+    return this.client.terminalScreen(this.id);
   }
 
   /** What the session is and what it is doing now. */
