@@ -39,6 +39,7 @@ DESTRUCTIVE: dict[str, dict[str, Any]] = {
     "terminal_signal": {"signal": "SIGKILL"},
     "terminal_resize": {"cols": 20, "rows": 5},
     "terminal_status": {},
+    "terminal_screen": {},
     "terminal_list": {},
     "terminal_close": {"reason": "pwned"},
     "daemon_info": {},
