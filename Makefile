@@ -23,8 +23,8 @@ run: venv
 test: lint typecheck unit
 
 lint: venv
-	$(VENV)/bin/ruff check ptyd tests clients/python
-	$(VENV)/bin/ruff format --check ptyd tests clients/python
+	$(VENV)/bin/ruff check ptyd tests clients/python bench
+	$(VENV)/bin/ruff format --check ptyd tests clients/python bench
 
 typecheck: venv
 	$(VENV)/bin/mypy ptyd clients/python/ptyd_client
@@ -34,6 +34,10 @@ unit: venv
 
 stress: venv
 	$(PY) -m pytest -q -m slow
+
+## Benchmarks: ptyd against a raw PTY, tmux and a fixed idle wait, as ratios (see bench/BASELINE.md).
+bench: venv
+	$(PY) bench/run.py
 
 ## Regenerate what derives from the wire types: docs/protocol.md and the clients' types.
 docs: venv

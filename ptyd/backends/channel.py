@@ -20,7 +20,8 @@ from typing import final
 from ptyd.backends.spawn import Spawned
 from ptyd.terminal.emulator import Terminal
 
-READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions
+READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions...
+READS_PER_WAKEUP = 16  # ...or this many reads: trading turns with a fast producer must not hold the loop
 RENDER_BUDGET_S = 0.004  # renderer time per turn of one session
 RENDER_DEFER_S = 0.002  # output that arrives in bulk is rendered in batches (the fast path needs big ones)
 INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and echoes must not wait
@@ -101,7 +102,9 @@ class PtyChannel:
 
     def _on_readable(self) -> None:
         got = 0
-        while got < READ_BURST:
+        for _ in range(READS_PER_WAKEUP):
+            if got >= READ_BURST:
+                break
             try:
                 data = os.read(self._proc.master, 65536)
             except (BlockingIOError, InterruptedError):

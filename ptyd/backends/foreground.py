@@ -13,6 +13,7 @@ from ptyd.backends.spawn import Spawned
 from ptyd.errors import InvalidArgument
 
 RunCounts = dict[tuple[int, int], int]
+VERIFY_ATTEMPTS = 5
 
 
 @final
@@ -61,12 +62,14 @@ class ForegroundGroup:
 
     def verified_pgid(self) -> int:
         """The foreground group, checked to hold a live process of this terminal's session (never a recycled
-        group id of someone else's)."""
-        pgid = self.pgid()
-        if pgid is not None:
-            for stat in self._members(pgid):
-                if stat.session == self._proc.pid:
-                    return pgid
+        group id of someone else's). A group that exits while it is checked (a loop of short commands) is
+        looked up again: the terminal hands the foreground to the next one at once."""
+        for _ in range(VERIFY_ATTEMPTS):
+            pgid = self.pgid()
+            if pgid is None:
+                break
+            if any(stat.session == self._proc.pid for stat in self._members(pgid)):
+                return pgid
         raise InvalidArgument("the terminal has no foreground process group to signal", reason="no_foreground")
 
     def input_wait(self, pgid: int) -> readiness.Wait:

@@ -295,12 +295,15 @@ class LocalSession:
     # --- other operations ------------------------------------------------------------------------------
 
     def signal(self, signum: int) -> p.TerminalSignalResult:
-        pgid = self.foreground.verified_pgid()
-        try:
-            os.killpg(pgid, signum)
+        delivered = False
+        for _ in range(3):  # the group may end between the check and the kill; the next one is in front then
+            pgid = self.foreground.verified_pgid()
+            try:
+                os.killpg(pgid, signum)
+            except ProcessLookupError:
+                continue
             delivered = True
-        except ProcessLookupError:
-            delivered = False
+            break
         try:
             name = signals.Signals(signum).name
         except ValueError:

@@ -47,7 +47,11 @@ class HeadCapture:
         self.end_line = start_line  # one past the last captured line
 
     def offer(self, first: int, rows: list[str]) -> None:
+        """Rows ``first``, ``first + 1``... left the screen; keep those past the capture's end while room lasts."""
         if self.room <= 0 or first + len(rows) <= self.end_line:
+            return
+        if first > self.end_line:  # rows in between were never offered: the head ends at the gap
+            self.room = 0
             return
         for row in rows[max(0, self.end_line - first) :]:
             size = utf8_len(row) + 1
@@ -197,8 +201,14 @@ class Terminal:
 
     def _skipped(self, lines: list[str], cols: int, strip: bool) -> None:
         """Count rows that would be dropped by the scrollback bound anyway, without rendering them."""
-        if self.capture is not None and self.capture.room > 0:
-            self.capture.offer(self.scrollback.total, _rows_of(lines[:256], cols, strip))
+        capture = self.capture
+        first = self.scrollback.total
+        for i in range(0, len(lines), 256):  # rendered only while the capture has room
+            if capture is None or capture.room <= 0:
+                break
+            rows = _rows_of(lines[i : i + 256], cols, strip)
+            capture.offer(first, rows)
+            first += len(rows)
         wide = max(map(len, lines)) > cols
         self.scrollback.skip(sum(max(1, -(-len(line) // cols)) for line in lines) if wide else len(lines))
 

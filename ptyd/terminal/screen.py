@@ -5,13 +5,14 @@
 - Scrollback: a row leaving the top of the full-screen scroll region on the main screen is handed to
   ``on_scroll_off`` as plain text; rows leaving a DECSTBM region or the alternate screen are not (TUI scrolling
   is not transcript). Clearing the main screen (ED 2, RIS) first hands its rows over too, so output survives
-  ``clear``.
+  ``clear``; ED 3 (erase the terminal's scrollback) is ignored.
 - Text: grapheme clusters and widths as in ``cells`` (pyte drops the rest of a text run at a ZWJ or VS16); a wide
   character that does not fit in the last column wraps first; overwriting half of a wide character blanks the
   other half; DEC line drawing (``ESC ( 0``) is drawn as box characters.
 - Resize keeps the cursor on the screen (both screens' cursors), moves rows pushed off the top of the main screen
   into scrollback, resets the scroll region and extends the tab stops.
-- Cursor reports (DSR) never name a column past the last; the saved cursor (DECSC) is one slot, as in xterm.
+- Cursor reports (DSR) never name a column past the last; CUU/CUD end a pending wrap; the saved cursor (DECSC) is
+  one slot, as in xterm.
 - Sequences pyte lacks: SU, SD, REP, SCOSC/SCORC, CHT, CBT (see ``stream``). DECCOLM is ignored: the PTY's
   size is the screen's size.
 - Cells are interned per attribute set, so a full screen costs a few hundred kB rather than a namedtuple a cell.
@@ -89,8 +90,7 @@ class TerminalScreen(pyte.Screen):
             and mo.DECAWM in self.mode
             and mo.IRM not in self.mode
             and mo.LNM not in self.mode
-            and not self.charset
-            and self.g0_charset is cs.LAT1_MAP
+            and (self.g1_charset if self.charset else self.g0_charset) is cs.LAT1_MAP
             and self.tabstops == set(range(8, self.columns, 8))
         )
 
@@ -134,8 +134,11 @@ class TerminalScreen(pyte.Screen):
                 self.insert_characters(width)
             line = self.buffer[cursor.y]
             x = cursor.x
-            if wide:
-                self._unsplit(line, x, width)
+            if wide and (
+                ((old := line.get(x)) is not None and not old.data)
+                or ((after := line.get(x + width)) is not None and not after.data)
+            ):
+                self._unsplit(line, x, width)  # a stub ("") under or just after the new cell
             cell = cells.get(char)
             if cell is None:
                 cell = cells[char] = attrs._replace(data=char)
@@ -223,9 +226,10 @@ class TerminalScreen(pyte.Screen):
         self.cursor.x, self.cursor.y = x, y
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
-        if how not in (0, 1, 2, 3):
+        # ED 3 erases the terminal's scrollback, not the screen; ptyd's scrollback is the transcript and stays.
+        if how not in (0, 1, 2):
             return
-        if how in (2, 3) and not self.alt:
+        if how == 2 and not self.alt:
             self._scroll_off_screen()
         super().erase_in_display(how, *args, **kwargs)
 
@@ -270,6 +274,15 @@ class TerminalScreen(pyte.Screen):
 
     def restore_cursor_ansi(self, *_params: int) -> None:
         self.restore_cursor()
+
+    # CUU and CUD end a pending wrap (as tmux and xterm do); LF and RI, which pyte also moves with, keep it.
+    def move_up(self, count: int | None = None, *_params: int) -> None:
+        self.cursor.x = min(self.cursor.x, self.columns - 1)
+        self.cursor_up(count)
+
+    def move_down(self, count: int | None = None, *_params: int) -> None:
+        self.cursor.x = min(self.cursor.x, self.columns - 1)
+        self.cursor_down(count)
 
     def cursor_to_line(self, line: int | None = None, *_params: int) -> None:
         top = self.margins.top if self.margins is not None and mo.DECOM in self.mode else 0

@@ -1,4 +1,5 @@
-"""pyte's parser with the CSI sequences pyte 0.8.2 lacks, and no output lost to a sequence a handler rejects.
+"""pyte's parser with the CSI sequences pyte 0.8.2 lacks or moves wrongly with, and no output lost to a sequence a
+handler rejects.
 
 pyte dispatches ``CSI params final`` to ``screen.<method>(*params)``; a handler that raises (extra parameters,
 ``ESC[4J``) makes pyte reset its parser and re-raise out of ``feed``, which drops the rest of the text passed to
@@ -16,6 +17,9 @@ import pyte
 class TerminalStream(pyte.Stream):
     csi = {
         **pyte.Stream.csi,
+        "A": "move_up",  # CUU, CUD and VPR: pyte's cursor_up/down minus the pending wrap
+        "B": "move_down",
+        "e": "move_down",
         "S": "scroll_up",  # SU
         "T": "scroll_down",  # SD
         "b": "repeat_last",  # REP: ncurses draws runs of one character with it (terminfo ``rep``)

@@ -1,0 +1,177 @@
+"""Scenario 4, scale: 10, 100 and 500 live shells in one daemon (a fresh daemon per level).
+
+Per level: ``terminal_open`` latency (against forking bash on a raw PTY until its first prompt), the daemon's RSS
+per idle session (the daemon process alone; bash is not counted), and ``send`` latency on idle sessions, first
+with everything quiet, then while 10% of the sessions print without pause. At the largest level some idle
+sessions then get their scrollback filled to its bound, with full-width ASCII lines (the line bound is reached
+first) and, in a full run, with 4-byte characters (the byte bound is reached first), and the RSS growth per
+filled session is reported.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.harness import Context, DaemonProcess, cpu_seconds, register, rss_bytes
+from bench.report import Figure, Results, Row
+from bench.shells import PtydShell, RawShell
+
+KIB, MIB = 1024, 1024 * 1024
+EMPTY_BUDGET, FULL_BUDGET = 1 * MIB, 4 * MIB + 1 * MIB  # per session; the scrollback bound is 4 MiB
+# One process printing without end. (A loop forking `seq 1000` measures, on 2 cores, the scheduler under a fork
+# storm more than the daemon; it also shows terminal_cancel racing a foreground group that keeps changing.)
+FLOOD = "seq inf"
+SEND_BUDGET_S = 20.0  # per figure: under load a send can take seconds, and the whole run must stay under 10 min
+ASCII_FILL = "seq -f '%0159.0f' 1 12000"  # 159 columns: no pending wrap; 12000 lines > the 10000-line bound
+
+
+def astral_fill(python: str) -> str:
+    # 159 cells of 4 UTF-8 bytes each: 4 MiB of scrollback is about 6,600 lines, under the 10,000-line bound.
+    code = "import sys\nrow = chr(0x1D400) * 153\nfor i in range(8000): sys.stdout.write(f'{i:06d}{row}\\n')"
+    return f'{python} -c "{code}"'
+
+
+def _daemon(ctx: Context, name: str) -> DaemonProcess:
+    directory = ctx.directory / name
+    directory.mkdir()
+    directory.chmod(0o700)
+    profile = ctx.profile_dir / f"{name}.pstats" if ctx.profile_dir else None
+    config = "max_sessions = 1024\nmax_sessions_per_agent = 1000\n"
+    return DaemonProcess(directory, config, profile=profile)
+
+
+def _sends(shells: list[PtydShell], count: int, budget_s: float) -> list[float]:
+    """Up to ``count`` sends of ``true`` round-robin, stopping early once ``budget_s`` has passed."""
+    samples: list[float] = []
+    deadline = time.monotonic() + budget_s
+    while len(samples) < count and time.monotonic() < deadline:
+        shell = shells[len(samples) % len(shells)]
+        start = time.perf_counter()
+        shell.run("true", timeout=60)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def _fill(daemon: DaemonProcess, shells: list[PtydShell], command: str, results: Results) -> tuple[float, int]:
+    """Fill each shell's scrollback with ``command``; RSS growth per shell (bytes) and the lines retained."""
+    before = rss_bytes(daemon.pid)
+    retained = 0
+    for shell in shells:
+        shell.run(command, timeout=300)
+        page = shell.call("terminal_read", start_line=0, max_lines=1)
+        if page["first_retained_line"] == 0:
+            results.failures.append(f"scale: `{command[:40]}` did not reach the scrollback bound")
+        retained = page["total_lines"] - page["first_retained_line"]
+    return (rss_bytes(daemon.pid) - before) / len(shells), retained
+
+
+def _stop(shell: PtydShell, results: Results) -> None:
+    for _ in range(20):
+        shell.call("terminal_cancel")
+        if shell.call("terminal_wait", timeout_ms=1000)["done"]:
+            return
+    results.failures.append("scale: a printing session did not stop after 20 terminal_cancel calls")
+
+
+def run(ctx: Context, results: Results) -> None:
+    levels = (10, 40) if ctx.quick else (10, 100, 500)
+    sends = 20 if ctx.quick else 100
+    fills = 3 if ctx.quick else 10
+    opens = Figure("4. Scale: terminal_open latency", "ms", reference="raw")
+    latency = Figure(
+        "4. Scale: send `true` on idle shells, quiet and while 10% print", "ms", f"N={levels[0]}, quiet", show_p99=True
+    )
+    memory = Figure("4. Scale: daemon RSS growth per session", "KiB", reference="budget")
+    raw_opens: list[float] = []
+    for n in levels:
+        daemon = _daemon(ctx, f"scale-{n}")
+        daemon.start()
+        caller = daemon.connect()
+        try:
+            token = register(caller, f"bench-scale-{n}")
+            PtydShell(caller, token).close()  # warm: the first open imports and allocates what all share
+            baseline = rss_bytes(daemon.pid)
+            shells: list[PtydShell] = []
+            open_samples = []
+            for i in range(n):
+                start = time.perf_counter()
+                shells.append(PtydShell(caller, token))
+                open_samples.append(time.perf_counter() - start)
+                if i % 10 == 0:
+                    start = time.perf_counter()
+                    RawShell().close()
+                    raw_opens.append(time.perf_counter() - start)
+            opens.add(f"ptyd, N={n}", open_samples, f"the {n} opens in a row", scale=1000)
+            empty = (rss_bytes(daemon.pid) - baseline) / n
+            memory.rows.append(Row(f"empty, N={n}", n, empty / KIB, float("nan"), empty / EMPTY_BUDGET))
+
+            flooders = max(1, n // 10)
+            idle = shells[flooders:]
+            quiet = _sends(idle, sends, SEND_BUDGET_S)
+            for shell in shells[:flooders]:
+                shell.send(FLOOD + "\n", wait=False)
+            lines = shells[0].call("terminal_status")["total_lines"]
+            deadline = time.monotonic() + 10
+            while shells[0].call("terminal_status")["total_lines"] < lines + 2000 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            cpu, began = cpu_seconds(daemon.pid), time.monotonic()
+            loaded = _sends(idle, sends, SEND_BUDGET_S)
+            busy = (cpu_seconds(daemon.pid) - cpu) / (time.monotonic() - began)
+            for shell in shells[:flooders]:
+                _stop(shell, results)
+            latency.add(f"N={n}, quiet", quiet, "", scale=1000)
+            row = latency.add(f"N={n}, {flooders} printing", loaded, f"daemon at {busy:.0%} of a core", scale=1000)
+            row.note += f"; {row.p99 / latency.row(f'N={n}, quiet').p99:.1f}x quiet p99"
+            if n == levels[-1]:
+                results.target(
+                    f"{n} live shells in one daemon", f"{n} opened", f"{len(shells)} opened", len(shells) == n
+                )
+                results.target(
+                    f"send p99 while {flooders} sessions print", "< 50 ms", f"{row.p99:.1f} ms", row.p99 < 50
+                )
+                results.target("RSS per empty session", "<= 1 MiB", f"{empty / KIB:.0f} KiB", empty <= EMPTY_BUDGET)
+            start = time.perf_counter()
+            caller.call("agent_release", token=token)
+            opens.rows[-1].note += f"; agent_release closed them in {time.perf_counter() - start:.1f} s"
+        finally:
+            caller.close()
+            code = daemon.stop()
+            if code != 0:
+                results.failures.append(f"scale daemon N={n} exited with {code}")
+    opens.add("raw", raw_opens, "fork bash on a PTY until its first prompt", scale=1000)
+    daemon = _daemon(ctx, "scale-full")
+    daemon.start()
+    caller = daemon.connect()
+    try:
+        token = register(caller, "bench-scale-full")
+        shells = [PtydShell(caller, token) for _ in range(fills + 2)]
+        _full_rows(ctx, daemon, shells[:fills], shells[fills:], memory, results)
+    finally:
+        caller.close()
+        daemon.stop()
+    results.figures += [opens.finish(), latency.finish(), memory.finish()]
+
+
+def _full_rows(
+    ctx: Context,
+    daemon: DaemonProcess,
+    ascii: list[PtydShell],
+    astral: list[PtydShell],
+    memory: Figure,
+    results: Results,
+) -> None:
+    """Scrollback filled to its bound, in a daemon of its own (freed memory of other sessions would hide growth)."""
+    growth, retained = _fill(daemon, ascii, ASCII_FILL, results)
+    note = f"{retained} lines of 159 ASCII columns retained (line bound)"
+    memory.rows.append(Row("full, ASCII", len(ascii), growth / KIB, float("nan"), growth / FULL_BUDGET, note=note))
+    met = growth <= FULL_BUDGET
+    measured = f"{growth / KIB:.0f} KiB ASCII"
+    if not ctx.quick:
+        growth, retained = _fill(daemon, astral, astral_fill(ctx.python), results)
+        note = f"{retained} lines of 159 4-byte characters retained (byte bound)"
+        memory.rows.append(
+            Row("full, 4-byte", len(astral), growth / KIB, float("nan"), growth / FULL_BUDGET, note=note)
+        )
+        met &= growth <= FULL_BUDGET
+        measured += f", {growth / KIB:.0f} KiB 4-byte"
+    results.target("RSS per session, scrollback full", "<= 4 MiB + 1 MiB", measured, met)
