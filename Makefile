@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv run test lint typecheck unit stress bench docs clean install-user uninstall-user
+.PHONY: venv run test lint typecheck unit stress bench golden docs clean install-user uninstall-user
 
 venv: $(STAMP)
 
@@ -34,6 +34,10 @@ unit: venv
 
 stress: venv
 	$(PY) -m pytest -q -m slow
+
+## Re-record the renderer's golden screens from real programs under tmux (then commit tests/golden/).
+golden: venv
+	$(PY) tests/golden/capture.py
 
 ## Benchmarks: ptyd against a raw PTY, tmux and a fixed idle wait, as ratios (see bench/BASELINE.md).
 bench: venv

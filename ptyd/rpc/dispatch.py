@@ -140,9 +140,7 @@ class Dispatcher:
         request = Request(env.method, params, NOID if env.id is msgspec.UNSET else env.id)
         method = self._table.get(env.method)
         result = (
-            Left(MethodNotFoundResult(env.method))
-            if method is None
-            else await jsonrpc_call(request, context, method)
+            Left(MethodNotFoundResult(env.method)) if method is None else await jsonrpc_call(request, context, method)
         )
         if env.id is msgspec.UNSET:
             return None

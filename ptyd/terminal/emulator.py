@@ -76,10 +76,10 @@ class Terminal:
     ) -> None:
         self.scrollback = Scrollback(scrollback_lines, scrollback_bytes)
         self._on_reply = on_reply
-        self.screen = TerminalScreen(cols, rows, self._scrolled_off, self._reply)
+        self._sanitizer = Sanitizer()
+        self.screen = TerminalScreen(cols, rows, self._scrolled_off, self._reply, answers=self._sanitizer.answers)
         self._stream = TerminalStream(self.screen)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._sanitizer = Sanitizer()
         self._queue: deque[tuple[bool, str]] = deque()  # (plain, text) not yet rendered
         self.backlog = 0  # characters queued
         self.capture: HeadCapture | None = None
@@ -89,10 +89,6 @@ class Terminal:
     def feed(self, data: bytes) -> None:
         """Queue raw output; ``process`` renders it."""
         clean = self._sanitizer.filter(self._decoder.decode(data))
-        if self._sanitizer.replies:
-            for reply in self._sanitizer.replies:
-                self._on_reply(reply.encode())
-            self._sanitizer.replies.clear()
         if clean:
             self._split(clean)
 

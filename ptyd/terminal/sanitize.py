@@ -6,11 +6,15 @@ OSC strings without bound, and raises on digit runs longer than CPython's int-st
 only complete, well-formed sequences it understands, answers the queries pyte does not (secondary device
 attributes, OSC 10/11 colour queries), and carries an incomplete sequence over to the next chunk. It works on
 decoded text and costs nothing on chunks without ESC.
+
+An answer is not sent when the query is filtered but when the screen reaches the marker left in its place, so
+answers go out in the order of the queries, whichever of pyte and this filter answers each.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from typing import final
 
 ESC = "\x1b"
@@ -40,6 +44,9 @@ _C1 = dict.fromkeys(range(128, 160))  # 8-bit controls: ignored in UTF-8 mode, a
 
 MAX_CSI_PARAMS = 64
 MAX_OSC = 512
+# Stands in the text for a query answered here; the screen sends the oldest answer when it reaches one. A program's
+# own CSI ... y (DECTST, a hardware self-test) is dropped, so every marker is ours.
+ANSWER_MARKER = "\x1b[y"
 MAX_CARRY = 4096  # an unterminated sequence longer than this is discarded up to its end
 
 _CSI_BODY = re.compile(r"[\x20-\x3f]*")
@@ -57,10 +64,10 @@ class Sanitizer:
     def __init__(self) -> None:
         self._carry = ""
         self._discarding = ""  # inside an over-long "string" (OSC, DCS...) or "csi", waiting for its end
-        self.replies: list[str] = []
+        self.answers: deque[str] = deque()  # for the ANSWER_MARKERs in the filtered text, in order
 
     def filter(self, text: str) -> str:
-        """Return the part of ``text`` that is safe to feed pyte; queries' answers go to ``replies``."""
+        """Return the part of ``text`` that is safe to feed pyte; queries' answers go to ``answers``."""
         if self._carry:
             text = self._carry + text
             self._carry = ""
@@ -115,11 +122,11 @@ class Sanitizer:
             inter = m.group("inter")
             if inter == "!" and final == "p" and not params:
                 return SOFT_RESET
-            if inter or len(params) > MAX_CSI_PARAMS or ":" in params:
+            if inter or len(params) > MAX_CSI_PARAMS or ":" in params or final == "y":
                 return ""
             if params[:1] in ("<", "=", ">"):
                 if params[:1] == ">" and final == "c" and params in (">", ">0"):
-                    self.replies.append(DA2_REPLY)
+                    return self._answer(DA2_REPLY)
                 return ""
             if params[:1] == "?" and final not in "hlJK":  # private modes, selective erase (as plain erase)
                 return ""
@@ -128,8 +135,7 @@ class Sanitizer:
         if osc is not None:
             reply = OSC_COLOR_REPLIES.get(osc)
             if reply is not None:
-                self.replies.append(reply)
-                return ""
+                return self._answer(reply)
             code = osc.split(";", 1)[0]
             if code in ("0", "1", "2") and len(osc) <= MAX_OSC:
                 return "\x1b]" + osc + "\x07"
@@ -137,6 +143,10 @@ class Sanitizer:
         if seq[1] in "P_^X" or len(seq) > 3 or (len(seq) == 3 and seq[1] not in _ESC_INTERMEDIATES):
             return ""
         return seq
+
+    def _answer(self, reply: str) -> str:
+        self.answers.append(reply)
+        return ANSWER_MARKER
 
 
 def _string_end(text: str) -> int:

@@ -15,13 +15,15 @@
   one slot, as in xterm.
 - Sequences pyte lacks: SU, SD, REP, SCOSC/SCORC, CHT, CBT (see ``stream``). DECCOLM is ignored: the PTY's
   size is the screen's size.
+- Answers to terminal queries (DSR, DA) go to ``on_reply``, in the order of the queries, those the sanitizer
+  answers included.
 - Cells are interned per attribute set, so a full screen costs a few hundred kB rather than a namedtuple a cell.
 """
 
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -49,9 +51,12 @@ class TerminalScreen(pyte.Screen):
         lines: int,
         on_scroll_off: Callable[[list[str]], None],
         on_reply: Callable[[str], None],
+        *,
+        answers: deque[str] | None = None,
     ) -> None:
         self._on_scroll_off = on_scroll_off
         self._on_reply = on_reply
+        self._answers: deque[str] = deque() if answers is None else answers  # the sanitizer's, see send_answer
         self._cells: dict[Char, dict[str, Char]] = {}
         self._ready = False  # pyte's __init__ calls reset() before the screen exists
         self.alt = False
@@ -382,6 +387,11 @@ class TerminalScreen(pyte.Screen):
             if self.margins is not None and mo.DECOM in self.mode:
                 y -= self.margins.top
             self.write_process_input(f"\x1b[{y};{min(self.cursor.x, self.columns - 1) + 1}R")
+
+    def send_answer(self, *_params: int) -> None:
+        """The sanitizer answered a query here; its answer goes out now, after those of earlier queries."""
+        if self._answers:
+            self.write_process_input(self._answers.popleft())
 
     def write_process_input(self, data: str) -> None:
         self._on_reply(data)

@@ -27,6 +27,7 @@ class TerminalStream(pyte.Stream):
         "u": "restore_cursor_ansi",  # SCORC
         "I": "forward_tab",  # CHT
         "Z": "back_tab",  # CBT
+        "y": "send_answer",  # sanitize.ANSWER_MARKER
     }
     events = frozenset(pyte.Stream.events | set(csi.values()))
 
