@@ -97,7 +97,7 @@ def test_screen_matches_tmux(name: str, chunking: str) -> None:
     else:
         chunks = random_chunks(golden.data, name)
     term = render(golden, chunks)
-    screen = term.screen
+    screen = term.current_screen()
     assert screen.visible_rows() == expected_rows(golden)
     assert (screen.cursor.x, screen.cursor.y) == golden.cursor
     assert term.alt_screen == golden.alt

@@ -33,6 +33,7 @@ class SendOp:
         self.foreground_at_write: int | None = None
         self.run_counts_at_write: dict[tuple[int, int], int] = {}
         self.cancelled_at: float | None = None
+        self.input_dropped = False  # a cancel dropped input the program had not read
         self.interrupted: dict[int, str] = {}  # groups a cancel sent SIGINT to, and the program then in front
         self.weak_since: float | None = None  # when an event-loop wait was first seen, and the output
         self.weak_mark: tuple[int, int] | None = None  # count and group then; either changing restarts it

@@ -140,6 +140,13 @@ class LocalSession:
         op.weak_since = None
         return wait == readiness.Wait.DIRECT
 
+    def _mark_write(self, op: SendOp, pgid: int | None) -> None:
+        """From now on a wait counts only once the program is seen to have woken (see ``ready_for_input``)."""
+        op.taken = False
+        op.received_at_write = self.channel.received
+        op.foreground_at_write = pgid
+        op.run_counts_at_write = self.foreground.run_counts(pgid) if pgid is not None else {}
+
     # --- sends -----------------------------------------------------------------------------------------
 
     def start_send(self, request: SendRequest) -> SendOp:
@@ -156,10 +163,8 @@ class LocalSession:
             self._keys[request.request_key] = op
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
-        op.received_at_write = self.channel.received
-        op.foreground_at_write = pgid = self.foreground.pgid()
-        if pgid is not None and request.input:
-            op.run_counts_at_write = self.foreground.run_counts(pgid)
+        if request.input:
+            self._mark_write(op, self.foreground.pgid())
         self.channel.write(request.input.encode())
         task = self.loop.create_task(self._drive(op), name=f"send {self.session_id} {op.id}")
         self._drivers.add(task)
@@ -260,9 +265,11 @@ class LocalSession:
         if op is None or op.done:
             return False
         if self.channel.input_queued():
-            # Not read yet: dropping it (as ^C drops typeahead) cancels the command before it exists.
+            # Not read yet: dropping it (as ^C drops typeahead) cancels the command before it exists. The
+            # program may hold the part it did read (readline reads a byte at a time); the SIGINT clears it.
             self.channel.discard_input()
             op.taken = True
+            op.input_dropped = True
         op.cancelled_at = time.monotonic()
         self._interrupt(op)
         self._wake(False)
@@ -271,7 +278,9 @@ class LocalSession:
     def _interrupt(self, op: SendOp) -> None:
         """SIGINT the command of a cancelled send, once per program in front.
 
-        A command in a group of its own is interrupted at once; if it was still the shell's forked child when
+        A shell whose unread input was dropped is interrupted at once: it cannot be running the line, and the
+        SIGINT discards what it had read of it. A command in a group of its own is interrupted at once; if it was
+        still the shell's forked child when
         the signal came (bash loses a SIGINT between fork and exec), it is interrupted again once it runs the
         program. While the shell itself holds the foreground it may have read the line and be about to fork
         (a SIGINT then can make bash exit), so the shell is interrupted only once that window has passed with
@@ -283,12 +292,13 @@ class LocalSession:
             program = front.name if front is not None else ""
             if op.interrupted.get(pgid) == program:
                 return
-            if pgid == self._proc.pid:
+            if pgid == self._proc.pid and not (op.input_dropped and not op.interrupted):
                 if op.interrupted or time.monotonic() - (op.cancelled_at or 0.0) < SHELL_INTERRUPT_DELAY_S:
                     return
                 if self.foreground.input_wait(pgid) != readiness.Wait.NONE:
                     return  # back at its prompt: nothing to interrupt
             op.interrupted[pgid] = program
+            self._mark_write(op, pgid)  # readiness needs the program to have woken after the signal
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signals.SIGINT)
 
@@ -349,7 +359,7 @@ class LocalSession:
 
     async def screen(self) -> p.TerminalScreenResult:
         await self.channel.rendered()
-        screen = self.terminal.screen
+        screen = self.terminal.current_screen()
         return p.TerminalScreenResult(
             lines=screen.visible_rows(),
             cursor_x=min(int(screen.cursor.x), self.terminal.cols - 1),

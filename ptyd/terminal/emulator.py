@@ -83,6 +83,12 @@ class Terminal:
         self._queue: deque[tuple[bool, str]] = deque()  # (plain, text) not yet rendered
         self.backlog = 0  # characters queued
         self.capture: HeadCapture | None = None
+        # The last screenful of a fast-forwarded run, not yet drawn: the screen is blank phantom rows with the
+        # cursor at the bottom. Drawn only when something looks at the screen or non-plain output follows, so
+        # a flood of plain lines never goes through pyte at all.
+        self._deferred: list[str] | None = None
+        self._generation = 0  # counts changes to the screen, for the rendered-rows cache
+        self._rows_cache: tuple[int, list[str]] | None = None
 
     # --- input -------------------------------------------------------------------------------------------
 
@@ -135,6 +141,8 @@ class Terminal:
         """Render queued output for about ``budget_s`` seconds; True if some is left."""
         deadline = time.monotonic() + budget_s
         queue = self._queue
+        if queue:
+            self._generation += 1
         while queue:
             plain, text = queue[0]
             if plain:
@@ -158,10 +166,19 @@ class Terminal:
         return not self._queue
 
     def _pyte(self, text: str) -> None:
+        if self._deferred is not None:
+            self._draw_deferred()
         # pyte must never take the session down (e.g. ValueError on a digit run past CPython's int limit);
         # its parser resets itself after an exception.
         with contextlib.suppress(Exception):
             self._stream.feed(text)
+
+    def _draw_deferred(self) -> None:
+        tail, self._deferred = self._deferred, None
+        if tail:
+            self._generation += 1
+            self._pyte("\r\n".join(tail) + "\r\n")  # scrolls the phantom rows away, silently
+        self.screen.phantom_rows = 0
 
     def _fast_forward(self, text: str) -> None:
         screen = self.screen
@@ -170,6 +187,14 @@ class Terminal:
             text = _SGR.sub("", text)
         lines = text.split("\r\n")
         lines.pop()  # text ends with CRLF
+        strip = " \r\n" in text
+        if self._deferred is not None:
+            # The screen holds only phantom rows: the deferred lines and these form one run of plain lines.
+            lines = self._deferred + lines
+            self._deferred = None
+            self._push_plain(lines[: -(rows - 1)], cols, strip or any(line.endswith(" ") for line in lines[:rows]))
+            self._deferred = lines[-(rows - 1) :]
+            return
         lead = rows - screen.cursor.y + 1
         if not screen.fast_forward_ok or len(lines) < lead + rows + 8:
             self._pyte(text)
@@ -179,21 +204,22 @@ class Terminal:
         if screen.cursor.y != rows - 1 or screen.cursor.x != 0 or not screen.fast_forward_ok:
             self._pyte("\r\n".join(lines[lead:]) + "\r\n")
             return
-        middle = lines[lead : -(rows - 1)]
-        tail = lines[-(rows - 1) :]
         # The rows above the cursor scroll off first, then every row of the middle.
         self._scrolled_off([screen.row_text(y) for y in range(rows - 1)])
-        strip = " \r\n" in text
+        self._push_plain(lines[lead : -(rows - 1)], cols, strip)
+        # The last screenful is drawn later (``_draw_deferred``); the blank rows now above the cursor must not
+        # reach scrollback when it scrolls them away.
+        screen.buffer.clear()
+        screen.phantom_rows = rows - 1
+        self._deferred = lines[-(rows - 1) :]
+
+    def _push_plain(self, middle: list[str], cols: int, strip: bool) -> None:
+        """Plain lines that scrolled off the screen: to scrollback, or only counted beyond its bound."""
         keep = self.scrollback.max_lines
         if len(middle) > keep:
             dropped, middle = middle[:-keep], middle[-keep:]
             self._skipped(dropped, cols, strip)
         self._scrolled_off(_rows_of(middle, cols, strip))
-        # The tail goes through pyte; the blank rows now above the cursor must not reach scrollback.
-        screen.buffer.clear()
-        screen.phantom_rows = rows - 1
-        self._pyte("\r\n".join(tail) + "\r\n")
-        screen.phantom_rows = 0
 
     def _skipped(self, lines: list[str], cols: int, strip: bool) -> None:
         """Count rows that would be dropped by the scrollback bound anyway, without rendering them."""
@@ -220,7 +246,15 @@ class Terminal:
 
     def resize(self, cols: int, rows: int) -> None:
         self.process(float("inf"))
+        self.current_screen()
+        self._generation += 1
         self.screen.resize(rows, cols)
+
+    def current_screen(self) -> TerminalScreen:
+        """The screen with every rendered line drawn on it; call before looking at it."""
+        if self._deferred is not None:
+            self._draw_deferred()
+        return self.screen
 
     @property
     def cols(self) -> int:
@@ -239,15 +273,21 @@ class Terminal:
     @property
     def cursor_line(self) -> int:
         """Transcript line of the (main screen's) cursor."""
-        return self.scrollback.total + self.screen.main_cursor_y
+        screen = self.current_screen()
+        return self.scrollback.total + screen.main_cursor_y
 
     def _main_rows_used(self) -> list[str]:
-        rows = self.screen.main_rows()
-        used = max(self.screen.main_cursor_y + 1, 1)
+        screen = self.current_screen()
+        cached = self._rows_cache
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]  # status polls of an unchanged screen do not render it again
+        rows = screen.main_rows()
+        used = max(screen.main_cursor_y + 1, 1)
         for y in range(len(rows) - 1, used - 1, -1):
             if rows[y]:
                 used = y + 1
                 break
+        self._rows_cache = (self._generation, rows[:used])
         return rows[:used]
 
     @property
@@ -264,7 +304,7 @@ class Terminal:
         return out
 
     def visible_rows(self) -> list[str]:
-        rows = self.screen.visible_rows()
+        rows = self.current_screen().visible_rows()
         while rows and not rows[-1]:
             rows.pop()
         return rows

@@ -1,4 +1,8 @@
-"""Rendered lines that scrolled off the top of the screen, bounded by line count and UTF-8 bytes.
+"""Rendered lines that scrolled off the top of the screen, bounded by line count and by the memory they take.
+
+The byte bound counts what the lines cost the daemon, not their UTF-8 length: CPython stores a line with any
+character beyond Latin-1 at 2 or 4 bytes a character, and every line is an object of its own. Counting UTF-8
+would let 4 MiB of emoji cost 6 MiB.
 
 Lines are numbered from the start of the session and never renumbered: ``first`` is the oldest retained line,
 ``total`` the number ever appended. Lines arrive in blocks (a whole fast-forwarded burst at once), so the store
@@ -11,9 +15,24 @@ from bisect import bisect_right
 from collections import deque
 from typing import final
 
+LINE_OVERHEAD = 56  # a str object's header and its list slot
+
 
 def utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
+
+
+def line_cost(line: str) -> int:
+    """What one line costs in memory (an upper bound: 4 bytes a character unless it is ASCII)."""
+    return (len(line) if line.isascii() else 4 * len(line)) + LINE_OVERHEAD
+
+
+def memory_size(lines: list[str]) -> int:
+    """The sum of ``line_cost``, at C speed for the common all-ASCII case."""
+    joined = "".join(lines)
+    if joined.isascii():
+        return len(joined) + LINE_OVERHEAD * len(lines)
+    return sum(map(line_cost, lines))
 
 
 @final
@@ -22,7 +41,7 @@ class Scrollback:
         self.max_lines = max_lines
         self.max_bytes = max_bytes
         self._blocks: deque[list[str]] = deque()
-        self._sizes: deque[int] = deque()  # UTF-8 bytes of each block (one extra per line for the newline)
+        self._sizes: deque[int] = deque()  # memory_size of each block
         self.first = 0  # number of the oldest retained line
         self.total = 0  # number of lines ever appended
         self._bytes = 0
@@ -45,7 +64,7 @@ class Scrollback:
             self.first += len(lines) - self.max_lines
             self.total += len(lines) - self.max_lines
             lines = lines[-self.max_lines :]
-        size = sum(map(utf8_len, lines)) + len(lines)
+        size = memory_size(lines)
         if self._blocks and len(self._blocks[-1]) < 256 and len(lines) < 256:
             # Merge small appends (one line per scroll) so the deque does not hold a block per line.
             self._blocks[-1].extend(lines)
@@ -70,10 +89,12 @@ class Scrollback:
                 continue
             # Trim the head of the oldest block, enough lines for both bounds.
             drop = max(over_lines, 0)
-            freed = sum(utf8_len(line) + 1 for line in block[:drop])
-            while freed < over_bytes and drop < len(block):
-                freed += utf8_len(block[drop]) + 1
-                drop += 1
+            freed = memory_size(block[:drop]) if drop else 0
+            per_line = size / len(block)
+            while freed < over_bytes and drop < len(block):  # a few steps, sized by the block's average line
+                step = max(1, int((over_bytes - freed) / per_line))
+                freed += memory_size(block[drop : drop + step])
+                drop = min(len(block), drop + step)
             del block[:drop]
             self._sizes[0] -= freed
             self._bytes -= freed
