@@ -82,6 +82,7 @@ class PtyChannel:
         self._rendered = 0  # bytes fed to the terminal and fully rendered
         self._render_scheduled = False
         self._render_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._more = False  # the last wake-up stopped with output still waiting to be read
         self._reading = False
         self._outbox = bytearray()
         self._writing = False
@@ -102,12 +103,14 @@ class PtyChannel:
 
     def _on_readable(self) -> None:
         got = 0
+        self._more = True  # unless a read finds the PTY empty
         for _ in range(READS_PER_WAKEUP):
             if got >= READ_BURST:
                 break
             try:
                 data = os.read(self._proc.master, 65536)
             except (BlockingIOError, InterruptedError):
+                self._more = False
                 break
             except OSError:  # EIO: no slave fd open anywhere; cannot happen while the daemon holds one
                 self._stop_reading()
@@ -143,8 +146,11 @@ class PtyChannel:
             return
         fed = self.received
         if self._raw:
-            self.terminal.feed(bytes(self._raw))
+            # Someone waiting for the rendering gets all of it: no partial line held back then.
+            self.terminal.feed(bytes(self._raw), more=self._more and self._reading and not self._render_waiters)
             self._raw.clear()
+        if not self._raw and (self._render_waiters or not self._more):
+            self.terminal.flush()
         more = self.terminal.process(budget)
         if paced:
             PACER.spend(time.monotonic() - now)

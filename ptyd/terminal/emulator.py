@@ -34,6 +34,7 @@ _SGR = re.compile(r"\x1b\[[0-9;]*m")
 _PRINTABLE = bytes(range(0x20, 0x7F))
 _PYTE_SLICE = 4096  # characters per pyte feed between budget checks
 _FAST_MIN_CHARS = 2048
+_HOLD_MAX = 64 * 1024  # a longer partial line is rendered rather than held
 
 
 @final
@@ -87,18 +88,31 @@ class Terminal:
         # cursor at the bottom. Drawn only when something looks at the screen or non-plain output follows, so
         # a flood of plain lines never goes through pyte at all.
         self._deferred: list[str] | None = None
+        # A partial last line of plain output held back while more output is on its way: queued alone it would
+        # go through pyte (and draw the deferred screenful) once per read, only to be completed by the next.
+        self._held = ""
         self._generation = 0  # counts changes to the screen, for the rendered-rows cache
         self._rows_cache: tuple[int, list[str]] | None = None
 
     # --- input -------------------------------------------------------------------------------------------
 
-    def feed(self, data: bytes) -> None:
-        """Queue raw output; ``process`` renders it."""
+    def feed(self, data: bytes, *, more: bool = False) -> None:
+        """Queue raw output; ``process`` renders it. ``more``: the caller knows more output is waiting to be
+        read, so a partial last line may be held for it (``flush`` releases it)."""
         clean = self._sanitizer.filter(self._decoder.decode(data))
+        if self._held:
+            clean, self._held = self._held + clean, ""
         if clean:
-            self._split(clean)
+            self._split(clean, more)
 
-    def _split(self, text: str) -> None:
+    def flush(self) -> None:
+        """Queue a held partial line: no more output came for it."""
+        if self._held:
+            self._queue.append((False, self._held))
+            self.backlog += len(self._held)
+            self._held = ""
+
+    def _split(self, text: str, more: bool = False) -> None:
         """Queue ``text`` as alternating plain and pyte segments, cut at line ends."""
         self.backlog += len(text)
         if len(text) < _FAST_MIN_CHARS:
@@ -111,7 +125,7 @@ class Terminal:
             controls = text.encode().translate(None, _PRINTABLE)
             escapes = controls.count(b"\x1b")
             if len(controls) == 2 * crlf + escapes and (not escapes or escapes == len(_SGR.findall(text))):
-                self._queue_plain(text, 0)
+                self._queue_plain(text, 0, more)
                 return
         pos = 0
         for start, end in _not_plain(text, paired):
@@ -126,16 +140,21 @@ class Terminal:
             self._queue.append((False, text[line_start:line_end]))
             pos = line_end
         if pos < len(text):
-            self._queue_plain(text, pos)
+            self._queue_plain(text, pos, more)
 
-    def _queue_plain(self, text: str, pos: int) -> None:
-        """Queue plain ``text[pos:]``: its whole lines for fast-forward, a partial last line for pyte."""
+    def _queue_plain(self, text: str, pos: int, more: bool) -> None:
+        """Queue plain ``text[pos:]``: its whole lines for fast-forward, a partial last line for pyte (or held,
+        when more output is on its way and will likely complete it)."""
         cut = text.rfind("\r\n", pos) + 2
         if cut > pos + 1:
             self._queue.append((True, text[pos:cut]))
             pos = cut
         if pos < len(text):
-            self._queue.append((False, text[pos:]))
+            if more and cut > 1 and len(text) - pos <= _HOLD_MAX:
+                self._held = text[pos:]
+                self.backlog -= len(self._held)
+            else:
+                self._queue.append((False, text[pos:]))
 
     def process(self, budget_s: float) -> bool:
         """Render queued output for about ``budget_s`` seconds; True if some is left."""
@@ -163,7 +182,7 @@ class Terminal:
 
     @property
     def idle(self) -> bool:
-        return not self._queue
+        return not self._queue and not self._held
 
     def _pyte(self, text: str) -> None:
         if self._deferred is not None:
