@@ -91,8 +91,8 @@ class Terminal:
         # A partial last line of plain output held back while more output is on its way: queued alone it would
         # go through pyte (and draw the deferred screenful) once per read, only to be completed by the next.
         self._held = ""
-        self._generation = 0  # counts changes to the screen, for the rendered-rows cache
-        self._rows_cache: tuple[int, list[str]] | None = None
+        self._generation = 0  # counts changes to the screen, for the used-rows cache
+        self._used_cache: tuple[int, int] | None = None
 
     # --- input -------------------------------------------------------------------------------------------
 
@@ -295,31 +295,34 @@ class Terminal:
         screen = self.current_screen()
         return self.scrollback.total + screen.main_cursor_y
 
-    def _main_rows_used(self) -> list[str]:
+    def _main_rows_used(self) -> int:
+        """Rows of the main screen that belong to the transcript: down to the cursor or the last non-blank row.
+
+        Found from the bottom up, rendering only the blank rows below the cursor; cached until the screen
+        changes, so status polls cost nothing."""
         screen = self.current_screen()
-        cached = self._rows_cache
+        cached = self._used_cache
         if cached is not None and cached[0] == self._generation:
-            return cached[1]  # status polls of an unchanged screen do not render it again
-        rows = screen.main_rows()
+            return cached[1]
         used = max(screen.main_cursor_y + 1, 1)
-        for y in range(len(rows) - 1, used - 1, -1):
-            if rows[y]:
+        for y in range(screen.lines - 1, used - 1, -1):
+            if screen.main_rows(y, y + 1)[0]:
                 used = y + 1
                 break
-        self._rows_cache = (self._generation, rows[:used])
-        return rows[:used]
+        self._used_cache = (self._generation, used)
+        return used
 
     @property
     def total_lines(self) -> int:
-        return self.scrollback.total + len(self._main_rows_used())
+        return self.scrollback.total + self._main_rows_used()
 
     def transcript(self, start: int, end: int) -> list[str]:
-        """Retained transcript lines ``[start, end)``."""
+        """Retained transcript lines ``[start, end)``: only the screen rows asked for are rendered."""
         sb = self.scrollback
         out = sb.lines(start, end) if start < sb.total else []
         if end > sb.total:
-            rows = self._main_rows_used()
-            out.extend(rows[max(0, start - sb.total) : max(0, end - sb.total)])
+            used = self._main_rows_used()
+            out.extend(self.current_screen().main_rows(start - sb.total, min(end - sb.total, used)))
         return out
 
     def visible_rows(self) -> list[str]:

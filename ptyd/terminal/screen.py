@@ -74,10 +74,11 @@ class TerminalScreen(pyte.Screen):
     def row_text(self, y: int) -> str:
         return render_line(self.buffer[y], self.columns) if y in self.buffer else ""
 
-    def main_rows(self) -> list[str]:
-        """The main screen's rows as text (the saved ones while the alternate screen is active)."""
+    def main_rows(self, start: int = 0, end: int | None = None) -> list[str]:
+        """Rows ``[start, end)`` of the main screen as text (the saved ones while the alternate screen is active)."""
         buffer = self._main[0] if self._main is not None else self.buffer
-        return [render_line(buffer[y], self.columns) if y in buffer else "" for y in range(self.lines)]
+        stop = self.lines if end is None else min(end, self.lines)
+        return [render_line(buffer[y], self.columns) if y in buffer else "" for y in range(max(start, 0), stop)]
 
     def visible_rows(self) -> list[str]:
         return [self.row_text(y) for y in range(self.lines)]
