@@ -46,7 +46,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # --- terminal ---
     default_cols: Annotated[int, Meta(ge=2, le=1000)] = 160
     default_rows: Annotated[int, Meta(ge=2, le=500)] = 40
-    # Retained rendered scrollback per session (lines and UTF-8 bytes); the older lines are dropped first.
+    # Retained rendered scrollback per session: lines, and the memory they take (text at up to 4 bytes a
+    # character plus each line's object); the oldest lines are dropped first.
     scrollback_lines: Size = 10_000
     scrollback_bytes: Size = 4 * 1024 * 1024
     # Raw output not yet rendered; above it the daemon stops reading the PTY until the renderer catches up,
