@@ -20,13 +20,6 @@ def cut_utf8_tail(text: str, max_bytes: int) -> str:
     return data[len(data) - max_bytes :].decode("utf-8", errors="ignore")
 
 
-def cut_utf8_head(text: str, max_bytes: int) -> str:
-    data = text.encode()
-    if len(data) <= max_bytes:
-        return text
-    return data[:max_bytes].decode("utf-8", errors="ignore")
-
-
 def bound(
     head: list[str],
     gap: tuple[int, int] | None,
