@@ -55,10 +55,6 @@ class RpcServer:
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
-
     async def start(self, sock: socket.socket) -> None:
         self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=2**16)
 
