@@ -40,7 +40,7 @@ def _daemon(ctx: Context, name: str) -> DaemonProcess:
     return DaemonProcess(directory, config, profile=profile)
 
 
-def _sends(shells: list[PtydShell], count: int, budget_s: float) -> list[float]:
+def _sends(shells: list[PtydShell] | list[RawShell], count: int, budget_s: float) -> list[float]:
     """Up to ``count`` sends of ``true`` round-robin, stopping early once ``budget_s`` has passed."""
     samples: list[float] = []
     deadline = time.monotonic() + budget_s
@@ -117,11 +117,20 @@ def run(ctx: Context, results: Results) -> None:
             cpu, began = cpu_seconds(daemon.pid), time.monotonic()
             loaded = _sends(idle, sends, SEND_BUDGET_S)
             busy = (cpu_seconds(daemon.pid) - cpu) / (time.monotonic() - began)
+            # The same sends on a raw PTY of this process while the same programs print: what the machine
+            # itself gives a shell under that load, with no daemon in the sender's path.
+            raw = RawShell()
+            try:
+                raw_loaded = _sends([raw], sends, SEND_BUDGET_S / 2)
+            finally:
+                raw.close()
             for shell in shells[:flooders]:
                 _stop(shell, results)
             latency.add(f"N={n}, quiet", quiet, "", scale=1000)
             row = latency.add(f"N={n}, {flooders} printing", loaded, f"daemon at {busy:.0%} of a core", scale=1000)
             row.note += f"; {row.p99 / latency.row(f'N={n}, quiet').p99:.1f}x quiet p99"
+            raw_row = latency.add(f"raw, while {flooders} print", raw_loaded, "no daemon in the path", scale=1000)
+            row.note += f"; {row.p99 / raw_row.p99:.1f}x raw p99 under the same load"
             if n == levels[-1]:
                 results.target(
                     f"{n} live shells in one daemon", f"{n} opened", f"{len(shells)} opened", len(shells) == n

@@ -21,7 +21,7 @@ from ptyd.backends.spawn import Spawned
 from ptyd.terminal.emulator import Terminal
 
 READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions...
-READS_PER_WAKEUP = 16  # ...or this many reads: trading turns with a fast producer must not hold the loop
+READS_PER_WAKEUP = 4  # ...or this many reads: a wake-up trading turns with a fast producer must not hold the loop
 RENDER_BUDGET_S = 0.004  # renderer time per turn of one session
 RENDER_DEFER_S = 0.002  # output that arrives in bulk is rendered in batches (the fast path needs big ones)
 INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and echoes must not wait
@@ -139,6 +139,7 @@ class PtyChannel:
         if self.closed:
             return
         now = time.monotonic()
+        paced = paced and not self._render_waiters  # a caller blocked on this session renders first
         budget = PACER.grant(now, id(self)) if paced else RENDER_BUDGET_S
         if budget <= 0:
             self._render_scheduled = True
@@ -170,9 +171,12 @@ class PtyChannel:
             self._start_reading()
 
     def drain(self) -> None:
-        """Read whatever the PTY holds now (a prompt written just before the program blocked)."""
-        if self._reading:
+        """Read everything the PTY holds now (a prompt written just before the program blocked), however many
+        reads that takes: the program is waiting, so what it wrote is all there."""
+        while self._reading:
             self._on_readable()
+            if not self._more:
+                break
 
     async def rendered(self) -> None:
         """Wait until everything read so far is rendered."""
