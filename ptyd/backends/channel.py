@@ -28,11 +28,11 @@ INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and ech
 
 
 @final
-class RenderPacer:
-    """When several sessions render output in bulk at once, together they may take ``share`` of each
-    ``window``: floods are throttled to it (their readers pause on backlog, the programs wait) and the rest of
-    the loop's time stays for sends, RPCs and interactive sessions, whose small renders never wait for the
-    pacer. A single bulk session (one big build log) is not held back."""
+class BulkPacer:
+    """When several sessions read or render output in bulk at once, together they may take ``share`` of each
+    ``window``: floods are throttled to it (the programs wait on a full PTY) and the rest of the loop's time
+    stays for sends, RPCs and interactive sessions, whose small reads and renders never wait for the pacer.
+    A single bulk session (one big build log) is not held back."""
 
     def __init__(self, window_s: float = 0.02, share: float = 0.5) -> None:
         self.window_s = window_s
@@ -59,7 +59,8 @@ class RenderPacer:
         return max(0.0, self._window_start + self.window_s - now)
 
 
-PACER = RenderPacer()
+RENDERS = BulkPacer(share=0.4)
+READS = BulkPacer(share=0.3)
 
 
 @final
@@ -83,6 +84,7 @@ class PtyChannel:
         self._render_scheduled = False
         self._render_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._more = False  # the last wake-up stopped with output still waiting to be read
+        self._bulk = False  # the last wake-up read output in bulk
         self._reading = False
         self._outbox = bytearray()
         self._writing = False
@@ -101,7 +103,13 @@ class PtyChannel:
             self.loop.remove_reader(self._proc.master)
             self._reading = False
 
-    def _on_readable(self) -> None:
+    def _on_readable(self, paced: bool = True) -> None:
+        began = time.monotonic()
+        if paced and self._bulk and READS.grant(began, id(self)) <= 0:
+            # A flood among floods: wait for the next window rather than take this loop turn.
+            self._stop_reading()
+            self.loop.call_later(READS.next_window(began), self._start_reading)
+            return
         got = 0
         self._more = True  # unless a read finds the PTY empty
         for _ in range(READS_PER_WAKEUP):
@@ -122,6 +130,9 @@ class PtyChannel:
             got += len(data)
         if not got:
             return
+        self._bulk = got >= INTERACTIVE_BYTES
+        if self._bulk and paced:
+            READS.spend(time.monotonic() - began)
         self.received += got
         self.last_output = time.monotonic()
         self._on_output()
@@ -140,10 +151,10 @@ class PtyChannel:
             return
         now = time.monotonic()
         paced = paced and not self._render_waiters  # a caller blocked on this session renders first
-        budget = PACER.grant(now, id(self)) if paced else RENDER_BUDGET_S
+        budget = RENDERS.grant(now, id(self)) if paced else RENDER_BUDGET_S
         if budget <= 0:
             self._render_scheduled = True
-            self.loop.call_later(PACER.next_window(now), self._render)
+            self.loop.call_later(RENDERS.next_window(now), self._render)
             return
         fed = self.received
         if self._raw:
@@ -154,7 +165,7 @@ class PtyChannel:
             self.terminal.flush()
         more = self.terminal.process(budget)
         if paced:
-            PACER.spend(time.monotonic() - now)
+            RENDERS.spend(time.monotonic() - now)
         if more:
             self._render_scheduled = True
             self.loop.call_soon(self._render)
@@ -174,7 +185,7 @@ class PtyChannel:
         """Read everything the PTY holds now (a prompt written just before the program blocked), however many
         reads that takes: the program is waiting, so what it wrote is all there."""
         while self._reading:
-            self._on_readable()
+            self._on_readable(paced=False)
             if not self._more:
                 break
 
