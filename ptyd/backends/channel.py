@@ -181,6 +181,11 @@ class PtyChannel:
         if not self._reading and self.terminal.backlog < self._max_backlog // 2:
             self._start_reading()
 
+    @property
+    def bulk(self) -> bool:
+        """The last wake-up read output in bulk: the program is writing fast."""
+        return self._bulk
+
     def drain(self) -> None:
         """Read everything the PTY holds now (a prompt written just before the program blocked), however many
         reads that takes: the program is waiting, so what it wrote is all there."""

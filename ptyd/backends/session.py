@@ -29,6 +29,7 @@ from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.viewport import bound
 
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
+BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 CANCEL_FOLLOW_S = 2.0  # how long a cancel follows the send's command into a group that starts after it
 SHELL_INTERRUPT_DELAY_S = 0.05  # a cancel waits this long for the command to leave the shell's group
 
@@ -201,7 +202,8 @@ class LocalSession:
                 self._interrupt(op)
             if self.ready_for_input(op):
                 return "stdin_read"
-            now = time.monotonic()
+            probed = time.monotonic()
+            now = probed
             if now >= op.deadline:
                 return "timeout"
             idle_deadline = max(self.channel.last_output, op.started) + op.request.idle_s
@@ -210,8 +212,17 @@ class LocalSession:
             delay = min(interval, op.deadline - now, idle_deadline - now)
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
+                await self._through_bulk(probed, op.deadline)
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    async def _through_bulk(self, probed: float, deadline: float) -> None:
+        """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
+        (a probe is a dozen /proc reads and ioctls) that bring its output in. Probe at most every few ms then."""
+        while self.channel.bulk:
+            remaining = min(probed + BULK_PROBE_INTERVAL_S, deadline) - time.monotonic()
+            if remaining <= 0 or not await self._sleep_or_activity(remaining):
+                return
 
     async def _settle(self, op: SendOp, reason: p.WaitReason) -> None:
         self.channel.drain()
