@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ptyd.terminal import emulator
 from ptyd.terminal.emulator import HeadCapture, Terminal
 from ptyd.terminal.sanitize import MAX_CARRY
-from ptyd.terminal.scrollback import LINE_OVERHEAD, Scrollback, line_cost
+from ptyd.terminal.scrollback import LINE_OVERHEAD, WIDE_LINE_OVERHEAD, Scrollback, line_cost
 from ptyd.terminal.viewport import bound
 
 
@@ -490,7 +490,7 @@ def test_scrollback_keeps_the_newest_lines_within_the_memory_bound() -> None:
     assert sb.lines(0, 100) == [f"{i:09d}" for i in range(20, 30)]
     # 40 non-ASCII characters are counted at 4 bytes each: CPython may store them so.
     sb.append("é" * 40)
-    assert sb.bytes == 160 + LINE_OVERHEAD + 6 * cost  # four older lines made room
+    assert sb.bytes == 160 + WIDE_LINE_OVERHEAD + 6 * cost  # four older lines made room
     assert sb.lines(0, 100) == [f"{i:09d}" for i in range(24, 30)] + ["é" * 40]
 
 

@@ -15,7 +15,8 @@ from bisect import bisect_right
 from collections import deque
 from typing import final
 
-LINE_OVERHEAD = 56  # a str object's header and its list slot
+LINE_OVERHEAD = 56  # an ASCII str object's header and its list slot
+WIDE_LINE_OVERHEAD = 80  # the same for a str with characters beyond ASCII (a larger header)
 
 
 def utf8_len(text: str) -> int:
@@ -24,7 +25,7 @@ def utf8_len(text: str) -> int:
 
 def line_cost(line: str) -> int:
     """What one line costs in memory (an upper bound: 4 bytes a character unless it is ASCII)."""
-    return (len(line) if line.isascii() else 4 * len(line)) + LINE_OVERHEAD
+    return len(line) + LINE_OVERHEAD if line.isascii() else 4 * len(line) + WIDE_LINE_OVERHEAD
 
 
 def memory_size(lines: list[str]) -> int:
