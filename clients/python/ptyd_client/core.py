@@ -18,9 +18,10 @@ from ptyd_client.errors import DaemonUnavailable, PtydError, error_from_wire
 OPERATOR_TOKEN_FILE = "operator.token"  # noqa: S105 - a file name, not a secret
 
 # Calls that are safe to send again when the connection dropped before their answer arrived: they read, or
-# setting them twice is setting them once. Not terminal_output: it consumes, so a lost answer lost its chunk,
-# and the caller hears of it (ConnectionLost) rather than silently getting the next one. terminal_send is among them because every send carries a
+# setting them twice is setting them once. terminal_send is among them because every send carries a
 # request_key, and the daemon answers a repeated key with the original operation instead of writing again.
+# Not terminal_output: it consumes, so a lost answer lost its chunk, and the caller hears of it (ConnectionLost)
+# rather than silently getting the next one.
 RETRY_SAFE = frozenset(
     {
         "daemon_info",
