@@ -167,7 +167,11 @@ def fresh_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     d = Daemon(_private_dir(tmp_path_factory, "ptyd-own"))
     yield d
     if d.proc is not None and d.proc.poll() is None:
-        d.stop(signal.SIGKILL)
+        # SIGTERM, so the daemon ends its sessions and removes its cgroup; SIGKILL only if it does not exit.
+        try:
+            d.stop(signal.SIGTERM, timeout=30)
+        except subprocess.TimeoutExpired:
+            d.stop(signal.SIGKILL)
 
 
 @pytest.fixture
