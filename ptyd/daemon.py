@@ -207,8 +207,7 @@ class Daemon:
         maintenance.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await maintenance
-        if server._server is not None:
-            server._server.close()
+        server.stop_accepting()
         try:
             await asyncio.wait_for(service.shutdown(), self.config.shutdown_grace_ms / 1000)
         except TimeoutError:

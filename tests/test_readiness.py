@@ -170,3 +170,16 @@ def test_killed_top_level_reports_the_signal(rpc: Rpc, token: str) -> None:
         s.send("hello\n")
     assert err.value.kind == "session_exited"
     s.close()
+
+
+def test_child_of_a_non_interactive_top_shares_its_group(rpc: Rpc, token: str) -> None:
+    # `bash -c 'a; b'` has no job control: python runs in bash's own process group, the tty's foreground.
+    s = Shell(rpc, token, type="exec", argv=["bash", "-c", "python3 -c 'print(input(\"? \"))'; echo done"])
+    assert s.opened["wait_reason"] == "stdin_read"
+    assert s.opened["motd"] == "?"
+    assert s.opened["foreground"]["name"] == "python3"
+    assert s.opened["foreground"]["pgid"] == s.opened["pid"]
+    result = s.send("hi\n")
+    assert result["wait_reason"] == "session_exit"
+    assert result["viewport"] == "? hi\nhi\ndone\n"  # ends with the (empty) cursor line
+    s.close()

@@ -161,7 +161,7 @@ class PtyChannel:
             # Someone waiting for the rendering gets all of it: no partial line held back then.
             self.terminal.feed(bytes(self._raw), more=self._more and self._reading and not self._render_waiters)
             self._raw.clear()
-        if not self._raw and (self._render_waiters or not self._more):
+        if self._render_waiters or not self._more:
             self.terminal.flush()
         more = self.terminal.process(budget)
         if paced:

@@ -25,6 +25,7 @@ import errno
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, final
 
@@ -42,7 +43,7 @@ class Scope(Protocol):
     def attach(self, pid: int) -> None: ...
     def pids(self, *, thorough: bool = False) -> list[int]: ...
     def kill_all(self) -> None: ...
-    def remove(self) -> None: ...
+    def remove(self) -> bool: ...
 
 
 class Containment(Protocol):
@@ -154,17 +155,14 @@ class CgroupScope:
         with contextlib.suppress(OSError):
             (self.path / "cgroup.kill").write_text("1\n")
 
-    def remove(self) -> None:
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY:
-                    return
-                time.sleep(0.002)  # exiting tasks leave the cgroup a moment after they are reaped
+    def remove(self) -> bool:
+        """Remove the leaf; False while it is still busy (exiting tasks leave it a moment after they are
+        reaped), so the caller can try again."""
+        try:
+            self.path.rmdir()
+        except OSError as exc:
+            return exc.errno != errno.EBUSY
+        return True
 
 
 @final
@@ -242,8 +240,8 @@ class MarkerScope:
         for stat in _alive(self.pids(thorough=True)):
             signal_fenced(stat.pid, stat.starttime, signal.SIGKILL)
 
-    def remove(self) -> None:
-        pass
+    def remove(self) -> bool:
+        return True
 
 
 @final
@@ -267,7 +265,15 @@ def select_containment(choice: str, instance: str) -> Containment:
     return SubreaperContainment()
 
 
-async def terminate(scope: Scope, hup_grace: float, term_grace: float, reap: object) -> int:
+async def remove(scope: Scope) -> None:
+    """Remove the scope, waiting briefly (without blocking the loop) while its last tasks leave it."""
+    for _ in range(50):
+        if scope.remove():
+            return
+        await asyncio.sleep(0.002)
+
+
+async def terminate(scope: Scope, hup_grace: float, term_grace: float, reap: Callable[[], None]) -> int:
     """SIGHUP, then SIGTERM, then SIGKILL every member still alive after each grace; returns how many got one.
 
     ``reap`` is called while waiting so that members which are the daemon's own children do not linger as
@@ -287,12 +293,10 @@ async def terminate(scope: Scope, hup_grace: float, term_grace: float, reap: obj
         deadline = time.monotonic() + grace
         delay = 0.001
         while time.monotonic() < deadline:
-            if callable(reap):
-                reap()
+            reap()
             if not _alive(scope.pids(thorough=sig == signal.SIGKILL)):
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
-    if callable(reap):
-        reap()
+    reap()
     return len(signalled)

@@ -31,8 +31,12 @@ class ForegroundGroup:
         return pgid if pgid > 0 else None
 
     def _candidates(self, pgid: int) -> list[int]:
-        # At a prompt the shell is alone in its group; only other groups need the session's process list.
-        return [pgid] if pgid == self._proc.pid else sorted({pgid, *self._scope.pids()})
+        """Processes that may be in group ``pgid``. An interactive shell at its prompt is alone in its group
+        and has no children: then the session's process list is not read at all. (A non-interactive top, such
+        as ``bash -c 'a; b'``, runs its children in its own group, which is why the children are checked.)"""
+        if pgid == self._proc.pid and not procfs.children(pgid):
+            return [pgid]
+        return sorted({pgid, *self._scope.pids()})
 
     def _members(self, pgid: int) -> list[procfs.ProcStat]:
         members = []
@@ -73,10 +77,10 @@ class ForegroundGroup:
         raise InvalidArgument("the terminal has no foreground process group to signal", reason="no_foreground")
 
     def input_wait(self, pgid: int) -> readiness.Wait:
-        return readiness.group_waits_on_tty({pgid, *self._scope.pids()}, pgid, self._proc.tty_rdev, self._proc.master)
+        return readiness.group_waits_on_tty(self._candidates(pgid), pgid, self._proc.tty_rdev, self._proc.master)
 
     def run_counts(self, pgid: int) -> RunCounts:
-        return procfs.group_run_counts({pgid, *self._scope.pids()}, pgid)
+        return procfs.group_run_counts(self._candidates(pgid), pgid)
 
 
 def ran_since(before: RunCounts, now: RunCounts) -> bool:

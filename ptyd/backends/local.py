@@ -60,8 +60,11 @@ class LocalBackend:
         except BaseException:
             scope.remove()
             raise
-        with contextlib.suppress(OSError):  # not fatal: the marker and the session still find the process
-            scope.attach(spawned.pid)
+        try:
+            with contextlib.suppress(OSError):  # not fatal: the marker and the session still find the process
+                scope.attach(spawned.pid)
+        finally:
+            spawned.release_gate()
         session = LocalSession(
             session_id=spec.session_id,
             type=self.type,

@@ -19,6 +19,7 @@ from ptyd.backends import readiness
 from ptyd.backends.base import SendRequest
 from ptyd.backends.channel import PtyChannel
 from ptyd.backends.containment import Scope, terminate
+from ptyd.backends.containment import remove as remove_scope
 from ptyd.backends.foreground import ForegroundGroup, ran_since
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.send import SendOp, consume_output, viewport
@@ -425,5 +426,5 @@ class LocalSession:
         if op is not None and not op.done:
             await self._settle(op, "session_exit")
         self.channel.close()
-        self.scope.remove()
+        await remove_scope(self.scope)
         return killed

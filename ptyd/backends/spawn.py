@@ -1,8 +1,11 @@
 """Starting a program on a new pseudo-terminal, as its session leader with the terminal as controlling tty.
 
 No Python runs in the child: ``posix_spawn`` starts util-linux ``setsid -c`` (setsid + TIOCSCTTY on stdin)
-which execs coreutils ``env -C DIR`` which execs the program, so the pid returned is the program's pid, and
-forking a multi-threaded daemon never runs interpreter code between fork and exec. Everything that can fail
+which execs coreutils ``env -C DIR`` which execs a one-line ``sh`` gate which execs the program, so the pid
+returned is the program's pid, and forking a multi-threaded daemon never runs interpreter code between fork and
+exec. The gate holds the program until the daemon has moved it into its cgroup and set its fd limit
+(``release_gate``): moving a process between cgroups takes ~10 ms here, long enough for a program to fork a
+child that would escape. Everything that can fail
 (the directory, the program, the fds) is checked before spawning, so a failure is reported with its OS
 reason and leaves nothing behind.
 """
@@ -42,12 +45,25 @@ def raise_fd_limit() -> int:
     return hard
 
 
+GATE_FD = 3
+GATE = ("/bin/sh", "-c", 'read -r _ <&3 || exit 125; exec 3<&-; exec "$@"', "ptyd-gate")
+
+
 @dataclass(slots=True)
 class Spawned:
     pid: int
     master: int  # non-blocking
     slave: int  # kept open by the daemon: its input queue says whether the program consumed what we wrote
     tty_rdev: int
+    gate: int  # write end of the gate's pipe; -1 once released
+
+    def release_gate(self) -> None:
+        """Let the program start (an EOF instead of the newline ends it with status 125)."""
+        if self.gate >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self.gate, b"\n")
+            os.close(self.gate)
+            self.gate = -1
 
 
 def set_winsize(fd: int, cols: int, rows: int) -> None:
@@ -89,9 +105,13 @@ def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) 
     program = resolve_program(argv[0], env.get("PATH", os.defpath))
     try:
         master, slave = os.openpty()
+        gate_read, gate = os.pipe()
     except OSError as exc:
         raise _fail("openpty", exc.errno or errno.EIO) from None
     try:
+        if gate_read == GATE_FD:  # dup2 onto itself would keep close-on-exec set
+            gate_read = os.dup(gate_read)
+            os.close(GATE_FD)
         set_winsize(master, cols, rows)
         attrs = termios.tcgetattr(slave)
         attrs[0] |= IUTF8  # erase whole UTF-8 characters in canonical mode
@@ -99,22 +119,25 @@ def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) 
         tty_rdev = os.fstat(slave).st_rdev
         pid = os.posix_spawn(
             SETSID,
-            [SETSID, "-c", ENV, "-C", cwd, "--", program, *argv[1:]],
+            [SETSID, "-c", ENV, "-C", cwd, "--", *GATE, program, *argv[1:]],
             env,
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, slave, 0),
                 (os.POSIX_SPAWN_DUP2, slave, 1),
                 (os.POSIX_SPAWN_DUP2, slave, 2),
+                (os.POSIX_SPAWN_DUP2, gate_read, GATE_FD),
             ],
             setsigdef=_DEFAULT_SIGNALS,  # the daemon ignores SIGPIPE; its programs must not
             setsigmask=(),
         )
         if _child_nofile is not None:
-            with contextlib.suppress(OSError):  # before the program could fork: setsid and env exec first
+            with contextlib.suppress(OSError):  # the program is held at the gate: nothing has forked yet
                 resource.prlimit(pid, resource.RLIMIT_NOFILE, _child_nofile)
         os.set_blocking(master, False)
     except (OSError, ValueError) as exc:  # ValueError: a string posix_spawn cannot pass (checked above too)
-        os.close(master)
-        os.close(slave)
+        for fd in (master, slave, gate):
+            os.close(fd)
         raise _fail("spawn", exc.errno if isinstance(exc, OSError) and exc.errno else errno.EINVAL) from None
-    return Spawned(pid=pid, master=master, slave=slave, tty_rdev=tty_rdev)
+    finally:
+        os.close(gate_read)
+    return Spawned(pid=pid, master=master, slave=slave, tty_rdev=tty_rdev, gate=gate)

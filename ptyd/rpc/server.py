@@ -145,10 +145,13 @@ class RpcServer:
         finally:
             inflight.release()
 
-    async def close(self) -> None:
-        """Stop accepting, then end every connection (their requests' operations are not affected)."""
+    def stop_accepting(self) -> None:
         if self._server is not None:
             self._server.close()
+
+    async def close(self) -> None:
+        """Stop accepting, then end every connection (their requests' operations are not affected)."""
+        self.stop_accepting()
         for task in list(self._connections):
             task.cancel()
         if self._connections:

@@ -7,6 +7,7 @@ import hmac
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ptyd.errors import LimitExceeded, Unauthorized
@@ -38,8 +39,8 @@ class AgentRegistry:
     def __len__(self) -> int:
         return len(self._by_digest)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(list(self._by_digest.values()))
+    def __iter__(self) -> Iterator[Agent]:
+        return iter(list(self._by_digest.values()))  # a copy: releasing while iterating is allowed
 
     def register(self, name: str | None, *, operator: bool = False) -> tuple[Agent, str]:
         if len(self._by_digest) >= self.max_agents:
@@ -59,6 +60,9 @@ class AgentRegistry:
             raise Unauthorized("unknown or revoked token")
         agent.last_seen = time.monotonic()
         return agent
+
+    def __contains__(self, agent: Agent) -> bool:
+        return self._by_digest.get(agent.digest) is agent
 
     def revoke(self, agent: Agent) -> None:
         self._by_digest.pop(agent.digest, None)

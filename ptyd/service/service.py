@@ -128,7 +128,7 @@ class PtyService:
             session = await backend.spawn(spec)
         finally:
             self._opening -= 1
-        if agent.digest not in {a.digest for a in self.agents}:
+        if agent not in self.agents:
             # Released while the program was starting: nobody owns it.
             await session.close("owner released during open")
             raise SessionNotFound(spec.session_id)
