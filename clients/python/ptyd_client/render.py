@@ -10,7 +10,7 @@ import time
 import unicodedata
 from collections.abc import Sequence
 
-from ptyd_client.types import DaemonInfoResult, SessionInfo, SessionStatus
+from ptyd_client.types import DaemonInfoResult, SessionInfo, SessionStatus, TerminalScreenResult
 
 # Session text is a program's output: it must not drive the viewer's terminal (title, clipboard, keys).
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -106,6 +106,28 @@ def session_line(info: SessionInfo) -> str:
     if info["busy"]:
         parts.append("busy")
     return "  ".join(parts)
+
+
+def crop(screen: TerminalScreenResult, rows: int, cols: int, width: int, height: int) -> tuple[list[str], str]:
+    """The rows of a ``rows`` x ``cols`` screen that fit ``height`` rows, and a note saying what is cut off.
+
+    A screen taller than the view shows the rows that end at its cursor (or its top rows, while the cursor is
+    among them), so a shell prompt near the top is not traded for blank rows; a wider one is clipped at the
+    right. The note is empty when everything fits.
+    """
+    lines = list(screen["lines"]) + [""] * max(rows - len(screen["lines"]), 0)
+    height = max(height, 1)
+    top = 0
+    if rows > height:
+        top = min(max(screen["cursor_y"] + 1 - height, 0), rows - height)
+    shown = lines[top : top + height]
+    cut: list[str] = []
+    if rows > height:
+        cut.append(f"rows {top + 1}-{top + len(shown)}/{rows}")
+    if cols > width:
+        cut.append(f"cols 1-{width}/{cols}")
+    note = f" | CROPPED {' '.join(cut)}" if cut else ""
+    return shown, note
 
 
 ENTER_SCREEN = "\x1b[?1049h\x1b[H\x1b[2J"
