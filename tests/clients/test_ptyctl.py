@@ -8,7 +8,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,10 +161,29 @@ def test_usage_errors_exit_2(daemon: Daemon) -> None:
 # --- watch and attach through a real PTY ----------------------------------------------------------------------
 
 
-def spawn(daemon: Daemon, *args: str, rows: int = 24, cols: int = 100) -> pexpect.spawn:
+def default_sigint() -> None:
+    """In the child before exec: SIGINT as a terminal's foreground program has it, whatever the test run inherited
+    (a background job of a non-interactive shell, such as `make test &` in a script, starts with it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def spawn(
+    daemon: Daemon, *args: str, rows: int = 24, cols: int = 100, preexec: Callable[[], None] = default_sigint
+) -> pexpect.spawn:
     argv = ptyctl_argv(daemon.socket, *args)
-    child = pexpect.spawn(argv[0], argv[1:], env=ptyctl_env(), dimensions=(rows, cols), timeout=15, encoding="utf-8")
-    return child
+    return pexpect.spawn(
+        argv[0],
+        argv[1:],
+        env=ptyctl_env(),
+        dimensions=(rows, cols),
+        timeout=15,
+        encoding="utf-8",
+        preexec_fn=preexec,
+    )
 
 
 def test_watch_follows_the_screen_and_ends_when_the_session_closes(daemon: Daemon, agent_shell: Session) -> None:
@@ -207,6 +226,18 @@ def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session) -> None:
     assert agent_shell.status()["status"] == {"kind": "running"}
 
 
+def test_watch_quits_on_ctrl_c_even_when_started_with_sigint_ignored(daemon: Daemon, agent_shell: Session) -> None:
+    child = spawn(daemon, "watch", agent_shell.id, preexec=ignore_sigint)
+    try:
+        child.expect("read-only")
+        child.sendintr()
+        child.expect("stopped watching")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
 def test_attach_types_shows_output_detaches_and_leaves_the_session_running(
     daemon: Daemon, agent_shell: Session
 ) -> None:
@@ -218,6 +249,7 @@ def test_attach_types_shows_output_detaches_and_leaves_the_session_running(
         dimensions=(24, 100),
         timeout=15,
         encoding="utf-8",
+        preexec_fn=default_sigint,
     )
     try:
         bash.expect_exact("outer$ ")

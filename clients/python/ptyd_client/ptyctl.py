@@ -246,10 +246,10 @@ def cmd_attach(ctx: Context) -> int:
 
 def parse_size(words: list[str]) -> tuple[int, int]:
     """``["120x40"]`` or ``["120", "40"]``: both commands that take a size accept both forms."""
-    cols, sep, rows = words[0].lower().partition("x") if len(words) == 1 else (*words, "")[:3]
-    if len(words) > 2 or (len(words) == 1 and not sep) or not cols.isdigit() or not rows.isdigit():
+    pair = words[0].lower().split("x") if len(words) == 1 else words
+    if len(pair) != 2 or not all(n.isdigit() for n in pair):
         raise Usage(f"want COLSxROWS or COLS ROWS, such as 120x40, not {' '.join(words)!r}")
-    return int(cols), int(rows)
+    return int(pair[0]), int(pair[1])
 
 
 def build_parser() -> argparse.ArgumentParser:

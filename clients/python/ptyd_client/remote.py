@@ -4,8 +4,8 @@
 ``ssh -T host ptyd dial-stdio``, which connects to that machine's ptyd socket and bridges it to ssh's stdin and
 stdout, as ``DOCKER_HOST=ssh://`` does. ssh authenticates and ``~/.ssh/config`` applies (aliases, keys, jump
 hosts, ControlMaster); the daemon sees a local connection of its own user. ``$PTYD_SSH_COMMAND`` replaces
-``ssh`` (``ssh -F my_config``), ``$PTYD_REMOTE_PTYD`` the remote ``ptyd`` (when it is not on the PATH of a
-non-interactive ssh command).
+``ssh`` (``ssh -F my_config``), ``$PTYD_REMOTE_PTYD`` the remote ``ptyd`` command (when it is not on the PATH
+of a non-interactive ssh command, or to add ``--socket PATH``).
 
 Both transports end as one connected stream socket: ssh's stdin and stdout are one end of a socketpair, so the
 clients read and write the same way whichever it is.
@@ -57,8 +57,8 @@ class SshHost:
             argv += ["-l", self.user]
         if self.port:
             argv += ["-p", str(self.port)]
-        ptyd = os.environ.get("PTYD_REMOTE_PTYD") or "ptyd"
-        return [*argv, "--", self.host, shlex.join([ptyd, *remote])]
+        ptyd = shlex.split(os.environ.get("PTYD_REMOTE_PTYD") or "ptyd")
+        return [*argv, "--", self.host, shlex.join([*ptyd, *remote])]
 
     def run(self, *remote: str, timeout: float = 30.0) -> str:
         """Run a ``ptyd`` subcommand on the host and return its output; :class:`DaemonUnavailable` if it fails."""
