@@ -48,7 +48,10 @@ def keys() -> list[Key]:
             if above.strip().startswith("# ---"):
                 section = above.strip().strip("#- ").strip()
                 break
-        found.append(Key(node.target.id, section, " ".join(comment)))
+        reason = " ".join(comment)
+        if not reason and found and row >= 0 and lines[row].strip() and found[-1].section == section:
+            reason = found[-1].reason  # a field right below another shares its comment (a pair of bounds)
+        found.append(Key(node.target.id, section, reason))
     return found
 
 
