@@ -213,8 +213,11 @@ def test_watch_shows_a_full_screen_program(daemon: Daemon, agent_shell: Session)
     agent_shell.send("q")
 
 
-def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session) -> None:
-    child = spawn(daemon, "watch", agent_shell.id)
+@pytest.mark.parametrize(
+    "started_with", [default_sigint, ignore_sigint], ids=["sigint-default", "sigint-ignored-as-in-a-background-job"]
+)
+def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session, started_with: Callable[[], None]) -> None:
+    child = spawn(daemon, "watch", agent_shell.id, preexec=started_with)
     try:
         child.expect("read-only")
         child.sendintr()
@@ -224,18 +227,6 @@ def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session) -> None:
         child.close()
     assert child.exitstatus == 0
     assert agent_shell.status()["status"] == {"kind": "running"}
-
-
-def test_watch_quits_on_ctrl_c_even_when_started_with_sigint_ignored(daemon: Daemon, agent_shell: Session) -> None:
-    child = spawn(daemon, "watch", agent_shell.id, preexec=ignore_sigint)
-    try:
-        child.expect("read-only")
-        child.sendintr()
-        child.expect("stopped watching")
-        child.expect(pexpect.EOF)
-    finally:
-        child.close()
-    assert child.exitstatus == 0
 
 
 def test_attach_types_shows_output_detaches_and_leaves_the_session_running(
