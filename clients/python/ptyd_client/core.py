@@ -49,10 +49,6 @@ def default_socket_path() -> Path:
     return Path(f"/tmp/ptyd-{os.getuid()}") / "ptyd.sock"
 
 
-def resolve_socket_path(explicit: str | os.PathLike[str] | None) -> Path:
-    return Path(explicit) if explicit is not None else default_socket_path()
-
-
 def resolve_token(explicit: str | None) -> str | None:
     """The token argument, else ``$PTYD_TOKEN``, else None (call ``agent_register`` to mint one)."""
     return explicit if explicit is not None else (os.environ.get("PTYD_TOKEN") or None)

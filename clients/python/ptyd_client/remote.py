@@ -13,7 +13,6 @@ clients read and write the same way whichever it is.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import socket
@@ -169,9 +168,3 @@ def resolve_target(socket_path: str | os.PathLike[str] | None, host: str | None)
     if spec.startswith("unix://"):
         return Path(spec.removeprefix("unix://"))
     return SshHost(spec)
-
-
-def close_quietly(stream: Stream | None) -> None:
-    if stream is not None:
-        with contextlib.suppress(OSError):
-            stream.close()
