@@ -43,9 +43,11 @@ golden: venv
 bench: venv
 	$(PY) bench/run.py
 
-## Regenerate what derives from the wire types: docs/protocol.md and the clients' types.
+## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md.
 docs: venv
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
+	$(PY) -m ptyd.configdoc markdown > docs/config.md
+	$(PY) -m ptyd.configdoc example > docs/config.example.toml
 	$(PY) -m ptyd.rpc.codegen_ts
 	$(PY) -m ptyd.rpc.codegen_py
 

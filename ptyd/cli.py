@@ -1,43 +1,94 @@
-"""``ptyd``: run the daemon in the foreground (no self-daemonizing; logs go to stderr)."""
+"""``ptyd``: run the daemon in the foreground (no self-daemonizing; logs go to stderr).
+
+``ptyd dial-stdio`` bridges stdin/stdout to the running daemon (what ``ssh host ptyd dial-stdio`` runs for a
+client on another machine), ``ptyd operator-token`` prints the running daemon's operator token (what ``ptyctl
+--host`` fetches), ``ptyd --print-config`` the configuration in effect. The daemon's modules are imported only
+to run it: dial-stdio starts in the time of a bare interpreter.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
-import uvloop
-
 from ptyd import __version__
-from ptyd.config import ConfigError, load_config
-from ptyd.daemon import Daemon, StartupError
+from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
+
+SOCKET_HELP = "socket path (default: $PTYD_SOCKET, $XDG_RUNTIME_DIR/ptyd/ptyd.sock, /tmp/ptyd-$UID/ptyd.sock)"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ptyd", description="Serve persistent PTY sessions over a Unix socket.")
-    parser.add_argument(
-        "--socket",
-        type=Path,
-        help="socket path (default: $PTYD_SOCKET, $XDG_RUNTIME_DIR/ptyd/ptyd.sock, /tmp/ptyd-$UID/ptyd.sock)",
+    parser = argparse.ArgumentParser(
+        prog="ptyd",
+        description="Serve persistent PTY sessions over a Unix socket.",
+        epilog="Configuration keys, defaults and reasons: docs/config.md (or ptyd --print-config).",
     )
+    parser.add_argument("--socket", type=Path, help=SOCKET_HELP)
     parser.add_argument("--config", type=Path, help="TOML config file (default: $XDG_CONFIG_HOME/ptyd/config.toml)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the configuration in effect (defaults and file) and exit"
+    )
     parser.add_argument("--version", action="version", version=f"ptyd {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    dial = sub.add_parser(
+        "dial-stdio",
+        help="bridge stdin/stdout to the running daemon (for `ssh HOST ptyd dial-stdio`)",
+        description="Connect to the running daemon's socket and copy stdin to it and its answers to stdout, "
+        "until the daemon closes the connection. Exit 3 if it cannot be reached.",
+    )
+    dial.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    token = sub.add_parser(
+        "operator-token",
+        help="print the running daemon's operator token (every agent's sessions; what ptyctl uses)",
+        description="Print the operator token the running daemon wrote beside its socket. Exit 3 if there is none.",
+    )
+    token.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
     return parser.parse_args(argv)
+
+
+def print_operator_token(socket_path: Path) -> int:
+    path = socket_path.parent / OPERATOR_TOKEN_FILE
+    try:
+        print(path.read_text().strip())
+    except OSError as exc:
+        print(f"ptyd operator-token: cannot read {path}: {exc.strerror} (is ptyd running?)", file=sys.stderr)
+        return 3
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="ptyd: %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    socket_path: Path | None = args.socket
+    if args.command == "dial-stdio":
+        from ptyd.dial import dial_stdio
+
+        sys.exit(dial_stdio(socket_path or default_socket_path()))
+    if args.command == "operator-token":
+        sys.exit(print_operator_token(socket_path or default_socket_path()))
     try:
         config = load_config(args.config, required=args.config is not None)
     except ConfigError as exc:
         print(f"ptyd: {exc}", file=sys.stderr)
         sys.exit(2)
-    daemon = Daemon(config, args.config, args.socket)
+    if args.print_config:
+        from ptyd.configdoc import toml
+
+        sys.stdout.write(toml(config, commented=False))
+        sys.exit(0)
+    run_daemon(config, args.config, socket_path, args.log_level)
+
+
+def run_daemon(config: Config, config_path: Path | None, socket_path: Path | None, log_level: str) -> None:
+    import logging
+
+    import uvloop
+
+    from ptyd.daemon import Daemon, StartupError
+
+    logging.basicConfig(level=log_level.upper(), format="ptyd: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    daemon = Daemon(config, config_path, socket_path)
     try:
         code = uvloop.run(daemon.run())
     except StartupError as exc:

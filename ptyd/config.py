@@ -28,13 +28,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_inflight_per_connection: Size = 64
     # A client that does not read its responses is dropped once this much output is queued for it.
     max_connection_write_buffer: Size = 16 * 1024 * 1024
+    # Open connections at once; one past it is closed unanswered, so a connection leak cannot exhaust fds.
     max_connections: Size = 1024
     # Pending connections the kernel queues before accept: a burst of clients must not see EAGAIN.
     listen_backlog: Size = 1024
 
     # --- agents and sessions ---
+    # Registered agents at once (each holds a token and its sessions); registration past it is limit_exceeded.
     max_agents: Size = 1024
+    # Live sessions across all agents: each is a process tree, a PTY and up to scrollback_bytes of memory.
     max_sessions: Size = 1024
+    # Live sessions of one agent, so a runaway agent cannot take every slot from the others.
     max_sessions_per_agent: Size = 128
     # Abandoned agents are released after this long without a call, so their shells do not live forever.
     agent_idle_timeout_ms: PositiveMs = 24 * 3_600_000
@@ -44,7 +48,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     request_keys_remembered: Size = 64
 
     # --- terminal ---
+    # Terminal size of terminal_open when the caller gives none: wide enough that tool output rarely wraps.
     default_cols: Annotated[int, Meta(ge=2, le=1000)] = 160
+    # Rows of that default terminal: a screenful an agent can read in one viewport.
     default_rows: Annotated[int, Meta(ge=2, le=500)] = 40
     # Retained rendered scrollback per session: lines, and the memory they take (text at up to 4 bytes a
     # character plus each line's object); the oldest lines are dropped first.
@@ -55,16 +61,21 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_render_backlog_bytes: Size = 1024 * 1024
     # Viewport bound of a send result when the caller gives none; the tail is kept, it matters most.
     default_max_bytes: Annotated[int, Meta(ge=256)] = 32 * 1024
+    # Lines in one terminal_read page at most; a longer transcript is read in pages.
     max_read_lines: Size = 10_000
+    # Bytes of text in one terminal_read page, so one answer stays a reasonable frame.
     max_read_bytes: Size = 1024 * 1024
 
     # --- readiness ---
+    # A send returns after this long even if the program is still busy (wait_reason timeout; output is kept).
     default_timeout_ms: PositiveMs = 30_000
+    # A send with no provable readiness returns after this long without output (wait_reason inferred_idle).
     default_idle_ms: PositiveMs = 3_000
     # Probe cadence after a write: fast at first (most programs answer within a millisecond), backing off
     # to the slowest interval so an idle wait costs little CPU.
     probe_min_interval_ms: Annotated[float, Meta(gt=0)] = 0.25
     probe_max_interval_ms: Annotated[float, Meta(gt=0)] = 50.0
+    # terminal_open waits this long for the new program to be ready before returning its first screen.
     open_timeout_ms: PositiveMs = 10_000
     # Behind an opaque relay (ssh, docker exec) nothing local says whether the far side waits: a send settles once
     # the far side drew a prompt and stayed quiet this long. Long enough for a command's output to start over a
@@ -84,7 +95,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # --- processes ---
     # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker.
     containment: str = "auto"
+    # The `shell` type's program. Without the user's startup files, so prompts, aliases and traps are the same
+    # for every agent; ["/bin/bash", "-i"] reads ~/.bashrc.
     shell_argv: tuple[str, ...] = ("/bin/bash", "--noprofile", "--norc", "-i")
+    # TERM of every session: what the emulator understands, and what programs expect of a modern terminal.
     term: str = "xterm-256color"
 
 
@@ -104,6 +118,18 @@ AGENT_PROFILE_ENV: dict[str, str] = {
     "PIP_NO_INPUT": "1",
     "NPM_CONFIG_YES": "true",
 }
+
+
+OPERATOR_TOKEN_FILE = "operator.token"  # noqa: S105 - a file name, not a secret; it lives beside the socket
+
+
+def default_socket_path() -> Path:
+    """``$PTYD_SOCKET``, else ``$XDG_RUNTIME_DIR/ptyd/ptyd.sock``, else ``/tmp/ptyd-$UID/ptyd.sock``."""
+    if os.environ.get("PTYD_SOCKET"):
+        return Path(os.environ["PTYD_SOCKET"])
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "ptyd" / "ptyd.sock"
+    return Path(f"/tmp/ptyd-{os.getuid()}") / "ptyd.sock"
 
 
 def default_config_path() -> Path:
@@ -128,6 +154,12 @@ def load_config(path: Path | None, *, required: bool = False) -> Config:
         raise ConfigError(f"cannot read config file {target}: {exc.strerror}") from None
     try:
         data = tomllib.loads(raw.decode())
+        if isinstance(data.get("ptyd"), dict):
+            # The keys may also sit in a [ptyd] table; one key given both ways is ambiguous.
+            table = data.pop("ptyd")
+            if both := sorted(table.keys() & data.keys()):
+                raise ConfigError(f"config file {target}: {', '.join(both)} given both at the top and in [ptyd]")
+            data.update(table)
         return msgspec.convert(data, Config)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, msgspec.ValidationError) as exc:
         raise ConfigError(f"config file {target}: {exc}") from None

@@ -19,7 +19,7 @@ from ptyd.backends.containment import select_containment, set_subreaper
 from ptyd.backends.local import build_registry
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.spawn import raise_fd_limit
-from ptyd.config import Config, ConfigError, load_config
+from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
 from ptyd.rpc.dispatch import Dispatcher
 from ptyd.rpc.openrpc import discover_method
 from ptyd.rpc.server import RpcServer
@@ -33,14 +33,6 @@ MAINTENANCE_INTERVAL_S = 1.0
 
 class StartupError(Exception):
     """The daemon cannot start; the message says why and what to do."""
-
-
-def default_socket_path() -> Path:
-    if os.environ.get("PTYD_SOCKET"):
-        return Path(os.environ["PTYD_SOCKET"])
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        return Path(os.environ["XDG_RUNTIME_DIR"]) / "ptyd" / "ptyd.sock"
-    return Path(f"/tmp/ptyd-{os.getuid()}") / "ptyd.sock"
 
 
 def prepare_runtime_dir(directory: Path) -> None:
@@ -115,9 +107,6 @@ def bind_socket(path: Path, backlog: int) -> socket.socket:
     os.chmod(path, 0o600)
     sock.listen(backlog)
     return sock
-
-
-OPERATOR_TOKEN_FILE = "operator.token"  # noqa: S105 - a file name, not a secret
 
 
 def write_operator_token(directory: Path, service: PtyService) -> None:

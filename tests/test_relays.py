@@ -15,9 +15,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sshd import HOST_ALIAS, Sshd
 
 from conftest import Rpc, RpcError, Shell
+from sshd import HOST_ALIAS, Sshd
 
 LOCAL_RELAYS = {
     "script": "script -q /dev/null",

@@ -217,7 +217,7 @@ class PtyService:
             pid=os.getpid(),
             uptime_ms=int((time.monotonic() - self._started) * 1000),
             sessions=len(self._sessions),
-            agents=len(self.agents),
+            agents=sum(not agent.operator for agent in self.agents),  # ptyctl's operator is not an agent
             backend_types=sorted(self.backends),
             containment=self.containment_name,
         )

@@ -8,7 +8,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,10 +161,29 @@ def test_usage_errors_exit_2(daemon: Daemon) -> None:
 # --- watch and attach through a real PTY ----------------------------------------------------------------------
 
 
-def spawn(daemon: Daemon, *args: str, rows: int = 24, cols: int = 100) -> pexpect.spawn:
+def default_sigint() -> None:
+    """In the child before exec: SIGINT as a terminal's foreground program has it, whatever the test run inherited
+    (a background job of a non-interactive shell, such as `make test &` in a script, starts with it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def spawn(
+    daemon: Daemon, *args: str, rows: int = 24, cols: int = 100, preexec: Callable[[], None] = default_sigint
+) -> pexpect.spawn:
     argv = ptyctl_argv(daemon.socket, *args)
-    child = pexpect.spawn(argv[0], argv[1:], env=ptyctl_env(), dimensions=(rows, cols), timeout=15, encoding="utf-8")
-    return child
+    return pexpect.spawn(
+        argv[0],
+        argv[1:],
+        env=ptyctl_env(),
+        dimensions=(rows, cols),
+        timeout=15,
+        encoding="utf-8",
+        preexec_fn=preexec,
+    )
 
 
 def test_watch_follows_the_screen_and_ends_when_the_session_closes(daemon: Daemon, agent_shell: Session) -> None:
@@ -194,8 +213,11 @@ def test_watch_shows_a_full_screen_program(daemon: Daemon, agent_shell: Session)
     agent_shell.send("q")
 
 
-def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session) -> None:
-    child = spawn(daemon, "watch", agent_shell.id)
+@pytest.mark.parametrize(
+    "started_with", [default_sigint, ignore_sigint], ids=["sigint-default", "sigint-ignored-as-in-a-background-job"]
+)
+def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session, started_with: Callable[[], None]) -> None:
+    child = spawn(daemon, "watch", agent_shell.id, preexec=started_with)
     try:
         child.expect("read-only")
         child.sendintr()
@@ -218,6 +240,7 @@ def test_attach_types_shows_output_detaches_and_leaves_the_session_running(
         dimensions=(24, 100),
         timeout=15,
         encoding="utf-8",
+        preexec_fn=default_sigint,
     )
     try:
         bash.expect_exact("outer$ ")
@@ -287,3 +310,88 @@ def test_attach_hung_up_still_gives_the_session_its_size_back(daemon: Daemon, ag
     status = agent_shell.status()
     assert (status["cols"], status["rows"]) == (80, 20)
     assert status["status"] == {"kind": "running"}
+
+
+# --- the small things a new user trips on -----------------------------------------------------------------------
+
+
+def test_a_fresh_daemon_counts_no_agents(fresh_daemon: Daemon) -> None:
+    fresh_daemon.start()
+    status = ok_json(fresh_daemon.socket, "status")  # ptyctl's own operator token is not an agent
+    assert status["agents"] == 0
+    assert "agents: 0" in ptyctl(fresh_daemon.socket, "status").stdout
+
+
+def test_sessions_are_named_by_id_name_or_unique_prefix(daemon: Daemon) -> None:
+    first = ok_json(daemon.socket, "open", "--name", "builder", "--env", "PS1=$ ")["session_id"]
+    second = ok_json(daemon.socket, "open", "--name", "tester", "--env", "PS1=$ ")["session_id"]
+    try:
+        by_name = ptyctl(daemon.socket, "send", "builder", "echo named-$((6*7))")
+        assert by_name.returncode == 0, by_name.stderr
+        assert "named-42" in by_name.stdout
+        prefix = next(first[:n] for n in range(len(first)) if not second.startswith(first[:n]))
+        by_prefix = ok_json(daemon.socket, "read", prefix)
+        assert any("named-42" in line for line in by_prefix["lines"])
+        ambiguous = ptyctl(daemon.socket, "read", "pty-")
+        assert ambiguous.returncode == 2
+        assert "matches" in ambiguous.stderr
+        assert first in ambiguous.stderr
+        assert second in ambiguous.stderr
+    finally:
+        for sid in (first, second):
+            ptyctl(daemon.socket, "close", sid)
+
+
+def test_sizes_are_taken_as_colsxrows_or_two_numbers_by_open_and_resize(daemon: Daemon) -> None:
+    opened = ok_json(daemon.socket, "open", "--size", "100", "30", "--", "cat")
+    sid = opened["session_id"]
+    try:
+        assert (opened["cols"], opened["rows"]) == (100, 30)
+        assert opened["foreground"]["name"] == "cat"
+        resized = ok_json(daemon.socket, "resize", sid, "90x20")
+        assert (resized["cols"], resized["rows"]) == (90, 20)
+        resized = ok_json(daemon.socket, "resize", sid, "70", "15")
+        assert (resized["cols"], resized["rows"]) == (70, 15)
+        bad = ptyctl(daemon.socket, "resize", sid, "70by15")
+        assert bad.returncode == 2
+        assert "COLSxROWS or COLS ROWS" in bad.stderr
+    finally:
+        ptyctl(daemon.socket, "close", sid)
+    other = ok_json(daemon.socket, "open", "--size", "120x40", "--", "cat")
+    assert (other["cols"], other["rows"], other["foreground"]["name"]) == (120, 40, "cat")
+    ptyctl(daemon.socket, "close", other["session_id"])
+
+
+def test_a_regular_file_at_the_socket_path_is_called_what_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "ptyd.sock"
+    path.write_text("")
+    done = ptyctl(path, "status")
+    assert done.returncode == 3
+    assert "not a socket" in done.stderr
+    assert "stale" not in done.stderr
+
+
+def test_watch_in_a_terminal_smaller_than_the_session_shows_the_prompt_and_marks_the_crop(
+    daemon: Daemon, agent: Client
+) -> None:
+    with agent.open(**SHELL) as shell:  # the default 160x40, watched from 80x24
+        shell.send("echo top-of-the-screen\n")
+        child = spawn(daemon, "watch", shell.id, rows=24, cols=80)
+        try:
+            child.expect_exact("CROPPED rows 1-23/40 cols 1-80/160")
+            child.expect_exact("top-of-the-screen")
+            child.sendintr()
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+
+
+def test_a_crop_follows_the_cursor_down_a_tall_screen() -> None:
+    from ptyd_client import render
+
+    screen: Any = {"lines": [f"row {i}" for i in range(40)], "cursor_y": 35}
+    shown, note = render.crop(screen, 40, 160, 200, 23)
+    assert shown[0] == "row 13"
+    assert shown[-1] == "row 35"  # the cursor's row is the last one shown
+    assert note == " | CROPPED rows 14-36/40"
+    assert render.crop(screen, 40, 160, 200, 40)[1] == ""  # it fits: no note

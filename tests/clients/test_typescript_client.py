@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Daemon
+from sshd import Sshd
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "typescript"
@@ -71,3 +72,14 @@ def test_typescript_client_reports_a_limit_as_limit_exceeded(fresh_daemon: Daemo
     out = _node_test(["limits"], PTYD_LIMITED_SOCKET=str(fresh_daemon.socket))
     assert "\n# pass 1\n" in out, out
     assert fresh_daemon.stop() == 0, fresh_daemon.log()
+
+
+@needs_node
+def test_typescript_client_reaches_a_daemon_through_ssh(sshd: Sshd, daemon: Daemon, token: str, built: None) -> None:
+    _node_test(
+        ["remote"],
+        PTYD_HOST="ssh://testhost",
+        PTYD_SSH_COMMAND=" ".join(sshd.ssh),
+        PTYD_REMOTE_PTYD=f"ptyd --socket {daemon.socket}",
+        PTYD_TOKEN=token,
+    )

@@ -217,6 +217,13 @@ def test_a_client_that_never_reads_costs_bounded_memory_and_stalls_nobody(
         assert hog.dropped or "does not read its responses" in module_daemon.log()
 
 
+def ask_unanswered(rpc: Rpc) -> None:
+    """A request on a refused connection: the daemon closes it without an answer, before the request is written
+    (a broken pipe or a reset) or after (end of stream); all are ConnectionErrors, and no answer ever arrives."""
+    rpc.send_raw(frame("daemon_info"))
+    rpc.recv_line()
+
+
 def test_connections_past_max_connections_are_refused_and_the_slots_come_back(fresh_daemon: Daemon) -> None:
     fresh_daemon.config_path.write_text("max_connections = 10\n")
     fresh_daemon.start()
@@ -224,10 +231,8 @@ def test_connections_past_max_connections_are_refused_and_the_slots_come_back(fr
     try:
         for client in clients:
             assert client.call("daemon_info")["pid"] == daemon_pid(fresh_daemon)
-        with Rpc(fresh_daemon.socket) as extra:
-            extra.send_raw(frame("daemon_info"))
-            with pytest.raises(ConnectionError):
-                extra.recv_line()  # closed without an answer
+        with Rpc(fresh_daemon.socket) as extra, pytest.raises(ConnectionError):
+            ask_unanswered(extra)
         clients.pop().close()
         deadline = time.monotonic() + 10
         while True:  # the freed slot is usable once the daemon has seen the close

@@ -14,9 +14,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Unpack, cast, overload
 
-from ptyd_client import core
+from ptyd_client import core, remote
 from ptyd_client.core import OpenOptions, SendOptions
-from ptyd_client.errors import ConnectionLost, Unauthorized
+from ptyd_client.errors import ConnectionLost, DaemonUnavailable, Unauthorized
 from ptyd_client.events import AsyncEventStream
 from ptyd_client.types import (
     AgentRegisterResult,
@@ -46,7 +46,10 @@ class _Dropped(Exception):
 class _Connection:
     """One socket, a reader task that routes each response to the future of its request."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: remote.Stream | None = None
+    ) -> None:
+        self.stream = stream  # the ssh link, when the daemon is on another machine
         self._reader = reader
         self._writer = writer
         self._requests = core.Requests()
@@ -55,19 +58,28 @@ class _Connection:
         self._task = asyncio.get_running_loop().create_task(self._read_responses(), name="ptyd-client reader")
 
     @classmethod
-    async def open(cls, path: Path, connect_timeout: float | None) -> _Connection:
+    async def open(cls, target: Path | remote.SshHost, connect_timeout: float | None) -> _Connection:
+        if isinstance(target, remote.SshHost):
+            stream = remote.dial(target, connect_timeout)
+            stream.sock.setblocking(False)
+            reader, writer = await asyncio.open_unix_connection(sock=stream.sock)
+            return cls(reader, writer, stream)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.setblocking(False)
         try:
-            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, str(path)), connect_timeout)
+            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, str(target)), connect_timeout)
         except OSError as exc:
             sock.close()
-            raise core.connect_failure(path, exc) from None
+            raise core.connect_failure(target, exc) from None
         except BaseException:
             sock.close()
             raise
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         return cls(reader, writer)
+
+    async def failure(self) -> DaemonUnavailable | None:
+        """Why the ssh link ended, when ssh or the remote ``ptyd dial-stdio`` failed."""
+        return None if self.stream is None else await asyncio.to_thread(self.stream.failure)
 
     async def _read_responses(self) -> None:
         lines = core.LineBuffer()
@@ -118,6 +130,8 @@ class _Connection:
         self._writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await self._writer.wait_closed()
+        if self.stream is not None:
+            await asyncio.to_thread(self.stream.close)  # reaps ssh
 
 
 class AsyncClient:
@@ -131,9 +145,12 @@ class AsyncClient:
         socket_path: str | os.PathLike[str] | None = None,
         token: str | None = None,
         *,
+        host: str | None = None,
         connect_timeout: float = 5.0,
     ) -> None:
-        self.socket_path = core.resolve_socket_path(socket_path)
+        self.target = remote.resolve_target(socket_path, host)
+        # The local socket, or the ssh:// host, as errors name it.
+        self.socket_path: Path | str = self.target if isinstance(self.target, Path) else str(self.target)
         self.token = core.resolve_token(token)
         self.connect_timeout = connect_timeout
         self._connection: _Connection | None = None
@@ -162,7 +179,7 @@ class AsyncClient:
                 await self._connection.close()
                 self._connection = None
             if self._connection is None:
-                self._connection = await _Connection.open(self.socket_path, self.connect_timeout)
+                self._connection = await _Connection.open(self.target, self.connect_timeout)
             return self._connection
 
     async def call(self, method: str, **params: Any) -> Any:
@@ -175,6 +192,9 @@ class AsyncClient:
             except _Dropped as dropped:
                 # The reader may not have seen the end yet (a loop that was blocked): never reuse this one.
                 connection.closed = True
+                failure = await connection.failure()
+                if failure is not None:
+                    raise failure from None
                 if retried or (dropped.sent and method not in core.RETRY_SAFE):
                     reason = f"the connection dropped during {method}; its outcome is unknown"
                     raise ConnectionLost(self.socket_path, reason) from None
@@ -273,7 +293,7 @@ class AsyncClient:
         """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
         their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
         events (completed lines as they appear)."""
-        return await AsyncEventStream.open(self.socket_path, self._auth(), session_id, output)
+        return await AsyncEventStream.open(self.target, self._auth(), session_id, output)
 
     async def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
         """End a subscription (closing its stream does the same)."""

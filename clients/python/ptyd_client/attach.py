@@ -20,7 +20,6 @@ from typing import TextIO
 from ptyd_client import render
 from ptyd_client.aio import AsyncClient
 from ptyd_client.errors import DaemonUnavailable, PtydError, SessionBusy, SessionExited, SessionNotFound
-from ptyd_client.types import SessionInfo
 
 DETACH_KEY = b"\x1d"  # Ctrl-], as in telnet
 DETACH_NAME = "Ctrl-]"
@@ -101,11 +100,7 @@ class Attachment:
         except OSError:
             return os.terminal_size((80, 24))
 
-    async def _screen(self, info: SessionInfo) -> list[str] | None:
-        return (await self.client.terminal_screen(self.id))["lines"]
-
     async def _refresh(self) -> None:
-        lines: list[str] = []
         last = ""
         while True:
             size = self._size()
@@ -116,9 +111,10 @@ class Attachment:
             if info["status"]["kind"] == "exited":
                 self.finish(f"{self.id} {render.status_word(info['status'])}")
                 return
-            lines = await self._screen(info) or lines
+            screen = await self.client.terminal_screen(self.id)
+            cursor = (screen["cursor_x"], screen["cursor_y"]) if screen["cursor_visible"] else None
             footer = f"ptyctl attach: {DETACH_NAME} detaches | {render.session_line(info)}"
-            drawn = render.frame(lines, size.columns, size.lines, footer=footer, cursor_at_end=True)
+            drawn = render.frame(screen["lines"], size.columns, size.lines, footer=footer, cursor=cursor)
             if drawn != last:
                 self.out.write(drawn)
                 self.out.flush()

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Unpack, cast, overload
 
-from ptyd_client import core
+from ptyd_client import core, remote
 from ptyd_client.core import OpenOptions, SendOptions
 from ptyd_client.errors import ConnectionLost, Unauthorized
 from ptyd_client.events import EventStream
@@ -43,15 +43,9 @@ class _Dropped(Exception):
 
 
 class _Connection:
-    def __init__(self, path: Path, connect_timeout: float | None) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        sock.settimeout(connect_timeout)
-        try:
-            sock.connect(str(path))
-        except OSError as exc:
-            sock.close()
-            raise core.connect_failure(path, exc) from None
-        self.sock = sock
+    def __init__(self, stream: remote.Stream) -> None:
+        self.stream = stream
+        self.sock = stream.sock
         self._lines = core.LineBuffer()
         self._frames: list[bytes] = []
         self._requests = core.Requests()
@@ -94,14 +88,16 @@ class _Connection:
             self._frames += self._lines.feed(data)
 
     def close(self) -> None:
-        self.sock.close()
+        self.stream.close()
 
 
 class Client:
     """A blocking ptyd client.
 
     ``socket_path`` defaults to where the daemon listens (``$PTYD_SOCKET``, ``$XDG_RUNTIME_DIR/ptyd/ptyd.sock``,
-    ``/tmp/ptyd-$UID/ptyd.sock``), ``token`` to ``$PTYD_TOKEN``; :meth:`agent_register` mints and keeps one.
+    ``/tmp/ptyd-$UID/ptyd.sock``); ``host`` (or ``$PTYD_HOST`` when neither is given), ``ssh://[user@]host[:port]``,
+    reaches the ptyd of another machine through ssh (see :mod:`ptyd_client.remote`). ``token`` defaults to
+    ``$PTYD_TOKEN``; :meth:`agent_register` mints and keeps one.
     ``timeout`` bounds the wait for each answer (None: as long as the daemon takes; its own waits are bounded
     by each call's ``timeout_ms``). The connection is made on first use and remade once, transparently, when
     the daemon dropped it.
@@ -112,10 +108,13 @@ class Client:
         socket_path: str | os.PathLike[str] | None = None,
         token: str | None = None,
         *,
+        host: str | None = None,
         timeout: float | None = None,
         connect_timeout: float = 5.0,
     ) -> None:
-        self.socket_path = core.resolve_socket_path(socket_path)
+        self.target = remote.resolve_target(socket_path, host)
+        # The local socket, or the ssh:// host, as errors name it.
+        self.socket_path: Path | str = self.target if isinstance(self.target, Path) else str(self.target)
         self.token = core.resolve_token(token)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -148,7 +147,7 @@ class Client:
             self._connection.close()
             self._connection = None
         if self._connection is None:
-            self._connection = _Connection(self.socket_path, self.connect_timeout)
+            self._connection = _Connection(remote.dial(self.target, self.connect_timeout))
         return self._connection
 
     def call(self, method: str, **params: Any) -> Any:
@@ -160,8 +159,11 @@ class Client:
                 try:
                     return connection.call(method, params, self.timeout).unwrap()
                 except _Dropped as dropped:
+                    failure = connection.stream.failure()  # ssh, or the remote dial-stdio, could not connect
                     connection.close()
                     self._connection = None
+                    if failure is not None:
+                        raise failure from None
                     if retried or (dropped.sent and method not in core.RETRY_SAFE):
                         reason = f"the connection dropped during {method}; its outcome is unknown"
                         raise ConnectionLost(self.socket_path, reason) from None
@@ -264,7 +266,7 @@ class Client:
         """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
         their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
         events (completed lines as they appear)."""
-        return EventStream(self.socket_path, self._auth(), session_id, output)
+        return EventStream(self.target, self._auth(), session_id, output)
 
     def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
         """End a subscription (closing its stream does the same)."""

@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
@@ -48,10 +49,6 @@ def default_socket_path() -> Path:
     return Path(f"/tmp/ptyd-{os.getuid()}") / "ptyd.sock"
 
 
-def resolve_socket_path(explicit: str | os.PathLike[str] | None) -> Path:
-    return Path(explicit) if explicit is not None else default_socket_path()
-
-
 def resolve_token(explicit: str | None) -> str | None:
     """The token argument, else ``$PTYD_TOKEN``, else None (call ``agent_register`` to mint one)."""
     return explicit if explicit is not None else (os.environ.get("PTYD_TOKEN") or None)
@@ -84,9 +81,17 @@ def read_operator_token(socket_path: Path) -> str:
 def connect_failure(socket_path: Path, exc: OSError) -> DaemonUnavailable:
     """A friendly :class:`DaemonUnavailable` for a failed ``connect()``."""
     if isinstance(exc, FileNotFoundError):
-        reason = "no socket (is ptyd running? start it with `ptyd`)"
+        reason = "no socket (is ptyd running? start it with `ptyd`, or `make run` in its checkout)"
     elif isinstance(exc, ConnectionRefusedError):
-        reason = "the socket refuses connections (a stale socket: ptyd is not running)"
+        try:
+            is_socket = stat.S_ISSOCK(socket_path.stat().st_mode)
+        except OSError:
+            is_socket = True
+        reason = (
+            "the socket refuses connections (a stale socket: ptyd is not running)"
+            if is_socket
+            else "the path is not a socket (remove it, or point $PTYD_SOCKET elsewhere)"
+        )
     elif isinstance(exc, PermissionError):
         reason = "permission denied (the socket belongs to another user)"
     elif isinstance(exc, TimeoutError):

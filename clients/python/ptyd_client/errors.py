@@ -154,9 +154,10 @@ def error_from_wire(error: object) -> PtydError:
 
 
 class DaemonUnavailable(ConnectionError):
-    """The daemon cannot be reached at ``socket_path``: not running, a stale socket, or no permission."""
+    """The daemon cannot be reached at ``socket_path`` (a path, or an ``ssh://`` host): not running, a stale
+    socket, no permission, or ssh failed."""
 
-    def __init__(self, socket_path: Path, reason: str) -> None:
+    def __init__(self, socket_path: Path | str, reason: str) -> None:
         super().__init__(f"ptyd is not available at {socket_path}: {reason}")
         self.socket_path = socket_path
         self.reason = reason

@@ -10,14 +10,13 @@ import asyncio
 import contextlib
 import json
 import select
-import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from ptyd_client import core
+from ptyd_client import core, remote
 from ptyd_client.errors import ConnectionLost
 from ptyd_client.types import TerminalEvent
 
@@ -40,14 +39,11 @@ def _event(line: bytes) -> TerminalEvent | None:
 class EventStream:
     """Blocking iterator over one subscription's events (``for event in stream``, or :meth:`next`)."""
 
-    def __init__(self, socket_path: Path, token: str, session_id: str | None, output: bool) -> None:
-        self._path = socket_path
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        try:
-            self._sock.connect(str(socket_path))
-        except OSError as exc:
-            self._sock.close()
-            raise core.connect_failure(socket_path, exc) from None
+    def __init__(self, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool) -> None:
+        self._path = str(target)
+        self._stream = remote.dial(target, None)
+        self._sock = self._stream.sock
+        self._sock.settimeout(None)
         self._lines = core.LineBuffer()
         self._pending: deque[TerminalEvent] = deque()
         self._sock.sendall(_subscribe_frame(token, session_id, output))
@@ -94,7 +90,7 @@ class EventStream:
 
     def close(self) -> None:
         """End the subscription (by closing its connection)."""
-        self._sock.close()
+        self._stream.close()
 
     def __enter__(self) -> EventStream:
         return self
@@ -107,20 +103,23 @@ class AsyncEventStream:
     """Asynchronous iterator over one subscription's events (``async for event in stream``)."""
 
     def __init__(
-        self, path: Path, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, subscription_id: str
+        self, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, subscription_id: str
     ) -> None:
         self._path = path
         self._reader = reader
         self._writer = writer
         self.subscription_id = subscription_id
         self._early: deque[TerminalEvent] = deque()
+        self._connection: remote.Stream | None = None
 
     @classmethod
-    async def open(cls, socket_path: Path, token: str, session_id: str | None, output: bool) -> AsyncEventStream:
-        try:
-            reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=1 << 24)
-        except OSError as exc:
-            raise core.connect_failure(socket_path, exc) from None
+    async def open(
+        cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool
+    ) -> AsyncEventStream:
+        socket_path = str(target)
+        connection = remote.dial(target, None)
+        connection.sock.setblocking(False)
+        reader, writer = await asyncio.open_unix_connection(sock=connection.sock, limit=1 << 24)
         writer.write(_subscribe_frame(token, session_id, output))
         early: deque[TerminalEvent] = deque()
         while True:
@@ -133,6 +132,7 @@ class AsyncEventStream:
                 result: dict[str, Any] = response.unwrap()
                 stream = cls(socket_path, reader, writer, result["subscription_id"])
                 stream._early = early
+                stream._connection = connection
                 return stream
             event = _event(line)
             if event is not None:
@@ -162,3 +162,5 @@ class AsyncEventStream:
         self._writer.close()
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
+        if self._connection is not None:
+            self._connection.close()  # and the ssh carrying it, if any

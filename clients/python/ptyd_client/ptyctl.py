@@ -15,9 +15,9 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
-from ptyd_client import __version__, core, render
+from ptyd_client import __version__, core, remote, render
 from ptyd_client.client import Client
 from ptyd_client.errors import (
     DaemonUnavailable,
@@ -28,6 +28,7 @@ from ptyd_client.errors import (
     Unauthorized,
 )
 
+ClientT = TypeVar("ClientT")
 EXIT_OK, EXIT_DAEMON_ERROR, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 READ_PAGE_LINES = 10_000
 
@@ -40,16 +41,48 @@ class Context:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.json: bool = args.json
-        self.socket_path = core.resolve_socket_path(args.socket)
+        if args.socket is not None and args.host is not None:
+            raise Usage("give --socket or --host, not both")
+        try:
+            self.target = remote.resolve_target(args.socket, args.host)
+        except ValueError as exc:
+            raise Usage(str(exc)) from None
         self._client: Client | None = None
 
     def token(self) -> str:
-        return self.args.token or core.read_operator_token(self.socket_path)
+        if self.args.token:
+            return str(self.args.token)
+        if isinstance(self.target, remote.SshHost):
+            return self.target.operator_token()
+        return core.read_operator_token(self.target)
 
     def client(self, *, token: bool = True) -> Client:
         if self._client is None:
-            self._client = Client(self.socket_path, self.token() if token else None)
+            self._client = self.new_client(Client, self.token() if token else None)
         return self._client
+
+    def new_client(self, kind: Callable[..., ClientT], token: str | None) -> ClientT:
+        """A :class:`Client` or :class:`AsyncClient` for this command's daemon, local or over ssh."""
+        if isinstance(self.target, remote.SshHost):
+            return kind(None, token, host=self.target.url)
+        return kind(self.target, token)
+
+    def session_id(self, text: str) -> str:
+        """The session ``text`` names: an id, a unique name, or a unique id prefix (as given when none matches,
+        so the daemon's own not-found answer reaches the user)."""
+        sessions = self.client().terminal_list()["sessions"]
+        if any(s["session_id"] == text for s in sessions):
+            return text
+        for matches, what in (
+            ([s for s in sessions if s["name"] == text], "name"),
+            ([s for s in sessions if s["session_id"].startswith(text)], "id prefix"),
+        ):
+            if len(matches) == 1:
+                return matches[0]["session_id"]
+            if matches:
+                ids = ", ".join(s["session_id"] for s in matches)
+                raise Usage(f"{what} {text!r} matches {len(matches)} sessions ({ids}); give the id")
+        return text
 
     def emit(self, result: Any, text: str | None) -> None:
         """The result as JSON with ``--json``, else the human text (nothing when None)."""
@@ -68,9 +101,7 @@ class Context:
 
 def cmd_status(ctx: Context) -> int:
     info = ctx.client(token=False).daemon_info()
-    ctx.emit(
-        {"running": True, "socket": str(ctx.socket_path), **info}, render.daemon_status(info, str(ctx.socket_path))
-    )
+    ctx.emit({"running": True, "socket": str(ctx.target), **info}, render.daemon_status(info, str(ctx.target)))
     return EXIT_OK
 
 
@@ -96,8 +127,6 @@ def cmd_open(ctx: Context) -> int:
     options: core.OpenOptions = {"type": a.type}
     if a.name is not None:
         options["name"] = a.name
-    if a.argv:
-        options["argv"] = a.argv
     if a.cwd is not None:
         options["cwd"] = a.cwd
     if a.env:
@@ -105,7 +134,13 @@ def cmd_open(ctx: Context) -> int:
     if a.agent_profile:
         options["profile"] = "agent"
     if a.size is not None:
-        options["cols"], options["rows"] = a.size
+        # --size 120 40 takes two words; a first program word after --size 120x40 is the program's.
+        two = len(a.size) >= 2 and a.size[1].isdigit() and "x" not in a.size[0].lower()
+        words, rest = (a.size[:2], a.size[2:]) if two else (a.size[:1], a.size[1:])
+        options["cols"], options["rows"] = parse_size(words)
+        a.argv = rest + a.argv
+    if a.argv:
+        options["argv"] = a.argv
     opened = ctx.client().terminal_open(**options)
     ctx.emit(opened, opened["session_id"])
     return EXIT_OK
@@ -122,7 +157,7 @@ def cmd_send(ctx: Context) -> int:
     if not a.no_newline:
         text += "\n"
     options: core.SendOptions = {} if a.timeout is None else {"timeout_ms": int(a.timeout * 1000)}
-    result = ctx.client().terminal_send(a.id, text, **options)
+    result = ctx.client().terminal_send(ctx.session_id(a.id), text, **options)
     if ctx.json:
         ctx.emit(result, None)
         return EXIT_OK
@@ -137,15 +172,16 @@ def cmd_send(ctx: Context) -> int:
 def cmd_read(ctx: Context) -> int:
     a = ctx.args
     client = ctx.client()
+    session_id = ctx.session_id(a.id)
     if a.tail is not None:
-        page = client.terminal_read(a.id, start_line=-a.tail, max_lines=a.tail)
+        page = client.terminal_read(session_id, start_line=-a.tail, max_lines=a.tail)
         pages = [page]
     else:
-        page = client.terminal_read(a.id, start_line=a.start, max_lines=READ_PAGE_LINES)
+        page = client.terminal_read(session_id, start_line=a.start, max_lines=READ_PAGE_LINES)
         pages = [page]
         end = page["total_lines"]  # the transcript as it was at the first page, not a moving target
         while page["lines"] and page["next_line"] < end:
-            page = client.terminal_read(a.id, start_line=page["next_line"], max_lines=READ_PAGE_LINES)
+            page = client.terminal_read(session_id, start_line=page["next_line"], max_lines=READ_PAGE_LINES)
             pages.append(page)
     lines = [line for p in pages for line in p["lines"]]
     combined = {**pages[0], "lines": lines, "next_line": pages[-1]["next_line"], "truncated": pages[0]["truncated"]}
@@ -156,7 +192,7 @@ def cmd_read(ctx: Context) -> int:
 def cmd_signal(ctx: Context) -> int:
     a = ctx.args
     signal: str | int = int(a.signal) if a.signal.isdigit() else a.signal
-    result = ctx.client().terminal_signal(a.id, signal)
+    result = ctx.client().terminal_signal(ctx.session_id(a.id), signal)
     state = "sent" if result["delivered"] else "not delivered (the group is gone)"
     ctx.emit(result, f"{result['signal']} {state} to process group {result['pgid']}")
     return EXIT_OK
@@ -164,14 +200,16 @@ def cmd_signal(ctx: Context) -> int:
 
 def cmd_resize(ctx: Context) -> int:
     a = ctx.args
-    info = ctx.client().terminal_resize(a.id, a.cols, a.rows)
-    ctx.emit(info, f"{a.id} is now {info['cols']}x{info['rows']}")
+    cols, rows = parse_size(a.size)
+    info = ctx.client().terminal_resize(ctx.session_id(a.id), cols, rows)
+    ctx.emit(info, f"{info['session_id']} is now {info['cols']}x{info['rows']}")
     return EXIT_OK
 
 
 def cmd_close(ctx: Context) -> int:
-    result = ctx.client().terminal_close(ctx.args.id, reason="ptyctl close")
-    text = f"closed {ctx.args.id}" if result["closed"] else f"{ctx.args.id} was already closed"
+    session_id = ctx.session_id(ctx.args.id)
+    result = ctx.client().terminal_close(session_id, reason="ptyctl close")
+    text = f"closed {session_id}" if result["closed"] else f"{session_id} was already closed"
     ctx.emit(result, text)
     return EXIT_OK
 
@@ -179,7 +217,7 @@ def cmd_close(ctx: Context) -> int:
 def cmd_watch(ctx: Context) -> int:
     from ptyd_client.watch import watch
 
-    reason = watch(ctx.client(), ctx.args.id, sys.stdout)
+    reason = watch(ctx.client(), ctx.session_id(ctx.args.id), sys.stdout)
     print(f"ptyctl: {reason}", file=sys.stderr)
     return EXIT_OK
 
@@ -191,10 +229,11 @@ def cmd_attach(ctx: Context) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise Usage("attach needs a terminal on stdin and stdout (use send/read from scripts)")
     token = ctx.token()
+    session_id = ctx.session_id(ctx.args.id)
 
     async def run() -> str:
-        async with AsyncClient(ctx.socket_path, token) as client:
-            return await attach(client, ctx.args.id, sys.stdin.fileno(), sys.stdout)
+        async with ctx.new_client(AsyncClient, token) as client:
+            return await attach(client, session_id, sys.stdin.fileno(), sys.stdout)
 
     reason = asyncio.run(run())
     with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
@@ -205,17 +244,25 @@ def cmd_attach(ctx: Context) -> int:
 # --- command line --------------------------------------------------------------------------------------------
 
 
-def size(text: str) -> tuple[int, int]:
-    cols, sep, rows = text.lower().partition("x")
-    if not sep or not cols.isdigit() or not rows.isdigit():
-        raise argparse.ArgumentTypeError(f"want COLSxROWS such as 120x40, not {text!r}")
-    return int(cols), int(rows)
+def parse_size(words: list[str]) -> tuple[int, int]:
+    """``["120x40"]`` or ``["120", "40"]``: both commands that take a size accept both forms."""
+    pair = words[0].lower().split("x") if len(words) == 1 else words
+    if len(pair) != 2 or not all(n.isdigit() for n in pair):
+        raise Usage(f"want COLSxROWS or COLS ROWS, such as 120x40, not {' '.join(words)!r}")
+    return int(pair[0]), int(pair[1])
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: an option given before the command is not overwritten by the subcommand's default.
     common.add_argument("--socket", default=argparse.SUPPRESS, help="daemon socket (default: as ptyd finds it)")
+    common.add_argument(
+        "-H",
+        "--host",
+        default=argparse.SUPPRESS,
+        help="the daemon of another machine, ssh://[user@]host[:port] (default: $PTYD_HOST; runs ssh HOST ptyd "
+        "dial-stdio)",
+    )
     common.add_argument(
         "--token", default=argparse.SUPPRESS, help="an agent's token (default: the daemon's operator token)"
     )
@@ -242,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--type", default="shell", help="backend type (default: shell)")
     p.add_argument("--cwd", help="working directory")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="add a variable (repeatable)")
-    p.add_argument("--size", type=size, metavar="COLSxROWS", help="terminal size, such as 120x40")
+    p.add_argument("--size", nargs="+", metavar="COLSxROWS", help="terminal size: 120x40 or 120 40")
     p.add_argument("--agent-profile", action="store_true", help="no pagers or editors (profile=agent)")
     p.add_argument("argv", nargs="*", help="program and arguments, after --")
     p = command("send", cmd_send, "type TEXT and a newline, print the screen delta and why the send returned")
@@ -259,10 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("signal", cmd_signal, "signal the foreground process group (SIGINT, TERM, 9...)")
     p.add_argument("id")
     p.add_argument("signal")
-    p = command("resize", cmd_resize, "change the terminal size")
+    p = command("resize", cmd_resize, "change the terminal size: resize ID 120x40, or resize ID 120 40")
     p.add_argument("id")
-    p.add_argument("cols", type=int)
-    p.add_argument("rows", type=int)
+    p.add_argument("size", nargs="+", metavar="COLSxROWS")
     p = command("close", cmd_close, "end the session's whole process tree")
     p.add_argument("id")
     p = command("watch", cmd_watch, "follow the session's screen live, read-only (Ctrl-C quits)")
@@ -301,23 +347,22 @@ def run(argv: list[str] | None = None) -> int:
     """Run ptyctl with ``argv`` and return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name, default in (("socket", None), ("token", None), ("json", False)):
+    for name, default in (("socket", None), ("host", None), ("token", None), ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
-    ctx = Context(args)
     try:
-        return int(args.func(ctx))
+        return int(args.func(Context(args)))
     except Usage as exc:
         parser.print_usage(sys.stderr)
-        return fail(ctx.json, EXIT_USAGE, "usage", str(exc), {})
+        return fail(args.json, EXIT_USAGE, "usage", str(exc), {})
     except DaemonUnavailable as exc:
         extra: dict[str, Any] = {"socket": str(exc.socket_path)}
-        return fail(ctx.json, EXIT_UNAVAILABLE, "daemon_unavailable", str(exc), extra)
+        return fail(args.json, EXIT_UNAVAILABLE, "daemon_unavailable", str(exc), extra)
     except PtydError as exc:
         extra_error: dict[str, Any] = {"code": exc.code, "data": exc.data}
-        return fail(ctx.json, EXIT_DAEMON_ERROR, exc.kind, explain(exc), extra_error)
+        return fail(args.json, EXIT_DAEMON_ERROR, exc.kind, explain(exc), extra_error)
     except KeyboardInterrupt:
-        return fail(ctx.json, EXIT_INTERRUPTED, "interrupted", "interrupted", {})
+        return fail(args.json, EXIT_INTERRUPTED, "interrupted", "interrupted", {})
     except BrokenPipeError:
         # `ptyctl read ID | head`: the reader left; nothing more to say.
         sys.stderr.close()

@@ -10,7 +10,7 @@ import time
 import unicodedata
 from collections.abc import Sequence
 
-from ptyd_client.types import DaemonInfoResult, SessionInfo, SessionStatus
+from ptyd_client.types import DaemonInfoResult, SessionInfo, SessionStatus, TerminalScreenResult
 
 # Session text is a program's output: it must not drive the viewer's terminal (title, clipboard, keys).
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -108,6 +108,28 @@ def session_line(info: SessionInfo) -> str:
     return "  ".join(parts)
 
 
+def crop(screen: TerminalScreenResult, rows: int, cols: int, width: int, height: int) -> tuple[list[str], str]:
+    """The rows of a ``rows`` x ``cols`` screen that fit ``height`` rows, and a note saying what is cut off.
+
+    A screen taller than the view shows the rows that end at its cursor (or its top rows, while the cursor is
+    among them), so a shell prompt near the top is not traded for blank rows; a wider one is clipped at the
+    right. The note is empty when everything fits.
+    """
+    lines = list(screen["lines"]) + [""] * max(rows - len(screen["lines"]), 0)
+    height = max(height, 1)
+    top = 0
+    if rows > height:
+        top = min(max(screen["cursor_y"] + 1 - height, 0), rows - height)
+    shown = lines[top : top + height]
+    cut: list[str] = []
+    if rows > height:
+        cut.append(f"rows {top + 1}-{top + len(shown)}/{rows}")
+    if cols > width:
+        cut.append(f"cols 1-{width}/{cols}")
+    note = f" | CROPPED {' '.join(cut)}" if cut else ""
+    return shown, note
+
+
 ENTER_SCREEN = "\x1b[?1049h\x1b[H\x1b[2J"
 LEAVE_SCREEN = "\x1b[?25h\x1b[?1049l"
 
@@ -119,27 +141,24 @@ def frame(
     *,
     header: str | None = None,
     footer: str | None = None,
-    cursor_at_end: bool = False,
+    cursor: tuple[int, int] | None = None,
 ) -> str:
     """A whole-screen redraw: header and footer in reverse video, ``lines`` clipped to fit, every row
-    addressed absolutely (so it works in raw mode, where a newline does not return the carriage)."""
+    addressed absolutely (so it works in raw mode, where a newline does not return the carriage). ``cursor``
+    is the session's cursor (column, row; zero-based, rows of ``lines``): shown there, else hidden."""
     out = ["\x1b[?25l"]
     top = 1
     if header is not None:
         out.append(f"\x1b[1;1H\x1b[7m{clip(safe(header), width).ljust(width)}\x1b[0m")
         top = 2
     body = height - (top - 1) - (1 if footer is not None else 0)
-    shown = [clip(safe(line), width) for line in lines[-body:]] if body > 0 else []
+    skipped = max(len(lines) - body, 0)
+    shown = [clip(safe(line), width) for line in lines[skipped:]] if body > 0 else []
     for i in range(max(body, 0)):
         text = shown[i] if i < len(shown) else ""
         out.append(f"\x1b[{top + i};1H{text}\x1b[K")
     if footer is not None:
         out.append(f"\x1b[{height};1H\x1b[7m{clip(safe(footer), width).ljust(width)}\x1b[0m")
-    if cursor_at_end and shown:
-        # The daemon does not report the cursor: the end of the last line is where a shell's cursor is.
-        last = len(shown) - 1
-        col = min(sum(cells(c) for c in shown[last]) + 1, width)
-        out.append(f"\x1b[{top + last};{col}H\x1b[?25h")
-    elif cursor_at_end:
-        out.append(f"\x1b[{top};1H\x1b[?25h")
+    if cursor is not None and 0 <= cursor[1] - skipped < max(body, 0):
+        out.append(f"\x1b[{top + cursor[1] - skipped};{min(cursor[0] + 1, width)}H\x1b[?25h")
     return "".join(out)

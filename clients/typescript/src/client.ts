@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 
 import { Connection } from "./connection.js";
-import { resolveSocketPath, resolveToken, type Environment } from "./discovery.js";
+import { resolveHost, resolveSocketPath, resolveToken, type Environment, type SshHost } from "./discovery.js";
 import { ConnectionLostError, ProtocolError, UnauthorizedError } from "./errors.js";
 import type {
   AgentRegisterResult,
@@ -37,6 +37,12 @@ import { SendOperation, Session } from "./session.js";
 export interface ClientOptions {
   /** Socket path; default `$PTYD_SOCKET`, `$XDG_RUNTIME_DIR/ptyd/ptyd.sock`, `/tmp/ptyd-$UID/ptyd.sock`. */
   socketPath?: string;
+  /**
+   * The daemon of another machine, `ssh://[user@]host[:port]`, reached by running `ssh host ptyd dial-stdio`
+   * (`~/.ssh/config` applies; `$PTYD_SSH_COMMAND` replaces `ssh`, `$PTYD_REMOTE_PTYD` the remote `ptyd`).
+   * Default `$PTYD_HOST` when no `socketPath` is given.
+   */
+  host?: string;
   /** Agent token; default `$PTYD_TOKEN`. Without one, call {@link PtydClient.agentRegister} first. */
   token?: string;
   /** Environment to read the defaults from (default `process.env`). */
@@ -72,8 +78,10 @@ const REPEATABLE: ReadonlySet<string> = new Set([
  * {@link close} when done.
  */
 export class PtydClient {
-  /** The socket this client talks to. */
+  /** The socket this client talks to, or the `ssh://` host. */
   readonly socketPath: string;
+  private readonly host: SshHost | undefined;
+  private readonly env: Environment;
   /** The agent token sent with every `terminal_*` call (set by {@link agentRegister} if unset). */
   token: string | undefined;
   private connection: Connection | undefined;
@@ -83,7 +91,10 @@ export class PtydClient {
   /** A client for the daemon at `options.socketPath` (or the default socket). Does not connect yet. */
   constructor(options: ClientOptions = {}) {
     const env = options.env ?? process.env;
-    this.socketPath = resolveSocketPath(options.socketPath, env);
+    const host = resolveHost(options.host, options.socketPath, env);
+    this.env = env;
+    this.host = typeof host === "object" ? host : undefined;
+    this.socketPath = typeof host === "object" ? host.url : resolveSocketPath(host ?? options.socketPath, env);
     this.token = resolveToken(options.token, env);
   }
 
@@ -117,7 +128,9 @@ export class PtydClient {
   private connect(): Promise<Connection> {
     if (this.closed) return Promise.reject(new Error("this PtydClient was closed"));
     if (this.connection?.isOpen) return Promise.resolve(this.connection);
-    this.connecting ??= Connection.open(this.socketPath)
+    this.connecting ??= (
+      this.host ? Promise.resolve(Connection.openSsh(this.host, this.env)) : Connection.open(this.socketPath)
+    )
       .then((connection) => {
         if (this.closed) connection.close();
         else this.connection = connection;

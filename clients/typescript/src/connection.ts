@@ -5,10 +5,81 @@
  * `terminal_read` share the connection and the read's answer comes first.
  */
 
+import { spawn } from "node:child_process";
+import { EventEmitter } from "node:events";
 import { createConnection, type Socket } from "node:net";
 
+import { sshArgv, type Environment, type SshHost } from "./discovery.js";
 import { ConnectionLostError, DaemonUnavailableError, ProtocolError, errorFromWire, type WireError } from "./errors.js";
 import { LineDecoder, encodeFrame } from "./framing.js";
+
+/** What a connection needs of its byte stream: a Unix socket, or ssh's stdin and stdout. */
+interface ByteStream {
+  on(event: "data", listener: (chunk: Buffer) => void): this;
+  on(event: "error", listener: (error: Error) => void): this;
+  on(event: "close", listener: () => void): this;
+  write(data: string): boolean;
+  destroy(): void;
+  readonly destroyed: boolean;
+  ref(): void;
+  unref(): void;
+}
+
+/**
+ * `ssh host ptyd dial-stdio` as a byte stream. A failure of ssh, or of the remote dial-stdio (no daemon there),
+ * is reported as {@link DaemonUnavailableError} with the last line ssh printed.
+ */
+class SshStream extends EventEmitter implements ByteStream {
+  private stderr = "";
+  private ended = false;
+  private readonly child;
+
+  constructor(host: SshHost, env: Environment) {
+    super();
+    const [command, ...args] = sshArgv(host, env);
+    // detached: a process group of its own, so the terminal's Ctrl-C does not end the link under the client.
+    this.child = spawn(command!, args, { stdio: ["pipe", "pipe", "pipe"], detached: true });
+    this.child.stdout.on("data", (chunk: Buffer) => this.emit("data", chunk));
+    this.child.stderr.on("data", (chunk: Buffer) => {
+      this.stderr = (this.stderr + chunk.toString("utf8")).slice(-4096);
+    });
+    this.child.stdin.on("error", () => undefined); // a write after ssh exited: its 'close' reports why
+    this.child.on("error", (error) => {
+      this.emit("error", new DaemonUnavailableError(host.url, error, `cannot run ssh: ${error.message}`));
+    });
+    this.child.on("close", (code) => {
+      this.ended = true;
+      if (code !== 0 && code !== null) {
+        const reason = this.stderr.trim().split("\n").pop()?.trim() || `ssh exited with ${code}`;
+        this.emit("error", new DaemonUnavailableError(host.url, undefined, reason));
+      }
+      this.emit("close");
+    });
+  }
+
+  get destroyed(): boolean {
+    return this.ended;
+  }
+
+  write(data: string): boolean {
+    return this.child.stdin.write(data);
+  }
+
+  /** End ssh's stdin: the remote dial-stdio and then ssh exit, which emits 'close'. */
+  destroy(): void {
+    this.child.stdin.end();
+  }
+
+  ref(): void {
+    this.child.ref();
+    for (const pipe of [this.child.stdin, this.child.stdout, this.child.stderr] as unknown as Socket[]) pipe.ref();
+  }
+
+  unref(): void {
+    this.child.unref();
+    for (const pipe of [this.child.stdin, this.child.stdout, this.child.stderr] as unknown as Socket[]) pipe.unref();
+  }
+}
 
 interface Pending {
   readonly method: string;
@@ -18,7 +89,7 @@ interface Pending {
   reject(error: Error): void;
 }
 
-/** A connected socket and its requests in flight. Closed for good once the socket closes. */
+/** A connected stream and its requests in flight. Closed for good once the stream closes. */
 export class Connection {
   private readonly decoder = new LineDecoder();
   private readonly pending = new Map<number, Pending>();
@@ -26,7 +97,7 @@ export class Connection {
   private closedBy: Error | undefined;
 
   private constructor(
-    private readonly socket: Socket,
+    private readonly socket: ByteStream,
     readonly socketPath: string,
   ) {
     socket.on("data", (chunk: Buffer) => this.receive(chunk));
@@ -52,6 +123,14 @@ export class Connection {
         resolve(new Connection(socket, socketPath));
       });
     });
+  }
+
+  /**
+   * Reach the daemon of another machine through `ssh host ptyd dial-stdio`. The connection is usable at once;
+   * if ssh cannot connect, requests reject with {@link DaemonUnavailableError}.
+   */
+  static openSsh(host: SshHost, env: Environment): Connection {
+    return new Connection(new SshStream(host, env), host.url);
   }
 
   /** True until the socket closes (the daemon went away, or {@link close} was called). */
@@ -146,7 +225,10 @@ export class Connection {
 
   private fail(cause: Error | undefined): void {
     this.closedBy ??= new Error("ptyd closed the connection");
-    for (const pending of this.pending.values()) pending.reject(new ConnectionLostError(pending.method, cause));
+    for (const pending of this.pending.values()) {
+      // ssh could not reach the daemon: that is the answer, not a dropped connection worth a retry.
+      pending.reject(cause instanceof DaemonUnavailableError ? cause : new ConnectionLostError(pending.method, cause));
+    }
     this.pending.clear();
   }
 }

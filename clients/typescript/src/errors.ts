@@ -93,17 +93,19 @@ export function errorFromWire(error: WireError): PtydError {
 
 /** The daemon's socket cannot be reached: nothing listens there, or the path does not exist. */
 export class DaemonUnavailableError extends Error {
-  /** The socket path the client tried. */
+  /** The socket path the client tried, or the `ssh://` host. */
   readonly socketPath: string;
   /** The OS error code (`ENOENT`, `ECONNREFUSED`, `EACCES`, ...). */
   readonly errno: string | undefined;
 
-  /** Describe a failed connection to `socketPath`. */
-  constructor(socketPath: string, cause: unknown) {
+  /** Describe a failed connection to `socketPath` (or an `ssh://` host, with the `reason` ssh gave). */
+  constructor(socketPath: string, cause: unknown, reason?: string) {
     const errno = isRecord(cause) && typeof cause["code"] === "string" ? cause["code"] : undefined;
     super(
-      `ptyd is not running at ${socketPath} (${errno ?? String(cause)}): start it with \`ptyd\`, ` +
-        "or point the client at the right socket (socketPath option, $PTYD_SOCKET)",
+      reason !== undefined
+        ? `ptyd is not available at ${socketPath}: ${reason}`
+        : `ptyd is not running at ${socketPath} (${errno ?? String(cause)}): start it with \`ptyd\`, ` +
+            "or point the client at the right socket (socketPath option, $PTYD_SOCKET)",
       { cause },
     );
     this.name = "DaemonUnavailableError";

@@ -1,5 +1,5 @@
 /**
- * ptyd-client: persistent PTY sessions from the ptyd daemon, over its Unix socket.
+ * ptyd-client: persistent PTY sessions from the ptyd daemon, over its Unix socket (or ssh to another machine).
  *
  * @example
  * ```ts
@@ -11,7 +11,15 @@
  */
 
 export { PtydClient, type ClientOptions, type OpenRpcDocument, type SendOptions } from "./client.js";
-export { resolveSocketPath, resolveToken, type Environment } from "./discovery.js";
+export {
+  parseSshHost,
+  resolveHost,
+  resolveSocketPath,
+  resolveToken,
+  sshArgv,
+  type Environment,
+  type SshHost,
+} from "./discovery.js";
 export * from "./errors.js";
 export { LineDecoder } from "./framing.js";
 export * from "./protocol.js";
