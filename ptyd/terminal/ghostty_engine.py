@@ -9,7 +9,8 @@ pyte needed a sanitizer for (strings, C0 inside CSI, NEL, intermediates). What s
 - A few sequences are acted on before Ghostty sees them, split out of the stream as output is queued: ED 2 on the
   main screen (``clear``) and RIS first move the screen's rows into scrollback, ED 3 from the program erases
   nothing of the transcript, and entering the alternate screen keeps a copy of the main screen's rows (Ghostty
-  only reads the active screen) for the transcript while a full-screen program runs.
+  only reads the active screen) for the transcript while a full-screen program runs. DECSTR (soft reset), which
+  Ghostty ignores, becomes the sequences it stands for.
 """
 
 from __future__ import annotations
@@ -25,17 +26,20 @@ from pyghostty import ffi, lib
 from pyghostty.core import init_sized
 
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.sanitize import SOFT_RESET
 
-SLICE = 64 * 1024  # bytes per write between budget checks and scrollback harvests (~0.2 ms)
+SLICE = 16 * 1024  # bytes per write between budget checks and scrollback harvests (~50 us)
 _ERASE_HISTORY = b"\x1b[3J"
 # The sequences acted on before Ghostty sees them; a chunk ending in a prefix of one holds it for the next chunk.
-_SPECIAL = re.compile(rb"\x1b\[(?:(?P<ed>[23])J|\?(?:1049|1047|47)h)|\x1bc")
-_SPECIALS = (b"\x1b[2J", b"\x1b[3J", b"\x1b[?1049h", b"\x1b[?1047h", b"\x1b[?47h", b"\x1bc")
+_SPECIAL = re.compile(rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|!p)|\x1bc")
+_SPECIALS = (b"\x1b[2J", b"\x1b[3J", b"\x1b[?1049h", b"\x1b[?1047h", b"\x1b[?47h", b"\x1bc", b"\x1b[!p")
 _LONGEST = max(map(len, _SPECIALS))
 # Default colours, reported to OSC 10/11 queries: the pyte engine answers the same.
 FOREGROUND = (0xE5, 0xE5, 0xE5)
 BACKGROUND = (0, 0, 0)
-_HISTORY_LIMIT = 1 << 20  # never reached: the history is erased after every harvest
+# Ghostty's own history, erased after every slice: room for the rows one slice can scroll (a newline a byte).
+_HISTORY_LINES = 4 * SLICE
+_HISTORY_BYTES = 64 * 1024 * 1024
 
 
 @final
@@ -100,9 +104,11 @@ class GhosttyTerminal(Terminal):
         super().__init__(
             cols, rows, scrollback_lines=scrollback_lines, scrollback_bytes=scrollback_bytes, on_reply=on_reply
         )
-        self.vt: Any = pyghostty.Terminal(cols, rows, scrollback=_HISTORY_LIMIT, fg=FOREGROUND, bg=BACKGROUND)
+        self.vt: Any = pyghostty.Terminal(cols, rows, scrollback=_HISTORY_LINES, fg=FOREGROUND, bg=BACKGROUND)
         self.vt.on_reply(on_reply)
         self._handle = self.vt._t[0]
+        cap = ffi.new("size_t*", _HISTORY_BYTES)
+        lib.ghostty_terminal_set(self._handle, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, cap)
         pull = ffi.new("bool*", False)  # a growing screen must not take rows back from the (erased) history
         lib.ghostty_terminal_set(self._handle, lib.GHOSTTY_TERMINAL_OPT_RESIZE_PULL_SCROLLBACK, pull)
         # Grapheme clustering (mode 2027): a cluster is one cell of the width wcwidth gives it, as in the pyte
@@ -182,6 +188,10 @@ class GhosttyTerminal(Terminal):
             self.main_screen = None
 
     def _special(self, seq: bytes) -> None:
+        if seq == b"\x1b[!p":  # DECSTR, which Ghostty ignores: the modes it resets, as the pyte engine does
+            x, y = self.vt.cursor
+            self._write(SOFT_RESET.encode() + f"\x1b[{y + 1};{x + 1}H".encode())  # DECSTBM homed the cursor
+            return
         if seq == b"\x1b[3J":  # the program erases the terminal's scrollback: the transcript stays
             self._harvest()
             return

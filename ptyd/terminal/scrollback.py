@@ -94,7 +94,11 @@ class Scrollback:
             per_line = size / len(block)
             while freed < over_bytes and drop < len(block):  # a few steps, sized by the block's average line
                 step = max(1, int((over_bytes - freed) / per_line))
-                freed += memory_size(block[drop : drop + step])
+                size = memory_size(block[drop : drop + step])
+                while step > 1 and freed + size > over_bytes:  # it would drop more than needed: fewer lines
+                    step //= 2
+                    size = memory_size(block[drop : drop + step])
+                freed += size
                 drop = min(len(block), drop + step)
             del block[:drop]
             self._sizes[0] -= freed
