@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -44,6 +44,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     request_keys_remembered: Size = 64
 
     # --- terminal ---
+    # The terminal emulator: "ghostty" (libghostty-vt via pyghostty: native, ~100x faster, reflows on resize),
+    # "pyte" (pure Python, the fallback), or "auto": ghostty wherever it imports (Linux x86_64 and aarch64).
+    emulator: Literal["auto", "ghostty", "pyte"] = "auto"
     default_cols: Annotated[int, Meta(ge=2, le=1000)] = 160
     default_rows: Annotated[int, Meta(ge=2, le=500)] = 40
     # Retained rendered scrollback per session: lines, and the memory they take (text at up to 4 bytes a

@@ -23,7 +23,6 @@ from ptyd.terminal.sanitize import MAX_CARRY
 from ptyd.terminal.scrollback import LINE_OVERHEAD, WIDE_LINE_OVERHEAD, Scrollback, line_cost
 from ptyd.terminal.viewport import bound
 
-
 ENGINES = ["ghostty", "pyte"] if native_available() else ["pyte"]
 
 

@@ -72,6 +72,7 @@ class LocalSession:
             scrollback_lines=config.scrollback_lines,
             scrollback_bytes=config.scrollback_bytes,
             on_reply=self._reply,
+            emulator=config.emulator,
         )
         self.channel = PtyChannel(spawned, self.terminal, config.max_render_backlog_bytes, self._output_arrived)
         self.foreground = ForegroundGroup(spawned, scope)

@@ -245,7 +245,8 @@ class GhosttyTerminal(Terminal):
             if result != lib.GHOSTTY_OUT_OF_SPACE:
                 break
             self._buf = ffi.new("uint8_t[]", max(2 * len(self._buf), int(self._written[0])))
-        rows = ffi.buffer(self._buf, self._written[0])[:].decode(errors="replace").split("\n")
+        text: bytes = ffi.buffer(self._buf, self._written[0])[:]
+        rows = text.decode(errors="replace").split("\n")
         count = end - start
         return rows[:count] + [""] * (count - len(rows))
 

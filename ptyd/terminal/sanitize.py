@@ -104,9 +104,9 @@ class Sanitizer:
             out.append(text[pos:i])
             m = _SEQUENCE.match(text, i)
             if m is None and (c0 := _CSI_WITH_C0.match(text, i)) is not None:
-                body, final = c0.group("body"), c0.group("final")
-                out.append("".join(_C0.findall(body)))
-                if final not in "\x18\x1a" and (m := _SEQUENCE.fullmatch("\x1b[" + _C0.sub("", body) + final)):
+                inner, last = c0.group("body"), c0.group("final")
+                out.append("".join(_C0.findall(inner)))
+                if last not in "\x18\x1a" and (m := _SEQUENCE.fullmatch("\x1b[" + _C0.sub("", inner) + last)):
                     out.append(self._keep(m))
                 pos = c0.end()
                 continue
