@@ -3,9 +3,11 @@
 Ghostty parses and draws at a few hundred MB/s, answers queries (DSR, DA, colours) itself, and gets right what
 pyte needed a sanitizer for (strings, C0 inside CSI, NEL, intermediates). What stays ours is the transcript:
 
-- Rows that scroll into Ghostty's own scrollback are copied out as text after each slice of output, into ptyd's
-  numbered, memory-bounded ``Scrollback``, and Ghostty's copy is erased (ED 3) once its parser is between
-  sequences, so its memory stays a screenful.
+- Rows that scroll into Ghostty's own scrollback are copied out as text after each write, into ptyd's numbered,
+  memory-bounded ``Scrollback``. Ghostty keeps one page of history (~70,000 cells: 464 rows of 160 columns), so
+  each write is cut to scroll at most what still fits (newlines counted at C speed), and the history is erased
+  (ED 3) once half full and its parser is between sequences. Erasing costs ~0.3 ms (Ghostty reallocates the
+  page), the one cost here that grows with output that scrolls.
 - A few sequences are acted on before Ghostty sees them, split out of the stream as output is queued: ED 2 on the
   main screen (``clear``) and RIS first move the screen's rows into scrollback, ED 3 from the program erases
   nothing of the transcript, and entering the alternate screen keeps a copy of the main screen's rows (Ghostty
@@ -37,9 +39,10 @@ _LONGEST = max(map(len, _SPECIALS))
 # Default colours, reported to OSC 10/11 queries: the pyte engine answers the same.
 FOREGROUND = (0xE5, 0xE5, 0xE5)
 BACKGROUND = (0, 0, 0)
-# Ghostty's own history, erased after every slice: room for the rows one slice can scroll (a newline a byte).
-_HISTORY_LINES = 4 * SLICE
-_HISTORY_BYTES = 64 * 1024 * 1024
+# Rows of Ghostty's one page of history, cells over columns, with a margin. Its byte bound stays Ghostty's default
+# (one page): with more pages, each erase frees and maps them all and writes get ~6x slower.
+HISTORY_CELLS = 60_000
+_HISTORY_LINES = 1 << 20  # rows are bounded by the page, not by a count
 
 
 @final
@@ -107,8 +110,6 @@ class GhosttyTerminal(Terminal):
         self.vt: Any = pyghostty.Terminal(cols, rows, scrollback=_HISTORY_LINES, fg=FOREGROUND, bg=BACKGROUND)
         self.vt.on_reply(on_reply)
         self._handle = self.vt._t[0]
-        cap = ffi.new("size_t*", _HISTORY_BYTES)
-        lib.ghostty_terminal_set(self._handle, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, cap)
         pull = ffi.new("bool*", False)  # a growing screen must not take rows back from the (erased) history
         lib.ghostty_terminal_set(self._handle, lib.GHOSTTY_TERMINAL_OPT_RESIZE_PULL_SCROLLBACK, pull)
         # Grapheme clustering (mode 2027): a cluster is one cell of the width wcwidth gives it, as in the pyte
@@ -118,6 +119,7 @@ class GhosttyTerminal(Terminal):
         self._queue: deque[bytes | int] = deque()  # output, and the index in _SPECIALS of a sequence to act on
         self._tail = b""  # a possible start of a special sequence, completed by the next chunk
         self._taken = 0  # rows of Ghostty's history already copied to scrollback
+        self._history_rows = max(HISTORY_CELLS // cols, 8)
         self.main_screen: tuple[list[str], int] | None = None  # main rows and cursor row, while alt is active
         self._screen: GhosttyScreen | None = None
         self._fmt = init_sized("GhosttyTerminalSelectionFormatOptions")
@@ -165,8 +167,9 @@ class GhosttyTerminal(Terminal):
                 self._special(_SPECIALS[item])
                 self.backlog -= len(_SPECIALS[item])
             else:
-                if len(item) > SLICE:
-                    queue[0], item = item[SLICE:], item[:SLICE]
+                size = self._fitting(item[:SLICE])
+                if len(item) > size:
+                    queue[0], item = item[size:], item[:size]
                 else:
                     queue.popleft()
                 self._write(item)
@@ -211,6 +214,19 @@ class GhosttyTerminal(Terminal):
             self.main_screen = (self.read_rows("active", 0, self._rows), int(self.vt.cursor[1]))
         self._write(seq)
 
+    def _fitting(self, data: bytes) -> int:
+        """How much of ``data`` to write so that the rows it can scroll fit in Ghostty's history."""
+        room = max(self._history_rows - self._taken, 1)
+        while len(data) > 1:
+            scrolls = (
+                data.count(b"\n") + data.count(b"\x0b") + data.count(b"\x0c") + data.count(b"\x1bD")
+                + data.count(b"\x1bE") + len(data) // self._cols + 1
+            )  # fmt: skip
+            if scrolls <= room:
+                break
+            data = data[: max(1, len(data) * room // scrolls // 2)]
+        return len(data)
+
     def _harvest(self) -> None:
         """Copy rows that scrolled into Ghostty's history to scrollback, then erase its copy."""
         handle = self._handle
@@ -221,6 +237,7 @@ class GhosttyTerminal(Terminal):
         if total > self._taken:
             self._scrolled_off(self.read_rows("history", self._taken, total))
             self._taken = total
+        if total >= self._history_rows // 2:
             lib.ghostty_terminal_get(handle, lib.GHOSTTY_TERMINAL_DATA_VT_GROUND, self._ground)
             if self._ground[0]:  # mid-sequence, ED 3 would become part of it: erase after a later slice
                 lib.ghostty_terminal_vt_write(handle, _ERASE_HISTORY, len(_ERASE_HISTORY))
@@ -266,6 +283,7 @@ class GhosttyTerminal(Terminal):
         self.process(float("inf"))
         self.vt.resize(cols, rows)
         self._cols, self._rows = cols, rows
+        self._history_rows = max(HISTORY_CELLS // cols, 8)
         self._generation += 1
         self._screen = None
         if self.main_screen is not None:

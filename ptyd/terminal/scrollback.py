@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
+from itertools import compress
+from operator import not_
 from typing import final
 
 LINE_OVERHEAD = 56  # an ASCII str object's header and its list slot
@@ -29,11 +31,14 @@ def line_cost(line: str) -> int:
 
 
 def memory_size(lines: list[str]) -> int:
-    """The sum of ``line_cost``, at C speed for the common all-ASCII case."""
+    """The sum of ``line_cost``, at C speed."""
     joined = "".join(lines)
     if joined.isascii():
         return len(joined) + LINE_OVERHEAD * len(lines)
-    return sum(map(line_cost, lines))
+    ascii_lines = list(map(str.isascii, lines))
+    wide = len(lines) - sum(ascii_lines)
+    wide_chars = sum(map(len, compress(lines, map(not_, ascii_lines))))
+    return len(joined) + 3 * wide_chars + LINE_OVERHEAD * (len(lines) - wide) + WIDE_LINE_OVERHEAD * wide
 
 
 @final
