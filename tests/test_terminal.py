@@ -758,3 +758,14 @@ def test_fast_path_renders_what_pyte_renders(session: tuple[int, int, int, int, 
     assert fast.t.capture is not None
     assert slow.t.capture is not None
     assert (fast.t.capture.lines, fast.t.capture.end_line) == (slow.t.capture.lines, slow.t.capture.end_line)
+
+
+@pytest.mark.parametrize("cols", [37, 80, 160, 300])
+def test_a_flood_of_non_ascii_lines_reaches_the_transcript_whole(cols: int) -> None:
+    # Ghostty's history holds a page of rows: every row must be copied out before it is dropped, at any width.
+    lines = [f"日本語 é ü 🎉 {i}" for i in range(3000)]
+    data = "".join(line + "\r\n" for line in lines).encode()
+    term = Term(cols, 40, lines=10_000, max_bytes=64 << 20).feed(
+        *(data[i : i + 4096] for i in range(0, len(data), 4096))
+    )
+    assert term.transcript() == [*lines, ""]

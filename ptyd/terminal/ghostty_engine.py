@@ -4,8 +4,8 @@ Ghostty parses and draws at a few hundred MB/s, answers queries (DSR, DA, colour
 pyte needed a sanitizer for (strings, C0 inside CSI, NEL, intermediates). What stays ours is the transcript:
 
 - Rows that scroll into Ghostty's own scrollback are copied out as text after each write, into ptyd's numbered,
-  memory-bounded ``Scrollback``. Ghostty keeps one page of history (~70,000 cells: 464 rows of 160 columns), so
-  each write is cut to scroll at most what still fits (newlines counted at C speed), and the history is erased
+  memory-bounded ``Scrollback``. Ghostty keeps about a page of history (254-542 rows at 160 columns: measured
+  once per size with a scratch terminal, ``history_rows``), so each write is cut to scroll at most what still fits (newlines counted at C speed), and the history is erased
   (ED 3) once half full and its parser is between sequences. Erasing costs ~0.3 ms (Ghostty reallocates the
   page), the one cost here that grows with output that scrolls.
 - A few sequences are acted on before Ghostty sees them, split out of the stream as output is queued: ED 2 on the
@@ -39,10 +39,25 @@ _LONGEST = max(map(len, _SPECIALS))
 # Default colours, reported to OSC 10/11 queries: the pyte engine answers the same.
 FOREGROUND = (0xE5, 0xE5, 0xE5)
 BACKGROUND = (0, 0, 0)
-# Rows of Ghostty's one page of history, cells over columns, with a margin. Its byte bound stays Ghostty's default
-# (one page): with more pages, each erase frees and maps them all and writes get ~6x slower.
-HISTORY_CELLS = 60_000
-_HISTORY_LINES = 1 << 20  # rows are bounded by the page, not by a count
+# Ghostty's history is bounded by its byte bound, left at Ghostty's default (one page): with more pages, each
+# erase frees and maps them all and writes get ~6x slower. Its line bound is not the one that binds.
+_HISTORY_LINES = 1 << 20
+_HISTORY_ROWS: dict[tuple[int, int], int] = {}
+
+
+def history_rows(cols: int, rows: int) -> int:
+    """Rows Ghostty's history surely holds at this size: the fewest it keeps once it drops whole pages (measured
+    once per size with a scratch terminal, ~2 ms). Fewer than it holds before it first drops any."""
+    size = (cols, rows)
+    if size not in _HISTORY_ROWS:
+        scratch = pyghostty.Terminal(cols, rows, scrollback=_HISTORY_LINES)
+        held = []
+        for _ in range(200):
+            scratch.feed(b"x\r\n" * 50)
+            held.append(int(scratch.get("scrollback_rows", "size_t")))
+        _HISTORY_ROWS[size] = max(min(held[len(held) // 5 :]), 8)
+        scratch.close()
+    return _HISTORY_ROWS[size]
 
 
 @final
@@ -62,7 +77,6 @@ class GhosttyScreen:
     def __init__(self, term: GhosttyTerminal) -> None:
         self._term = term
         self.lines = term.rows
-        self.columns = term.cols
         vt = term.vt
         x, y = vt.cursor
         if vt.get("cursor_pending_wrap", "bool"):
@@ -119,7 +133,7 @@ class GhosttyTerminal(Terminal):
         self._queue: deque[bytes | int] = deque()  # output, and the index in _SPECIALS of a sequence to act on
         self._tail = b""  # a possible start of a special sequence, completed by the next chunk
         self._taken = 0  # rows of Ghostty's history already copied to scrollback
-        self._history_rows = max(HISTORY_CELLS // cols, 8)
+        self._history_rows = history_rows(cols, rows)
         self.main_screen: tuple[list[str], int] | None = None  # main rows and cursor row, while alt is active
         self._screen: GhosttyScreen | None = None
         self._fmt = init_sized("GhosttyTerminalSelectionFormatOptions")
@@ -283,7 +297,7 @@ class GhosttyTerminal(Terminal):
         self.process(float("inf"))
         self.vt.resize(cols, rows)
         self._cols, self._rows = cols, rows
-        self._history_rows = max(HISTORY_CELLS // cols, 8)
+        self._history_rows = history_rows(cols, rows)
         self._generation += 1
         self._screen = None
         if self.main_screen is not None:
