@@ -5,8 +5,9 @@ pyte needed a sanitizer for (strings, C0 inside CSI, NEL, intermediates). What s
 
 - Rows that scroll into Ghostty's own scrollback are copied out as text after each write, into ptyd's numbered,
   memory-bounded ``Scrollback``. Ghostty keeps about a page of history (254-542 rows at 160 columns: measured
-  once per size with a scratch terminal, ``history_rows``), so each write is cut to scroll at most what still fits (newlines counted at C speed), and the history is erased
-  (ED 3) once half full and its parser is between sequences. Erasing costs ~0.3 ms (Ghostty reallocates the
+  once per size with a scratch terminal, ``history_rows``), so each write is cut to scroll at most what still
+  fits (newlines counted at C speed), and the history is erased (ED 3) once half full and its parser is between
+  sequences. Erasing costs ~0.3 ms (Ghostty reallocates the
   page), the one cost here that grows with output that scrolls.
 - A few sequences are acted on before Ghostty sees them, split out of the stream as output is queued: ED 2 on the
   main screen (``clear``) and RIS first move the screen's rows into scrollback, ED 3 from the program erases
