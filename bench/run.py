@@ -19,7 +19,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import client, profiling, readiness, roundtrip, rpc_overhead, scale, throughput
+from bench import client, profiling, readiness, rendering, roundtrip, rpc_overhead, scale, throughput
 from bench.harness import Context, DaemonProcess, private_dir
 from bench.report import Results, format_figure, format_results, machine, write_json
 
@@ -28,6 +28,7 @@ SCENARIOS: dict[str, Scenario] = {
     "roundtrip": roundtrip.run,
     "readiness": readiness.run,
     "throughput": throughput.run,
+    "rendering": rendering.run,
     "scale": scale.run,
     "rpc": rpc_overhead.run,
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -48,6 +48,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     request_keys_remembered: Size = 64
 
     # --- terminal ---
+    # The terminal emulator: "ghostty" (libghostty-vt via pyghostty: native, ~100x faster, reflows on resize),
+    # "pyte" (pure Python, the fallback), or "auto": ghostty wherever it imports (Linux x86_64 and aarch64).
+    emulator: Literal["auto", "ghostty", "pyte"] = "auto"
     # Terminal size of terminal_open when the caller gives none: wide enough that tool output rarely wraps.
     default_cols: Annotated[int, Meta(ge=2, le=1000)] = 160
     # Rows of that default terminal: a screenful an agent can read in one viewport.

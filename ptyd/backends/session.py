@@ -81,6 +81,7 @@ class LocalSession:
             scrollback_lines=config.scrollback_lines,
             scrollback_bytes=config.scrollback_bytes,
             on_reply=self._reply,
+            emulator=config.emulator,
         )
         self.channel = PtyChannel(
             spawned,

@@ -1,40 +1,51 @@
 """The session's terminal: raw PTY bytes in, a rendered screen and a numbered transcript out.
 
-pyte renders at 0.5-2 MB/s while a PTY delivers ~70 MB/s, so output is split into two kinds as it arrives:
-
-- *plain* runs of whole lines (printable ASCII and SGR colour only) on a screen that would simply scroll: only
-  their first screenful and last screenful go through pyte (so the cursor state and the final screen are exact);
-  the rows in between go straight to scrollback as text, and rows beyond the scrollback bound are only counted.
-- everything else goes through pyte, in slices, under a time budget the session's feeder enforces.
+Two engines sit behind this one class. ``Terminal(...)`` builds the one the ``emulator`` setting names: "ghostty"
+(libghostty-vt, Ghostty's VT core, through pyghostty: native, ~300 MB/s), "pyte" (pure Python, 1-2 MB/s, with a
+fast path for plain floods), or "auto", the native one wherever it imports. What the daemon promises is kept
+here, once, for both: the transcript and its numbering, bounded scrollback, the head capture of a send.
 
 Transcript line numbers are absolute from the session start: scrollback lines, then the rows of the main
-screen. Row ``y`` of the screen is line ``scrollback.total + y``.
+screen. Row ``y`` of the screen is line ``scrollback.total + y``. An engine hands rows that leave the top of the
+main screen (scrolling, ``clear``, a shrinking resize) to ``_scrolled_off``, and nothing from the alternate
+screen or a scroll region.
 """
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import re
-import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from typing import final
+import os
+from collections.abc import Callable
+from typing import Any, Protocol, final
 
-from ptyd.terminal.sanitize import Sanitizer
-from ptyd.terminal.screen import TerminalScreen
 from ptyd.terminal.scrollback import Scrollback, utf8_len
-from ptyd.terminal.stream import TerminalStream
 
-# Anything that makes a line not plain: non-SGR escapes, controls (tab too), lone CR or LF, non-ASCII.
-_NOT_PLAIN = re.compile(r"\x1b(?!\[[0-9;]*m)|[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n|[^\x00-\x7f]")
-# Faster single-class scan, usable when every CR and LF is part of a CRLF; SGR hits are skipped by hand.
-_SUSPECT = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\U0010ffff]")
-_SGR = re.compile(r"\x1b\[[0-9;]*m")
-_PRINTABLE = bytes(range(0x20, 0x7F))
-_PYTE_SLICE = 4096  # characters per pyte feed between budget checks
-_FAST_MIN_CHARS = 2048
-_HOLD_MAX = 64 * 1024  # a longer partial line is rendered rather than held
+ENGINES = ("ghostty", "pyte")
+
+
+class CursorView(Protocol):
+    @property
+    def x(self) -> int: ...
+    @property
+    def y(self) -> int: ...
+    @property
+    def hidden(self) -> bool: ...
+
+
+class ScreenView(Protocol):
+    """What the daemon reads off a screen."""
+
+    @property
+    def lines(self) -> int: ...
+    @property
+    def cursor(self) -> CursorView: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def main_cursor_y(self) -> int: ...
+    def visible_rows(self) -> list[str]: ...
+    def main_rows(self, start: int = 0, end: int | None = None) -> list[str]:
+        """Rows ``[start, end)`` of the main screen (the saved ones while the alternate screen is active)."""
+        ...
 
 
 @final
@@ -64,8 +75,44 @@ class HeadCapture:
             self.end_line += 1
 
 
-@final
+def native_available() -> bool:
+    try:
+        import ptyd.terminal.ghostty_engine  # noqa: F401
+    except (ImportError, OSError):  # no wheel for this platform, or its library does not load
+        return False
+    return True
+
+
+def engine_name(emulator: str = "auto") -> str:
+    """The engine ``emulator`` ("auto", "ghostty" or "pyte") resolves to here. ``PTYD_EMULATOR`` overrides
+    "auto" (the tests run the daemon on the fallback with it)."""
+    if emulator == "auto":
+        emulator = os.environ.get("PTYD_EMULATOR", "auto")
+    if emulator not in ("auto", *ENGINES):
+        raise ValueError(f"unknown emulator {emulator!r}: expected auto, ghostty or pyte")
+    if emulator == "auto":
+        return "ghostty" if native_available() else "pyte"
+    return emulator
+
+
 class Terminal:
+    """Queue output with ``feed``, render it with ``process`` under a time budget, read the screen and the
+    transcript. ``backlog`` is what is queued and not yet rendered (bytes or characters)."""
+
+    engine = ""
+
+    def __new__(cls, *_args: Any, emulator: str = "auto", **_kwargs: Any) -> Terminal:
+        if cls is Terminal:
+            if engine_name(emulator) == "ghostty":
+                from ptyd.terminal.ghostty_engine import GhosttyTerminal
+
+                cls = GhosttyTerminal
+            else:
+                from ptyd.terminal.pyte_engine import PyteTerminal
+
+                cls = PyteTerminal
+        return object.__new__(cls)
+
     def __init__(
         self,
         cols: int,
@@ -74,220 +121,59 @@ class Terminal:
         scrollback_lines: int,
         scrollback_bytes: int,
         on_reply: Callable[[bytes], None],
+        emulator: str = "auto",
     ) -> None:
         self.scrollback = Scrollback(scrollback_lines, scrollback_bytes)
         self._on_reply = on_reply
-        self._sanitizer = Sanitizer()
-        self.screen = TerminalScreen(cols, rows, self._scrolled_off, self._reply, answers=self._sanitizer.answers)
-        self._stream = TerminalStream(self.screen)
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._queue: deque[tuple[bool, str]] = deque()  # (plain, text) not yet rendered
-        self.backlog = 0  # characters queued
+        self.backlog = 0
         self.capture: HeadCapture | None = None
-        # The last screenful of a fast-forwarded run, not yet drawn: the screen is blank phantom rows with the
-        # cursor at the bottom. Drawn only when something looks at the screen or non-plain output follows, so
-        # a flood of plain lines never goes through pyte at all.
-        self._deferred: list[str] | None = None
-        # A partial last line of plain output held back while more output is on its way: queued alone it would
-        # go through pyte (and draw the deferred screenful) once per read, only to be completed by the next.
-        self._held = ""
         self._generation = 0  # counts changes to the screen, for the used-rows cache
         self._used_cache: tuple[int, int] | None = None
 
-    # --- input -------------------------------------------------------------------------------------------
+    # --- what each engine provides -------------------------------------------------------------------------
 
     def feed(self, data: bytes, *, more: bool = False) -> None:
         """Queue raw output; ``process`` renders it. ``more``: the caller knows more output is waiting to be
         read, so a partial last line may be held for it (``flush`` releases it)."""
-        clean = self._sanitizer.filter(self._decoder.decode(data))
-        if self._held:
-            clean, self._held = self._held + clean, ""
-        if clean:
-            self._split(clean, more)
+        raise NotImplementedError
 
     def flush(self) -> None:
-        """Queue a held partial line: no more output came for it."""
-        if self._held:
-            self._queue.append((False, self._held))
-            self.backlog += len(self._held)
-            self._held = ""
-
-    def _split(self, text: str, more: bool = False) -> None:
-        """Queue ``text`` as alternating plain and pyte segments, cut at line ends."""
-        self.backlog += len(text)
-        if len(text) < _FAST_MIN_CHARS:
-            self._queue.append((False, text))
-            return
-        crlf = text.count("\r\n")
-        paired = text.count("\r") == crlf and text.count("\n") == crlf
-        if paired and text.isascii():
-            # The common case (seq, cat, logs, ls --color) checked at C speed: only CRLF and SGR in it.
-            controls = text.encode().translate(None, _PRINTABLE)
-            escapes = controls.count(b"\x1b")
-            if len(controls) == 2 * crlf + escapes and (not escapes or escapes == len(_SGR.findall(text))):
-                self._queue_plain(text, 0, more)
-                return
-        pos = 0
-        for start, end in _not_plain(text, paired):
-            if start < pos:
-                continue
-            line_start = text.rfind("\r\n", pos, start)
-            line_start = pos if line_start < 0 else line_start + 2
-            line_end = text.find("\r\n", end)
-            line_end = len(text) if line_end < 0 else line_end + 2
-            if line_start > pos:
-                self._queue.append((True, text[pos:line_start]))
-            self._queue.append((False, text[line_start:line_end]))
-            pos = line_end
-        if pos < len(text):
-            self._queue_plain(text, pos, more)
-
-    def _queue_plain(self, text: str, pos: int, more: bool) -> None:
-        """Queue plain ``text[pos:]``: its whole lines for fast-forward, a partial last line for pyte (or held,
-        when more output is on its way and will likely complete it)."""
-        cut = text.rfind("\r\n", pos) + 2
-        if cut > pos + 1:
-            self._queue.append((True, text[pos:cut]))
-            pos = cut
-        if pos < len(text):
-            if more and cut > 1 and len(text) - pos <= _HOLD_MAX:
-                self._held = text[pos:]
-                self.backlog -= len(self._held)
-            else:
-                self._queue.append((False, text[pos:]))
+        """Queue what ``feed`` held back: no more output came for it."""
+        raise NotImplementedError
 
     def process(self, budget_s: float) -> bool:
         """Render queued output for about ``budget_s`` seconds; True if some is left."""
-        deadline = time.monotonic() + budget_s
-        queue = self._queue
-        if queue:
-            self._generation += 1
-        while queue:
-            plain, text = queue[0]
-            if plain:
-                queue.popleft()
-                self.backlog -= len(text)
-                self._fast_forward(text)
-            elif len(text) > _PYTE_SLICE:
-                queue[0] = (False, text[_PYTE_SLICE:])
-                self.backlog -= _PYTE_SLICE
-                self._pyte(text[:_PYTE_SLICE])
-            else:
-                queue.popleft()
-                self.backlog -= len(text)
-                self._pyte(text)
-            if time.monotonic() >= deadline:
-                break
-        return bool(queue)
+        raise NotImplementedError
 
     @property
     def idle(self) -> bool:
-        return not self._queue and not self._held
+        raise NotImplementedError
 
-    def _pyte(self, text: str) -> None:
-        if self._deferred is not None:
-            self._draw_deferred()
-        # pyte must never take the session down (e.g. ValueError on a digit run past CPython's int limit);
-        # its parser resets itself after an exception.
-        with contextlib.suppress(Exception):
-            self._stream.feed(text)
+    def resize(self, cols: int, rows: int) -> None:
+        raise NotImplementedError
 
-    def _draw_deferred(self) -> None:
-        tail, self._deferred = self._deferred, None
-        if tail:
-            self._generation += 1
-            self._pyte("\r\n".join(tail) + "\r\n")  # scrolls the phantom rows away, silently
-        self.screen.phantom_rows = 0
+    def current_screen(self) -> ScreenView:
+        """The screen with every rendered line drawn on it; call before looking at it."""
+        raise NotImplementedError
 
-    def _fast_forward(self, text: str) -> None:
-        screen = self.screen
-        rows, cols = screen.lines, screen.columns
-        if "\x1b" in text:
-            text = _SGR.sub("", text)
-        lines = text.split("\r\n")
-        lines.pop()  # text ends with CRLF
-        strip = " \r\n" in text
-        if self._deferred is not None:
-            # The screen holds only phantom rows: the deferred lines and these form one run of plain lines.
-            lines = self._deferred + lines
-            self._deferred = None
-            self._push_plain(lines[: -(rows - 1)], cols, strip or any(line.endswith(" ") for line in lines[:rows]))
-            self._deferred = lines[-(rows - 1) :]
-            return
-        lead = rows - screen.cursor.y + 1
-        if not screen.fast_forward_ok or len(lines) < lead + rows + 8:
-            self._pyte(text)
-            return
-        # Exact for the first lines: afterwards the cursor sits at column 0 of a freshly scrolled bottom row.
-        self._pyte("\r\n".join(lines[:lead]) + "\r\n")
-        if screen.cursor.y != rows - 1 or screen.cursor.x != 0 or not screen.fast_forward_ok:
-            self._pyte("\r\n".join(lines[lead:]) + "\r\n")
-            return
-        # The rows above the cursor scroll off first, then every row of the middle.
-        self._scrolled_off([screen.row_text(y) for y in range(rows - 1)])
-        self._push_plain(lines[lead : -(rows - 1)], cols, strip)
-        # The last screenful is drawn later (``_draw_deferred``); the blank rows now above the cursor must not
-        # reach scrollback when it scrolls them away.
-        screen.buffer.clear()
-        screen.phantom_rows = rows - 1
-        self._deferred = lines[-(rows - 1) :]
+    @property
+    def cols(self) -> int:
+        raise NotImplementedError
 
-    def _push_plain(self, middle: list[str], cols: int, strip: bool) -> None:
-        """Plain lines that scrolled off the screen: to scrollback, or only counted beyond its bound."""
-        keep = self.scrollback.max_lines
-        if len(middle) > keep:
-            dropped, middle = middle[:-keep], middle[-keep:]
-            self._skipped(dropped, cols, strip)
-        self._scrolled_off(_rows_of(middle, cols, strip))
+    @property
+    def rows(self) -> int:
+        raise NotImplementedError
 
-    def _skipped(self, lines: list[str], cols: int, strip: bool) -> None:
-        """Count rows that would be dropped by the scrollback bound anyway, without rendering them."""
-        capture = self.capture
-        first = self.scrollback.total
-        for i in range(0, len(lines), 256):  # rendered only while the capture has room
-            if capture is None or capture.room <= 0:
-                break
-            rows = _rows_of(lines[i : i + 256], cols, strip)
-            capture.offer(first, rows)
-            first += len(rows)
-        wide = max(map(len, lines)) > cols
-        self.scrollback.skip(sum(max(1, -(-len(line) // cols)) for line in lines) if wide else len(lines))
+    @property
+    def alt_screen(self) -> bool:
+        raise NotImplementedError
+
+    # --- transcript ----------------------------------------------------------------------------------------
 
     def _scrolled_off(self, rows: list[str]) -> None:
         if self.capture is not None:
             self.capture.offer(self.scrollback.total, rows)
         self.scrollback.extend(rows)
-
-    def _reply(self, data: str) -> None:
-        self._on_reply(data.encode())
-
-    # --- geometry ----------------------------------------------------------------------------------------
-
-    def resize(self, cols: int, rows: int) -> None:
-        self.process(float("inf"))
-        self.current_screen()
-        self._generation += 1
-        self.screen.resize(rows, cols)
-
-    def current_screen(self) -> TerminalScreen:
-        """The screen with every rendered line drawn on it; call before looking at it."""
-        if self._deferred is not None:
-            self._draw_deferred()
-        return self.screen
-
-    @property
-    def cols(self) -> int:
-        return int(self.screen.columns)
-
-    @property
-    def rows(self) -> int:
-        return int(self.screen.lines)
-
-    @property
-    def alt_screen(self) -> bool:
-        return bool(self.screen.alt)
-
-    # --- transcript --------------------------------------------------------------------------------------
 
     @property
     def cursor_line(self) -> int:
@@ -330,29 +216,3 @@ class Terminal:
         while rows and not rows[-1]:
             rows.pop()
         return rows
-
-
-def _not_plain(text: str, paired: bool) -> Iterator[tuple[int, int]]:
-    """Spans of what makes a line not plain, in order."""
-    if not paired:
-        for m in _NOT_PLAIN.finditer(text):
-            yield m.span()
-        return
-    for m in _SUSPECT.finditer(text):
-        start = m.start()
-        if text[start] == "\x1b" and _SGR.match(text, start):
-            continue
-        yield start, m.end()
-
-
-def _rows_of(lines: list[str], cols: int, strip: bool) -> list[str]:
-    """Screen rows of plain ASCII lines: wrapped at ``cols``, trailing blanks removed (as pyte renders)."""
-    if not strip and (not lines or max(map(len, lines)) <= cols):
-        return lines
-    out: list[str] = []
-    for line in lines:
-        if len(line) <= cols:
-            out.append(line.rstrip())
-        else:
-            out.extend(line[i : i + cols].rstrip() for i in range(0, len(line), cols))
-    return out

@@ -29,10 +29,15 @@ _SEQUENCE = re.compile(
     re.VERBOSE,
 )
 
+# A CSI with C0 controls inside it (``ESC [ 2 BS C``): terminals execute each control where it stands and finish
+# the sequence; CAN and SUB abort it.
+_CSI_WITH_C0 = re.compile(r"\x1b\[(?P<body>[\x00-\x17\x19\x1c-\x3f]*)(?P<final>[\x40-\x7e\x18\x1a])")
+_C0 = re.compile(r"[\x00-\x1f]")
+
 # What an incomplete sequence at the end of a chunk can look like.
 _PREFIX = re.compile(
     r"""
-    \x1b (?: \[ [\x30-\x3f]* [\x20-\x2f]*
+    \x1b (?: \[ [\x00-\x17\x19\x1c-\x3f]*
            | \] [^\x07\x1b]* \x1b?
            | [P_^X] (?:[^\x1b]|\x1b(?!\\))* \x1b?
            | [\x20-\x2f]* )? \Z
@@ -98,6 +103,13 @@ class Sanitizer:
                 break
             out.append(text[pos:i])
             m = _SEQUENCE.match(text, i)
+            if m is None and (c0 := _CSI_WITH_C0.match(text, i)) is not None:
+                inner, last = c0.group("body"), c0.group("final")
+                out.append("".join(_C0.findall(inner)))
+                if last not in "\x18\x1a" and (m := _SEQUENCE.fullmatch("\x1b[" + _C0.sub("", inner) + last)):
+                    out.append(self._keep(m))
+                pos = c0.end()
+                continue
             if m is None:
                 rest = text[i:]
                 if _PREFIX.match(rest):

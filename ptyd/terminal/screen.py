@@ -215,6 +215,10 @@ class TerminalScreen(pyte.Screen):
                 self._on_scroll_off([self.row_text(0)])
         super().index()
 
+    def next_line(self) -> None:
+        self.index()
+        self.carriage_return()
+
     def scroll_up(self, count: int | None = None, *_params: int) -> None:
         top, bottom = self.margins or Margins(0, self.lines - 1)
         x, y = self.cursor.x, self.cursor.y

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
+from itertools import compress
+from operator import not_
 from typing import final
 
 LINE_OVERHEAD = 56  # an ASCII str object's header and its list slot
@@ -29,11 +31,14 @@ def line_cost(line: str) -> int:
 
 
 def memory_size(lines: list[str]) -> int:
-    """The sum of ``line_cost``, at C speed for the common all-ASCII case."""
+    """The sum of ``line_cost``, at C speed."""
     joined = "".join(lines)
     if joined.isascii():
         return len(joined) + LINE_OVERHEAD * len(lines)
-    return sum(map(line_cost, lines))
+    ascii_lines = list(map(str.isascii, lines))
+    wide = len(lines) - sum(ascii_lines)
+    wide_chars = sum(map(len, compress(lines, map(not_, ascii_lines))))
+    return len(joined) + 3 * wide_chars + LINE_OVERHEAD * (len(lines) - wide) + WIDE_LINE_OVERHEAD * wide
 
 
 @final
@@ -94,7 +99,11 @@ class Scrollback:
             per_line = size / len(block)
             while freed < over_bytes and drop < len(block):  # a few steps, sized by the block's average line
                 step = max(1, int((over_bytes - freed) / per_line))
-                freed += memory_size(block[drop : drop + step])
+                size = memory_size(block[drop : drop + step])
+                while step > 1 and freed + size > over_bytes:  # it would drop more than needed: fewer lines
+                    step //= 2
+                    size = memory_size(block[drop : drop + step])
+                freed += size
                 drop = min(len(block), drop + step)
             del block[:drop]
             self._sizes[0] -= freed

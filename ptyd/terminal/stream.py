@@ -29,7 +29,8 @@ class TerminalStream(pyte.Stream):
         "Z": "back_tab",  # CBT
         "y": "send_answer",  # sanitize.ANSWER_MARKER
     }
-    events = frozenset(pyte.Stream.events | set(csi.values()))
+    escape = {**pyte.Stream.escape, "E": "next_line"}  # NEL returns to column 1; pyte made it a bare linefeed
+    events = frozenset(pyte.Stream.events | set(csi.values()) | {"next_line"})
 
     def __init__(self, screen: Any) -> None:
         super().__init__(screen)
