@@ -14,13 +14,13 @@ import stat
 from pathlib import Path
 
 from ptyd import __version__, systemd
-from ptyd.api import Api
 from ptyd.backends.containment import select_containment, set_subreaper
 from ptyd.backends.local import build_registry
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.spawn import raise_fd_limit
 from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
 from ptyd.rpc.dispatch import Dispatcher
+from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method
 from ptyd.rpc.server import RpcServer
 from ptyd.service.manifest import Manifest, remove_leftover_cgroups

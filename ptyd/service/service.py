@@ -10,13 +10,14 @@ import asyncio
 import logging
 import os
 import secrets
+import signal as signals
 import time
 from dataclasses import dataclass
 from typing import final
 
 from ptyd import __version__
 from ptyd import protocol as p
-from ptyd.backends.base import PtyBackend, PtyBackendSession, SpawnSpec
+from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry
@@ -24,6 +25,23 @@ from ptyd.service.events import EventHub, Sink
 from ptyd.service.manifest import Manifest
 
 log = logging.getLogger("ptyd.service")
+
+
+def _seconds(ms: int | None, default_ms: int) -> float:
+    return (ms if ms is not None else default_ms) / 1000
+
+
+def parse_signal(value: str | int) -> int:
+    """A signal number from a name (``SIGINT``, ``int``) or a number."""
+    if isinstance(value, int):
+        return value
+    name = value.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(signals.Signals[name])
+    except KeyError:
+        raise InvalidArgument(f"unknown signal {value!r}", field="signal") from None
 
 
 @dataclass(slots=True, eq=False)
@@ -171,6 +189,50 @@ class PtyService:
             self.manifest.remove(session_id)
             log.info("closed %s (%r); %d processes signalled", session_id, reason, killed)  # %r: no forged lines
         return True, killed
+
+    # --- operations: request building and every default live here, not in the rpc layer ----------------------
+
+    def send(self, agent: Agent, params: p.TerminalSendParams) -> SendOperation:
+        cfg = self.config
+        return self.session(agent, params.session_id).start_send(
+            SendRequest(
+                input=params.input,
+                timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
+                idle_s=_seconds(params.idle_ms, cfg.default_idle_ms),
+                max_bytes=params.max_bytes or cfg.default_max_bytes,
+                request_key=params.request_key,
+            )
+        )
+
+    def integrate(self, agent: Agent, params: p.TerminalIntegrateParams) -> SendOperation:
+        session = self.session(agent, params.session_id)
+        cfg = self.config
+        return session.start_send(
+            SendRequest(
+                input=session.integration_input(),
+                timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
+                idle_s=cfg.default_idle_ms / 1000,
+                max_bytes=params.max_bytes or cfg.default_max_bytes,
+                request_key=None,
+            )
+        )
+
+    async def wait(self, agent: Agent, params: p.TerminalWaitParams) -> p.TerminalWaitResult:
+        timeout = None if params.timeout_ms is None else params.timeout_ms / 1000
+        return await self.session(agent, params.session_id).wait(timeout)
+
+    async def read(self, agent: Agent, params: p.TerminalReadParams) -> p.TerminalReadResult:
+        cfg = self.config
+        max_lines = min(params.max_lines or cfg.default_read_lines, cfg.max_read_lines)
+        max_bytes = min(params.max_bytes or cfg.default_read_bytes, cfg.max_read_bytes)
+        return await self.session(agent, params.session_id).read(params.start_line, max_lines, max_bytes)
+
+    def signal(self, agent: Agent, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
+        return self.session(agent, params.session_id).signal(parse_signal(params.signal))
+
+    def resize(self, agent: Agent, params: p.TerminalResizeParams) -> p.SessionInfo:
+        self.session(agent, params.session_id).resize(params.cols, params.rows)
+        return self.describe(agent, params.session_id)
 
     # --- events --------------------------------------------------------------------------------------------
 
