@@ -196,6 +196,8 @@ class LocalSession:
         """Refuse input that a canonical-mode reader would receive cut short: a line over the kernel's limit.
         Lines after the first that a shell will run a command for are held to it too (commands read canonically)."""
         lines = _LINE_ENDS.split(data)
+        if max(len(line) for line in lines) <= CANONICAL_LINE_MAX:
+            return
         target = self.tracker.target()
         lflag = target.flags(self._proc.master)[1] if target is not None else None
         if lflag is not None and lflag & termios.ICANON:
@@ -282,7 +284,7 @@ class LocalSession:
         self.channel.drain()
         await self.channel.rendered()
         text, truncated, lines = viewport(op, self.terminal)
-        target = self.tracker.target() if reason == "stdin_read" else None
+        target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
             operation_id=op.id,
             viewport=text,

@@ -77,6 +77,7 @@ class ReadinessTracker:
         self._weak: tuple[float, tuple[int, int]] | None = None  # an event-loop wait: since when, and its mark
         self._poll: tuple[float, RunCounts, int, float] | None = None  # a short poll: since, runs, cpu, timeout
         self._prompt_mark_at: float | None = None
+        self.last_target: Target | None = None  # what the last check() saw
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -125,9 +126,23 @@ class ReadinessTracker:
         self._received_at_write = self._channel.received
         self._prompt_mark_at = None
         self._weak = self._poll = None
-        target = self.target()
-        self._target_at_write = _key(target)
-        self._runs_at_write = procfs.group_run_counts(target.pids, target.pgid) if target is not None else {}
+        pgid = self._foreground.pgid()
+        last = self.last_target
+        if (
+            pgid is not None
+            and last is not None
+            and last.pts_index is None
+            and last.relay is None
+            and last.pgid == pgid
+        ):
+            # The same group as at the last probe, with no relay in front: no need to look for one again.
+            key: tuple[int, int] | None = (self._proc.tty_rdev, pgid)
+            self._runs_at_write = procfs.group_run_counts(self._foreground.candidates(pgid), pgid)
+        else:
+            target = self.target()
+            key = _key(target)
+            self._runs_at_write = procfs.group_run_counts(target.pids, target.pgid) if target is not None else {}
+        self._target_at_write = key
 
     def prompt_mark(self) -> None:
         """The shell's signed prompt mark arrived (it precedes the prompt it announces)."""
@@ -138,7 +153,7 @@ class ReadinessTracker:
         if self._channel.input_queued():
             self.taken = True  # seen queued: the wait after it is read is a new one
             return NOT_READY
-        target = self.target()
+        target = self.last_target = self.target()
         if target is None:
             return NOT_READY
         if target.pts_index is not None and target.flags(self._proc.master)[0]:
@@ -151,7 +166,7 @@ class ReadinessTracker:
         ):
             self.taken = True
             # The wait seen above may predate the evidence (the program woke in between): look again.
-            target = self.target()
+            target = self.last_target = self.target()
             if target is None:
                 return NOT_READY
         if target.relay is not None:
