@@ -121,6 +121,23 @@ def run_count(pid: int, tid: int) -> int | None:
         return None
 
 
+def group_rchar(pids: Iterable[int], pgid: int) -> dict[int, int]:
+    """Bytes each process of group ``pgid`` among ``pids`` has read (``/proc/PID/io`` rchar, all threads): it
+    grows only when a read returns data, not when a reader wakes and sleeps again (as a canonical-mode tty
+    reader does on every piece of a line that is still incomplete)."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        stat = read_stat(pid)
+        if stat is None or stat.pgrp != pgid:
+            continue
+        try:
+            with open(f"/proc/{pid}/io", "rb") as f:
+                out[pid] = int(f.readline().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 def cpu_ns(pid: int, tid: int) -> int | None:
     """Time the thread has spent on a CPU, in nanoseconds (schedstat's first field)."""
     try:

@@ -30,6 +30,10 @@ class SyscallTable:
     timeval: frozenset[int]  # select: its timeout is a timeval (µs), not a timespec
     int_ms: frozenset[int]  # poll, epoll_wait, epoll_pwait: an int of milliseconds
 
+    @property
+    def multiplexed(self) -> frozenset[int]:
+        return self.select | self.poll | self.epoll
+
 
 _TABLES = {
     # Linux UAPI numbers: read, pread64, readv, preadv, preadv2 / select, pselect6 / poll, ppoll /
@@ -168,9 +172,10 @@ def secret_prompt(lflag: int) -> bool:
     return not lflag & termios.ECHO and bool(lflag & termios.ICANON)
 
 
-def _local_flags(master_fd: int) -> int | None:
+def local_flags(fd: int) -> int | None:
+    """A terminal's local-mode flags (ECHO, ICANON, ...), or None when unreadable."""
     try:
-        return int(termios.tcgetattr(master_fd)[3])
+        return int(termios.tcgetattr(fd)[3])
     except termios.error:
         return None
 
@@ -221,5 +226,5 @@ def _fallback_wait(pid: int, tid: int, master_fd: int) -> TtyWait:
         if wchan.startswith(_TTY_READ_WCHANS[2:]):
             return TtyWait(Wait.EVENT_LOOP, pid, multiplexed=True)
         return NOT_WAITING
-    lflag = _local_flags(master_fd)
+    lflag = local_flags(master_fd)
     return TtyWait(Wait.EVENT_LOOP, pid) if lflag is not None and secret_prompt(lflag) else NOT_WAITING

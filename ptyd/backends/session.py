@@ -185,7 +185,7 @@ class LocalSession:
             self._keys[request.request_key] = op
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
-        self.tracker.begin(wrote_input=bool(data))
+        self.tracker.begin(wrote_input=data)
         self.channel.write(data)
         task = self.loop.create_task(self._drive(op), name=f"send {self.session_id} {op.id}")
         self._drivers.add(task)
