@@ -15,8 +15,8 @@ import anyio
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from ptyd_client import AsyncClient
 
+from ptyd_client import AsyncClient
 from ptyd_mcp import __version__
 from ptyd_mcp.server import build_server
 
@@ -82,7 +82,7 @@ async def serve_http(server: Server[Any], unix_path: Path | None, port: int | No
     finally:
         if unix_path is not None:
             with contextlib.suppress(FileNotFoundError):
-                unix_path.unlink()
+                os.unlink(unix_path)
 
 
 async def run(args: argparse.Namespace) -> None:

@@ -16,9 +16,10 @@ import re
 from pathlib import Path
 
 import anyio
+
 from ptyd_client import AsyncClient
 
-TOKEN_DIR = "mcp-agents"
+TOKEN_DIR = "mcp-agents"  # noqa: S105 - a directory name, not a secret
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from ptyd_client import AsyncClient, DaemonUnavailable, PtydError
 
+from ptyd_client import AsyncClient, DaemonUnavailable, PtydError
 from ptyd_mcp import __version__, text
 from ptyd_mcp.terminals import Outcome, Progress, Terminals
 from ptyd_mcp.tools import BY_NAME, INSTRUCTIONS, TOOLS

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from ptyd_client import AsyncClient, Unauthorized, core
 
+from ptyd_client import AsyncClient, Unauthorized, core
 from ptyd_mcp import text
 from ptyd_mcp.identity import Identity
 
@@ -161,7 +161,7 @@ def _screen(result: Mapping[str, Any], sid: str) -> str:
 
 
 def _output(result: Mapping[str, Any], sid: str) -> str:
-    output = result["output"]
+    output = str(result["output"])
     if result["done"] and result["result"] is not None:
         return output + text.why(result["result"], sid)
     if result["done"]:
@@ -193,23 +193,25 @@ _SIMPLE: dict[str, tuple[str, Callable[[Mapping[str, Any], str], str]]] = {
     "terminal_output": ("terminal_output", _output),
     "terminal_cancel": (
         "terminal_cancel",
-        lambda r, sid: "Interrupted the running send (SIGINT); terminal_wait returns its result."
-        if r["cancelled"]
-        else "No send was running; nothing to interrupt.",
+        lambda r, sid: (
+            "Interrupted the running send (SIGINT); terminal_wait returns its result."
+            if r["cancelled"]
+            else "No send was running; nothing to interrupt."
+        ),
     ),
     "terminal_read": ("terminal_read", _read),
     "terminal_screen": ("terminal_screen", _screen),
     "terminal_signal": (
         "terminal_signal",
-        lambda r, sid: f"{r['signal']} {'sent to' if r['delivered'] else 'not delivered to'} process group "
-        f"{r['pgid']}. terminal_send input '' shows what it did.",
+        lambda r, sid: (
+            f"{r['signal']} {'sent to' if r['delivered'] else 'not delivered to'} process group "
+            f"{r['pgid']}. terminal_send input '' shows what it did."
+        ),
     ),
     "terminal_resize": ("terminal_resize", lambda r, sid: f"Session {sid} is now {r['cols']}x{r['rows']}."),
     "terminal_close": (
         "terminal_close",
-        lambda r, sid: f"Closed {sid}; {r['killed']} processes ended."
-        if r["closed"]
-        else f"{sid} was already closed.",
+        lambda r, sid: f"Closed {sid}; {r['killed']} processes ended." if r["closed"] else f"{sid} was already closed.",
     ),
     "terminal_list": ("terminal_list", _list),
 }

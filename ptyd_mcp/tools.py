@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import mcp_types as types
-from ptyd import protocol as p
 
+from ptyd import protocol as p
 from ptyd_mcp.schemas import JsonSchema, input_schema, output_schema
 
 INSTRUCTIONS = """\
@@ -80,7 +80,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             describe={
                 "type": "'shell' (default): bash, or argv as the shell. 'exec': run argv directly.",
                 "name": "A short label for the session, shown in terminal_list and to a person watching.",
-                "argv": "Program and arguments, e.g. [\"python3\"] or [\"ssh\", \"host\"]. Default: bash.",
+                "argv": 'Program and arguments, e.g. ["python3"] or ["ssh", "host"]. Default: bash.',
                 "env": "Extra environment variables for the program.",
                 "timeout_ms": "How long to wait for the program to be ready (default 30000).",
             },

@@ -35,16 +35,18 @@ TOOLS = {
 def test_initialize_and_list_tools_with_their_schemas(daemon: Daemon) -> None:
     async def scenario() -> None:
         async with mcp_client(daemon.socket, new_agent()) as client:
-            assert client.server_info is not None and client.server_info.name == "ptyd-mcp"
-            assert client.instructions and "ptyctl watch" in client.instructions
+            assert client.server_info is not None
+            assert client.server_info.name == "ptyd-mcp"
+            assert client.instructions
+            assert "ptyctl watch" in client.instructions
             assert client.server_capabilities.tools is not None
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             assert set(tools) == TOOLS
             for tool in tools.values():
-                assert tool.description and len(tool.description) > 60, tool.name
+                assert len(tool.description or "") > 60, tool.name
                 assert tool.input_schema["type"] == "object"
                 assert "token" not in tool.input_schema.get("properties", {}), tool.name
-                assert tool.output_schema is not None and tool.output_schema["type"] == "object", tool.name
+                assert (tool.output_schema or {}).get("type") == "object", tool.name
             send = tools["terminal_send"]
             assert send.input_schema["required"] == ["session_id", "input"]
             assert "wait" not in send.input_schema["properties"]
@@ -61,7 +63,8 @@ def test_a_shell_driven_through_every_tool(daemon: Daemon) -> None:
             text, opened = await ok(client, "terminal_open", env=PROMPT, name="work", cols=100, rows=30)
             sid = opened["session_id"]
             assert opened["wait_reason"] == "stdin_read"
-            assert f"Session {sid} is open" in text and "100x30" in text
+            assert f"Session {sid} is open" in text
+            assert "100x30" in text
 
             text, sent = await ok(client, "terminal_send", session_id=sid, input="echo hello-$((6*7))\n")
             assert sent["wait_reason"] == "stdin_read"
@@ -71,10 +74,12 @@ def test_a_shell_driven_through_every_tool(daemon: Daemon) -> None:
 
             text, read = await ok(client, "terminal_read", session_id=sid, start_line=-3)
             assert "hello-42" in read["lines"]
-            assert "hello-42" in text and f"of {read['total_lines']}]" in text
+            assert "hello-42" in text
+            assert f"of {read['total_lines']}]" in text
 
             text, screen = await ok(client, "terminal_screen", session_id=sid)
-            assert "hello-42" in screen["lines"] and "cursor at row" in text
+            assert "hello-42" in screen["lines"]
+            assert "cursor at row" in text
 
             text, resized = await ok(client, "terminal_resize", session_id=sid, cols=90, rows=20)
             assert (resized["cols"], resized["rows"]) == (90, 20)
@@ -82,18 +87,22 @@ def test_a_shell_driven_through_every_tool(daemon: Daemon) -> None:
             # A running program in front: the signal reaches it, not the shell, and the shell prompts again.
             text, sleeping = await ok(client, "terminal_send", session_id=sid, input="sleep 30\n", idle_ms=200)
             assert sleeping["wait_reason"] == "inferred_idle"
-            assert "inferred_idle" in text and "`sleep`" in text
+            assert "inferred_idle" in text
+            assert "`sleep`" in text
             text, signalled = await ok(client, "terminal_signal", session_id=sid, signal="SIGINT")
-            assert signalled["delivered"] and signalled["signal"] == "SIGINT"
+            assert signalled["delivered"]
+            assert signalled["signal"] == "SIGINT"
             _, after = await ok(client, "terminal_send", session_id=sid, input="")
-            assert after["wait_reason"] == "stdin_read" and after["foreground"]["name"] == "bash"
+            assert after["wait_reason"] == "stdin_read"
+            assert after["foreground"]["name"] == "bash"
 
             text, listed = await ok(client, "terminal_list")
             assert [s["session_id"] for s in listed["sessions"]] == [sid]
             assert f"{sid} 'work': shell, running, foreground bash" in text
 
             text, closed = await ok(client, "terminal_close", session_id=sid)
-            assert closed["closed"] and f"Closed {sid}" in text
+            assert closed["closed"]
+            assert f"Closed {sid}" in text
             text, again = await ok(client, "terminal_close", session_id=sid)
             assert not again["closed"]
             _, listed = await ok(client, "terminal_list")
@@ -154,26 +163,31 @@ def test_bad_ids_busy_and_exited_sessions_are_tool_errors(daemon: Daemon) -> Non
                 ("terminal_resize", {"cols": 80, "rows": 24}),
             ):
                 message = await fails(client, tool, session_id="pty-nope", **extra)
-                assert "No session pty-nope" in message and "terminal_list" in message, tool
+                assert "No session pty-nope" in message, tool
+                assert "terminal_list" in message, tool
             message = await fails(client, "terminal_send", session_id="pty-nope", input=5)
-            assert "Invalid arguments" in message and "$.input" in message
+            assert "Invalid arguments" in message
+            assert "$.input" in message
             message = await fails(client, "terminal_open", argv=["/nonexistent/program"], type="exec")
             assert "could not be started" in message
             assert "There is no tool" in await fails(client, "terminal_teleport")
 
             _, opened = await ok(client, "terminal_open", env=PROMPT)
             sid = opened["session_id"]
-            text, started = await ok(client, "terminal_send_background", session_id=sid, input="sleep 30\n")
+            _text, started = await ok(client, "terminal_send_background", session_id=sid, input="sleep 30\n")
             message = await fails(client, "terminal_send", session_id=sid, input="ls\n")
-            assert "still running an earlier send" in message and started["operation_id"] in message
-            assert "terminal_wait" in message and "terminal_cancel" in message
+            assert "still running an earlier send" in message
+            assert started["operation_id"] in message
+            assert "terminal_wait" in message
+            assert "terminal_cancel" in message
             await ok(client, "terminal_cancel", session_id=sid)
             await ok(client, "terminal_wait", session_id=sid)
 
             _, exiting = await ok(client, "terminal_send", session_id=sid, input="exit 3\n")
             assert exiting["wait_reason"] == "session_exit"
             message = await fails(client, "terminal_send", session_id=sid, input="ls\n")
-            assert "has exited" in message and "terminal_close" in message
+            assert "has exited" in message
+            assert "terminal_close" in message
             await ok(client, "terminal_close", session_id=sid)
             _, listed = await ok(client, "terminal_list")  # still serving
             assert listed["sessions"] == []
@@ -191,12 +205,17 @@ def test_background_send_output_and_wait(daemon: Daemon) -> None:
             assert started["operation_id"] in text
             text, waited = await ok(client, "terminal_wait", session_id=sid, timeout_ms=0)
             # Not done at once; the line says what to do next.
-            assert not waited["done"] and "still running" in text
+            assert not waited["done"]
+            assert "still running" in text
             text, waited = await ok(client, "terminal_wait", session_id=sid)
-            assert waited["done"] and waited["operation_id"] == started["operation_id"]
-            assert "line-3" in waited["result"]["viewport"] and "[stdin_read" in text
+            assert waited["done"]
+            assert waited["operation_id"] == started["operation_id"]
+            assert "line-3" in waited["result"]["viewport"]
+            assert "[stdin_read" in text
             text, output = await ok(client, "terminal_output", session_id=sid)
-            assert output["done"] and "line-1\n" in output["output"] and "line-3\n" in output["output"]
+            assert output["done"]
+            assert "line-1\n" in output["output"]
+            assert "line-3\n" in output["output"]
             await ok(client, "terminal_close", session_id=sid)
 
     anyio.run(scenario)
@@ -216,7 +235,8 @@ def test_long_send_reports_progress(daemon: Daemon) -> None:
             result = await client.call_tool(
                 "terminal_send", {"session_id": sid, "input": script}, progress_callback=on_progress
             )
-            assert not result.is_error and result.structured_content is not None
+            assert not result.is_error
+            assert result.structured_content is not None
             assert "step-4" in result.structured_content["viewport"]
             await ok(client, "terminal_close", session_id=sid)
 
@@ -241,7 +261,10 @@ def test_a_cancelled_send_is_cancelled_in_the_daemon(daemon: Daemon) -> None:
                 group.start_soon(client.call_tool, "terminal_send", arguments)
                 # The daemon reports the send running with sleep in front: then the host gives up on the call.
                 with anyio.fail_after(20):
-                    while not ((info := await busy(client, sid))["busy"] and info["foreground"]["name"] == "sleep"):
+                    while True:
+                        info = await busy(client, sid)
+                        if info["busy"] and info["foreground"]["name"] == "sleep":
+                            break
                         await anyio.sleep(0.02)
                 group.cancel_scope.cancel()
             text, waited = await ok(client, "terminal_wait", session_id=sid, timeout_ms=10_000)
@@ -260,7 +283,8 @@ def test_a_daemon_that_is_down_is_an_error_the_model_reads(fresh_daemon: Daemon)
         async with mcp_client(fresh_daemon.socket, new_agent()) as client:
             message = await fails(client, "terminal_list")
             assert f"ptyd is not available at {fresh_daemon.socket}" in message
-            assert "start it" in message and "`ptyd`" in message
+            assert "start it" in message
+            assert "`ptyd`" in message
             # The same server serves once the daemon is up.
             await anyio.to_thread.run_sync(fresh_daemon.start)
             _, listed = await ok(client, "terminal_list")
@@ -281,7 +305,8 @@ def test_a_daemon_restart_registers_anew_and_says_sessions_are_gone(fresh_daemon
             await anyio.to_thread.run_sync(fresh_daemon.start)
             text, listed = await ok(client, "terminal_list")
             assert listed["sessions"] == []
-            assert "registered anew" in text and "sessions opened before are gone" in text
+            assert "registered anew" in text
+            assert "sessions opened before are gone" in text
             assert token_path(fresh_daemon.socket, agent).read_text() != stale
             message = await fails(client, "terminal_send", session_id=opened["session_id"], input="ls\n")
             assert "No session" in message
@@ -316,7 +341,9 @@ def test_a_password_prompt_tells_the_model_to_ask_the_human() -> None:
 
     result = {"viewport": "[sudo] password for me:", "wait_reason": "stdin_read", "password_prompt": True}
     said = text.send(result, "pty-9")
-    assert "PASSWORD PROMPT" in said and "ask the human" in said and "ptyctl attach pty-9" in said
+    assert "PASSWORD PROMPT" in said
+    assert "ask the human" in said
+    assert "ptyctl attach pty-9" in said
     assert "PASSWORD" not in text.send({**result, "password_prompt": False}, "pty-9")
 
 
@@ -325,12 +352,13 @@ def test_result_text_reads_fields_a_newer_daemon_adds() -> None:
 
     result = {"viewport": "$", "wait_reason": "stdin_read", "exit_code": 2, "cwd": "/srv", "relay": "ssh"}
     line = text.send(result, "pty-1").splitlines()[-1]
-    assert "exited with code 2" in line and "cwd /srv" in line and "through ssh" in line
+    assert "exited with code 2" in line
+    assert "cwd /srv" in line
+    assert "through ssh" in line
 
 
 def test_text_of_a_tool_error_names_the_session() -> None:
     from ptyd_client import SessionBusy
-
     from ptyd_mcp import text
 
     busy = SessionBusy(-32003, "busy", {"kind": "session_busy", "operation_id": "op-1"})

@@ -1,0 +1,95 @@
+"""ptyd-mcp over streamable HTTP (a Unix socket, a loopback port), and how it is installed beside the daemon."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import Daemon
+
+from .harness import ROOT, new_agent, ok, server_argv, server_env
+
+
+@pytest.fixture
+def http_server(request: pytest.FixtureRequest, daemon: Daemon, tmp_path: Path) -> Iterator[tuple[str, Path | None]]:
+    """``ptyd-mcp`` serving HTTP; yields the endpoint URL and the Unix socket (None for a port)."""
+    unix = tmp_path / "mcp.sock" if request.param == "unix" else None
+    listen = ["--http-socket", str(unix)] if unix else ["--http-port", "0"]
+    argv = server_argv(daemon.socket, new_agent(), *listen)
+    proc = subprocess.Popen(argv, env=server_env(), cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        if unix is not None:
+            deadline = time.monotonic() + 20
+            while not unix.exists():  # bound and listening before the path appears
+                assert proc.poll() is None, "ptyd-mcp exited"
+                assert time.monotonic() < deadline, "ptyd-mcp did not start"
+                time.sleep(0.01)
+            yield "http://localhost/mcp", unix
+        else:
+            assert proc.stderr is not None
+            announced = re.search(r"http://127\.0\.0\.1:\d+/mcp", proc.stderr.readline())
+            assert announced, "ptyd-mcp did not announce its port"
+            yield announced.group(0), None
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@pytest.mark.parametrize("http_server", ["unix", "port"], indirect=True)
+def test_streamable_http(http_server: tuple[str, Path | None]) -> None:
+    url, unix = http_server
+    if unix is not None:
+        assert stat.S_IMODE(unix.stat().st_mode) == 0o600
+
+    async def scenario() -> None:
+        transport = httpx2.AsyncHTTPTransport(uds=str(unix)) if unix else None
+        async with (
+            httpx2.AsyncClient(transport=transport) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            assert len((await client.list_tools()).tools) == 12
+            _, opened = await ok(client, "terminal_open", env={"PS1": "$ "})
+            _, sent = await ok(client, "terminal_send", session_id=opened["session_id"], input="echo over-http\n")
+            assert "over-http" in sent["viewport"]
+            await ok(client, "terminal_close", session_id=opened["session_id"])
+
+    anyio.run(scenario)
+
+
+def test_the_daemon_never_imports_the_mcp_sdk() -> None:
+    probe = (
+        "import pkgutil, importlib, sys, ptyd\n"
+        "names = [m.name for m in pkgutil.walk_packages(ptyd.__path__, 'ptyd.') if not m.name.endswith('__main__')]\n"
+        "for name in names: importlib.import_module(name)\n"
+        "print(' '.join(sorted({n.split('.')[0] for n in sys.modules})))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    loaded = set(proc.stdout.split())
+    assert "ptyd" in loaded
+    assert "msgspec" in loaded
+    assert not loaded & {"mcp", "mcp_types", "ptyd_mcp", "pydantic", "starlette", "uvicorn", "httpx2", "anyio"}
+
+
+def test_ptyd_mcp_is_installed_with_the_project() -> None:
+    scripts = {ep.name: ep for ep in importlib.metadata.distribution("ptyd").entry_points}
+    assert scripts["ptyd-mcp"].value == "ptyd_mcp.cli:main"
+    requires = importlib.metadata.requires("ptyd") or []
+    pin = next(r for r in requires if r.startswith("mcp"))
+    assert pin == f"mcp=={importlib.metadata.version('mcp')}", "the SDK in use is the pinned one"
+    command = Path(sys.executable).parent / "ptyd-mcp"
+    version = subprocess.run([command, "--version"], capture_output=True, text=True, check=True).stdout
+    assert version.startswith("ptyd-mcp ")
