@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import logging
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,10 @@ from typing import Any
 import anyio
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import TransportSecuritySettings
 
 from ptyd_client import AsyncClient
 from ptyd_mcp import __version__
+from ptyd_mcp.http import serve_http
 from ptyd_mcp.server import build_server
 
 DEFAULT_AGENT = "mcp"
@@ -45,44 +44,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def serve_stdio(server: Server[Any]) -> None:
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-def _unix_listener(path: Path) -> socket.socket:
-    """A listening socket only this user can connect to (uvicorn's own ``uds`` makes it 0666)."""
-    with contextlib.suppress(FileNotFoundError):
-        if path.is_socket():
-            path.unlink()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)
-    try:
-        sock.bind(str(path))
-    finally:
-        os.umask(old_umask)
-    sock.listen(128)
-    return sock
-
-
-async def serve_http(server: Server[Any], unix_path: Path | None, port: int | None) -> None:
-    import uvicorn
-
-    if unix_path is not None:
-        # No browser reaches a Unix socket, so DNS rebinding (the Host-header check) does not apply.
-        app = server.streamable_http_app(
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        )
-        sockets = [_unix_listener(unix_path)]
-    else:
-        app = server.streamable_http_app(host="127.0.0.1")
-        listener = socket.create_server(("127.0.0.1", port or 0))
-        sockets = [listener]
-        print(f"ptyd-mcp: streamable HTTP on http://127.0.0.1:{listener.getsockname()[1]}/mcp", file=sys.stderr)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    try:
-        await uvicorn.Server(config).serve(sockets=sockets)
-    finally:
-        if unix_path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(unix_path)
 
 
 async def run(args: argparse.Namespace) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
 import re
+import socket
 import stat
 import subprocess
 import sys
@@ -14,10 +17,11 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import Daemon
+from ptyd_mcp.identity import token_path
 
 from .harness import ROOT, new_agent, ok, server_argv, server_env
 
@@ -70,6 +74,46 @@ def test_streamable_http(http_server: tuple[str, Path | None]) -> None:
     anyio.run(scenario)
 
 
+NOBODY = 65534
+
+
+def status_seen_by_nobody(port: int) -> str:
+    """Fork a child that drops to nobody and asks the server for /mcp; the HTTP status it got back."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            with socket.socket() as sock:  # no create_connection: its idna codec is unreadable after the drop
+                sock.settimeout(10)
+                sock.connect(("127.0.0.1", port))
+                sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+                os.write(write_end, sock.recv(4096).split(b"\r\n", 1)[0])
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answer:
+        status = answer.read().decode()
+    os.waitpid(pid, 0)
+    return status
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
+@pytest.mark.parametrize("http_server", ["port"], indirect=True)
+def test_a_loopback_port_serves_only_this_user(http_server: tuple[str, Path | None]) -> None:
+    port = int(http_server[0].rsplit(":", 1)[1].split("/")[0])
+    assert status_seen_by_nobody(port) == "HTTP/1.1 403 Forbidden"
+
+    async def same_user() -> int:
+        async with httpx2.AsyncClient() as http:
+            return (await http.get(http_server[0], headers={"Accept": "text/event-stream"})).status_code
+
+    assert anyio.run(same_user) != 403
+
+
 def test_the_daemon_never_imports_the_mcp_sdk() -> None:
     probe = (
         "import pkgutil, importlib, sys, ptyd\n"
@@ -93,3 +137,23 @@ def test_ptyd_mcp_is_installed_with_the_project() -> None:
     command = Path(sys.executable).parent / "ptyd-mcp"
     version = subprocess.run([command, "--version"], capture_output=True, text=True, check=True).stdout
     assert version.startswith("ptyd-mcp ")
+
+
+def test_the_readme_host_snippet_starts_a_working_server(daemon: Daemon) -> None:
+    readme = (ROOT / "README.md").read_text().split("## From an MCP host: ptyd-mcp", 1)[1]
+    match = re.search(r"```json\n(.*?)```", readme, re.S)
+    assert match, "no json block in the README's ptyd-mcp section"
+    entry = json.loads(match.group(1))["mcpServers"]["terminals"]
+    assert Path(entry["command"]).name == "ptyd-mcp"
+    # As written, but this checkout's command and the test's daemon.
+    command = str(Path(sys.executable).parent / "ptyd-mcp")
+    env = server_env() | entry["env"] | {"PTYD_SOCKET": str(daemon.socket)}
+
+    async def scenario() -> None:
+        params = StdioServerParameters(command=command, args=entry["args"], env=env)
+        async with Client(params) as client:
+            _, listed = await ok(client, "terminal_list")
+            assert listed["sessions"] == []
+
+    anyio.run(scenario)
+    assert token_path(daemon.socket, entry["args"][1]).exists()
