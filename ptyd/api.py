@@ -13,7 +13,8 @@ from typing import Any
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
 from ptyd.errors import InvalidArgument
-from ptyd.rpc.dispatch import Method
+from ptyd.rpc.dispatch import Method, notification
+from ptyd.rpc.server import Peer
 from ptyd.service.service import PtyService
 
 
@@ -97,6 +98,42 @@ class Api:
         agent = self.service.authenticate(params.token)
         return p.TerminalCancelResult(cancelled=self.service.session(agent, params.session_id).cancel())
 
+    async def terminal_integrate(self, _: Any, params: p.TerminalIntegrateParams) -> p.SendResult:
+        agent = self.service.authenticate(params.token)
+        session = self.service.session(agent, params.session_id)
+        cfg = self.service.config
+        op = session.start_send(
+            SendRequest(
+                input=session.integration_input(),
+                timeout_s=self._ms(params.timeout_ms, cfg.default_timeout_ms),
+                idle_s=cfg.default_idle_ms / 1000,
+                max_bytes=params.max_bytes or cfg.default_max_bytes,
+                request_key=None,
+            )
+        )
+        return await op.result()
+
+    async def terminal_subscribe(self, peer: Peer, params: p.TerminalSubscribeParams) -> p.TerminalSubscribeResult:
+        agent = self.service.authenticate(params.token)
+        connection = peer.connection
+        if connection is None:
+            raise InvalidArgument("events need a connection that stays open", reason="no_connection")
+
+        def sink(event: p.TerminalEvent) -> None:
+            connection.notify(notification("terminal_event", event))
+
+        sub_id = self.service.subscribe(agent, params.session_id, params.output, sink)
+
+        def end() -> None:
+            self.service.unsubscribe(agent, sub_id)
+
+        connection.on_close(end)
+        return p.TerminalSubscribeResult(subscription_id=sub_id)
+
+    async def terminal_unsubscribe(self, _: Any, params: p.TerminalUnsubscribeParams) -> p.TerminalUnsubscribeResult:
+        agent = self.service.authenticate(params.token)
+        return p.TerminalUnsubscribeResult(unsubscribed=self.service.unsubscribe(agent, params.subscription_id))
+
     async def terminal_read(self, _: Any, params: p.TerminalReadParams) -> p.TerminalReadResult:
         agent = self.service.authenticate(params.token)
         session = self.service.session(agent, params.session_id)
@@ -153,6 +190,14 @@ class Api:
             ("terminal_status", p.TerminalStatusParams, p.SessionInfo, self.terminal_status),
             ("terminal_list", p.TerminalListParams, p.TerminalListResult, self.terminal_list),
             ("terminal_close", p.TerminalCloseParams, p.TerminalCloseResult, self.terminal_close),
+            ("terminal_integrate", p.TerminalIntegrateParams, p.SendResult, self.terminal_integrate),
+            ("terminal_subscribe", p.TerminalSubscribeParams, p.TerminalSubscribeResult, self.terminal_subscribe),
+            (
+                "terminal_unsubscribe",
+                p.TerminalUnsubscribeParams,
+                p.TerminalUnsubscribeResult,
+                self.terminal_unsubscribe,
+            ),
             ("daemon_info", p.DaemonInfoParams, p.DaemonInfoResult, self.daemon_info),
         ]
         return [

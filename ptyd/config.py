@@ -66,6 +66,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     probe_min_interval_ms: Annotated[float, Meta(gt=0)] = 0.25
     probe_max_interval_ms: Annotated[float, Meta(gt=0)] = 50.0
     open_timeout_ms: PositiveMs = 10_000
+    # Behind an opaque relay (ssh, docker exec) nothing local says whether the far side waits: a send settles once
+    # the far side drew a prompt and stayed quiet this long. Long enough for a command's output to start over a
+    # slow link, short enough that a prompt comes back well before default_idle_ms.
+    relay_quiet_ms: PositiveMs = 300
+    # Start interactive bash sessions with ptyd's prompt marks (exit_code, cwd, prompts through relays).
+    shell_integration: bool = True
 
     # --- teardown ---
     # close: SIGHUP, wait, SIGTERM, wait, SIGKILL. Shells exit on SIGHUP at once; the waits only cost time for

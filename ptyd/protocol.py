@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: exit_code, cwd, password_prompt, ready_basis, relay, unread_input; events
 
 
 def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
@@ -28,6 +28,13 @@ WaitReason = Literal["stdin_read", "inferred_idle", "timeout", "session_exit"]
 """Why one send returned: the foreground group blocked reading the terminal (``stdin_read``), no output for
 ``idle_ms`` (``inferred_idle``), ``timeout_ms`` elapsed (``timeout``), or the session's top-level program exited
 (``session_exit``). Only ``session_exit`` says that anything exited."""
+
+ReadyBasis = Literal["kernel", "shell_integration", "relay_quiet"]
+"""How a ``stdin_read`` settle was judged: ``kernel`` (the innermost foreground group blocked reading its
+terminal, asked of the kernel, through local relays such as sudo or script too), ``shell_integration`` (the shell's
+own prompt mark, authenticated by the session's secret, e.g. from a shell behind ssh with the integration
+installed), or ``relay_quiet`` (an opaque relay such as ssh is in front; the far side drew a prompt and went quiet:
+a judgement, not a fact)."""
 
 Token = Annotated[str, _d("Agent token from agent_register.", min_length=1, max_length=256)]
 SessionId = Annotated[str, _d("Session id from terminal_open.", min_length=1, max_length=128)]
@@ -142,6 +149,9 @@ class SessionInfo(Base, frozen=True):
     total_lines: Annotated[int, _d("Lines in the transcript so far (scrollback plus screen).")]
     owner: Annotated[str, _d("agent_id of the owning agent.")]
     owner_name: Annotated[str | None, _d("The owning agent's display name.")]
+    password_prompt: Annotated[
+        bool, _d("The foreground program waits for input with echo off (a password prompt): ask a human.")
+    ] = False
 
 
 class TerminalOpenResult(Base, frozen=True):
@@ -201,6 +211,29 @@ class SendResult(Base, frozen=True):
     alt_screen: bool
     foreground: Foreground | None
     lines: Annotated[LineRange, _d("Transcript lines the viewport covers (for terminal_read).")]
+    exit_code: Annotated[
+        int | None,
+        _d(
+            "Exit status of the last shell command that finished during this send (shell integration: bash "
+            "sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown."
+        ),
+    ] = None
+    cwd: Annotated[str | None, _d("The shell's working directory when the send settled at its prompt; else null.")] = (
+        None
+    )
+    password_prompt: Annotated[
+        bool,
+        _d("The program waits for input with echo off (a password or passphrase prompt): ask a human, never guess."),
+    ] = False
+    ready_basis: Annotated[
+        ReadyBasis | None, _d("For wait_reason stdin_read: how readiness was judged (see ReadyBasis).")
+    ] = None
+    relay: Annotated[
+        str | None, _d("The opaque relay in the foreground (ssh, docker, ...) when readiness was judged through one.")
+    ] = None
+    unread_input: Annotated[
+        int, _d("Bytes of this session's input not yet read by the program when the send settled (0: all taken).")
+    ] = 0
 
 
 class SendStarted(Base, frozen=True):
@@ -330,6 +363,73 @@ class TerminalCloseParams(SessionRefParams, frozen=True):
 class TerminalCloseResult(Base, frozen=True):
     closed: Annotated[bool, _d("False when the session was already closed.")]
     killed: Annotated[int, _d("Processes signalled to end them, the top-level program included.")]
+
+
+class TerminalIntegrateParams(SessionRefParams, frozen=True):
+    """Install shell integration into the shell now at the terminal's prompt (for example a bash reached through
+    ssh, or a shell ptyd could not set up at open): types one line that adds prompt marks signed with this session's
+    secret, then waits like a send. Afterwards sends through an opaque relay settle on the far shell's prompt mark
+    (ready_basis ``shell_integration``) and report ``exit_code`` and ``cwd``. Only bash is supported; other shells
+    print a notice and nothing changes."""
+
+    timeout_ms: Annotated[TimeoutMs | None, _d("Wait bound (default 30000).")] = None
+    max_bytes: MaxBytes | None = None
+
+
+EventKind = Literal["send_settled", "input_wait", "session_exit", "session_closed", "output"]
+
+
+class TerminalSubscribeParams(Base, frozen=True):
+    """Receive ``terminal_event`` notifications on this connection for one of the agent's sessions, or for all of
+    them (null session_id: current and future ones). Events end with the connection or terminal_unsubscribe."""
+
+    token: Token
+    session_id: Annotated[SessionId | None, _d("One session, or null for every session of the agent.")] = None
+    output: Annotated[
+        bool, _d("Also send 'output' events: completed rendered lines as they appear (does not consume them).")
+    ] = False
+
+
+class TerminalSubscribeResult(Base, frozen=True):
+    subscription_id: str
+
+
+class TerminalUnsubscribeParams(Base, frozen=True):
+    """Stop a subscription made on this connection."""
+
+    token: Token
+    subscription_id: Annotated[str, Meta(min_length=1, max_length=128)]
+
+
+class TerminalUnsubscribeResult(Base, frozen=True):
+    unsubscribed: Annotated[bool, _d("False when the subscription was unknown or already ended.")]
+
+
+class TerminalEvent(Base, frozen=True):
+    """Params of the ``terminal_event`` notification (a JSON-RPC request without id, sent by the daemon).
+
+    ``send_settled``: a send (foreground or background) settled; ``result`` holds its SendResult.
+    ``input_wait``: outside any send, the program started waiting for input; ``password_prompt`` says whether
+    with echo off. ``session_exit``: the top-level program exited; ``status`` holds how. ``session_closed``: the
+    session was closed and forgotten. ``output``: completed transcript lines (each ending in a newline) covering
+    ``lines``; sent at most every few tens of milliseconds, each bounded in size (``truncated`` when lines were
+    left out)."""
+
+    subscription_id: str
+    session_id: str
+    seq: Annotated[int, _d("Per-subscription sequence number, from 1.")]
+    kind: EventKind
+    operation_id: str | None = None
+    result: SendResult | None = None
+    password_prompt: bool | None = None
+    status: SessionStatus | None = None
+    output: str | None = None
+    lines: LineRange | None = None
+    truncated: bool = False
+
+
+NOTIFICATIONS: dict[str, type[Base]] = {"terminal_event": TerminalEvent}
+"""Notifications the daemon sends (method name -> params type), documented beside the methods."""
 
 
 class DaemonInfoParams(Base, frozen=True):

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+pytest_plugins = ["sshd"]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

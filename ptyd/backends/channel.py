@@ -71,12 +71,14 @@ class PtyChannel:
         terminal: Terminal,
         max_backlog: int,
         on_output: Callable[[], None],
+        output_filter: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self._proc = proc
         self.terminal = terminal
         self._max_backlog = max_backlog
         self._on_output = on_output
+        self._filter = output_filter  # takes what is not terminal output (shell integration marks) out
         self.received = 0  # bytes read from the master
         self.last_output = time.monotonic()
         self._raw = bytearray()  # read, not yet fed to the terminal
@@ -126,7 +128,7 @@ class PtyChannel:
             if not data:
                 self._stop_reading()
                 break
-            self._raw += data
+            self._raw += self._filter(data) if self._filter is not None else data
             got += len(data)
         if not got:
             return

@@ -30,7 +30,7 @@ class ForegroundGroup:
             return None
         return pgid if pgid > 0 else None
 
-    def _candidates(self, pgid: int) -> list[int]:
+    def candidates(self, pgid: int) -> list[int]:
         """Processes that may be in group ``pgid``. An interactive shell at its prompt is alone in its group
         and has no children: then the session's process list is not read at all. (A non-interactive top, such
         as ``bash -c 'a; b'``, runs its children in its own group, which is why the children are checked.)"""
@@ -40,7 +40,7 @@ class ForegroundGroup:
 
     def _members(self, pgid: int) -> list[procfs.ProcStat]:
         members = []
-        for pid in self._candidates(pgid):
+        for pid in self.candidates(pgid):
             stat = procfs.read_stat(pid)
             if stat is not None and stat.pgrp == pgid and stat.state not in ("Z", "X"):
                 members.append(stat)
@@ -77,10 +77,10 @@ class ForegroundGroup:
         raise InvalidArgument("the terminal has no foreground process group to signal", reason="no_foreground")
 
     def input_wait(self, pgid: int) -> readiness.Wait:
-        return readiness.group_waits_on_tty(self._candidates(pgid), pgid, self._proc.tty_rdev, self._proc.master)
+        return readiness.group_waits_on_tty(self.candidates(pgid), pgid, self._proc.tty_rdev, self._proc.master)
 
     def run_counts(self, pgid: int) -> RunCounts:
-        return procfs.group_run_counts(self._candidates(pgid), pgid)
+        return procfs.group_run_counts(self.candidates(pgid), pgid)
 
 
 def ran_since(before: RunCounts, now: RunCounts) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from pathlib import Path
 from typing import final
 
@@ -11,6 +12,7 @@ from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
 from ptyd.backends.containment import MARKER_VAR, Containment
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.session import LocalSession
+from ptyd.backends.shell_integration import bash_launch
 from ptyd.backends.spawn import spawn
 from ptyd.config import Config
 from ptyd.errors import InvalidArgument, SpawnFailed
@@ -50,7 +52,13 @@ class LocalBackend:
         if not argv:
             raise InvalidArgument(f"type {self.type!r} needs argv", field="argv")
         cwd = spec.cwd or str(Path.home())
-        env = session_environment(self._config, spec.session_id, spec.env)
+        shell_key = secrets.token_hex(16)
+        extra = dict(spec.env)
+        launch = bash_launch(argv, shell_key, extra) if self._config.shell_integration else None
+        if launch is not None:
+            argv = launch.argv
+            extra.update(launch.env)  # after the caller's: the secret cannot be chosen by the caller
+        env = session_environment(self._config, spec.session_id, extra)
         try:
             scope = self._containment.scope(spec.session_id)
         except OSError as exc:
@@ -75,6 +83,7 @@ class LocalBackend:
             reaper=self._reaper,
             cols=spec.cols,
             rows=spec.rows,
+            shell_key=shell_key,
         )
         try:
             op = session.start_send(

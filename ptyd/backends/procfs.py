@@ -14,6 +14,7 @@ class ProcStat(NamedTuple):
     ppid: int
     pgrp: int
     session: int
+    tty_nr: int  # the controlling terminal's device number, 0 for none
     tpgid: int
     starttime: int  # clock ticks since boot: with the pid, identifies a process across pid reuse
 
@@ -39,6 +40,7 @@ def read_stat(pid: int, tid: int | None = None) -> ProcStat | None:
             ppid=int(fields[1]),
             pgrp=int(fields[2]),
             session=int(fields[3]),
+            tty_nr=int(fields[4]),
             tpgid=int(fields[5]),
             starttime=int(fields[19]),
         )
@@ -119,6 +121,27 @@ def run_count(pid: int, tid: int) -> int | None:
         return None
 
 
+def cpu_ns(pid: int, tid: int) -> int | None:
+    """Time the thread has spent on a CPU, in nanoseconds (schedstat's first field)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+            return int(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def group_cpu_ns(pids: Iterable[int], pgid: int) -> int:
+    """CPU time of every thread of the processes of group ``pgid`` among ``pids``."""
+    total = 0
+    for pid in pids:
+        stat = read_stat(pid)
+        if stat is None or stat.pgrp != pgid:
+            continue
+        for tid in tasks(pid):
+            total += cpu_ns(pid, tid) or 0
+    return total
+
+
 def group_run_counts(pids: Iterable[int], pgid: int) -> dict[tuple[int, int], int]:
     """Run counts of every thread of the processes of group ``pgid`` among ``pids``."""
     out: dict[tuple[int, int], int] = {}
@@ -148,6 +171,26 @@ def fd_rdev(pid: int, fd: int) -> int | None:
     except OSError:
         return None
     return st.st_rdev if st.st_rdev else None
+
+
+def fd_target(pid: int, fd: int) -> str:
+    """What an fd of another process refers to (``/dev/ptmx``, ``socket:[123]``, ...), or empty."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return ""
+
+
+def pty_index(pid: int, fd: int) -> int | None:
+    """For a pty master fd of another process, the index of its slave (``/dev/pts/N``)."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
+            for line in f:
+                if line.startswith(b"tty-index:"):
+                    return int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
 
 
 def read_memory(pid: int, address: int, size: int) -> bytes | None:

@@ -66,7 +66,7 @@ _TTY_READ_WCHANS = (
 )
 
 
-def _is_tty(pid: int, fd: int, tty_rdev: int) -> bool:
+def is_tty(pid: int, fd: int, tty_rdev: int) -> bool:
     rdev = procfs.fd_rdev(pid, fd)
     return rdev is not None and rdev in (tty_rdev, DEV_TTY)
 
@@ -85,7 +85,7 @@ class Wait(enum.IntEnum):
 LONG_WAIT_S = 2.0  # a tty wait with at least this timeout (or none) is a wait for input
 
 
-def _timeout(pid: int, call: procfs.Syscall) -> float | None:
+def timeout_of(pid: int, call: procfs.Syscall) -> float | None:
     """The timeout the waiting syscall was given, in seconds; None for none (or unreadable)."""
     assert TABLE is not None
     nr = call.nr
@@ -109,56 +109,75 @@ def _timeout(pid: int, call: procfs.Syscall) -> float | None:
 
 
 def _classify(pid: int, call: procfs.Syscall, kind: Wait) -> Wait:
-    timeout = _timeout(pid, call)
+    timeout = timeout_of(pid, call)
     return Wait.TIMED if timeout is not None and timeout < LONG_WAIT_S else kind
+
+
+def wait_fds(pid: int, call: procfs.Syscall) -> list[int]:
+    """The fds a thread blocked in read/select/poll/epoll waits to read."""
+    assert TABLE is not None
+    nr, args = call.nr, call.args
+    if nr in TABLE.reads:
+        return [args[0]]
+    if nr in TABLE.select:
+        nfds, readfds = args[0], args[1]
+        if not readfds or nfds <= 0 or nfds > 65536:
+            return []
+        bits = procfs.read_memory(pid, readfds, (nfds + 7) // 8)
+        if bits is None:
+            return []
+        return [fd for fd in range(nfds) if bits[fd >> 3] & (1 << (fd & 7))]
+    if nr in TABLE.poll:
+        array, count = args[0], args[1]
+        if count <= 0 or count > 4096:
+            return []
+        raw = procfs.read_memory(pid, array, count * 8)
+        if raw is None:
+            return []
+        return [fd for fd, events, _ in struct.iter_unpack("ihh", raw) if fd >= 0 and events & (POLLIN | POLLPRI)]
+    if nr in TABLE.epoll:
+        return [fd for fd, events in procfs.epoll_targets(pid, args[0]) if events & (EPOLLIN | EPOLLPRI)]
+    return []
 
 
 def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> Wait:
     assert TABLE is not None
-    nr, args = call.nr, call.args
-    if nr in TABLE.reads:
-        return Wait.DIRECT if _is_tty(pid, args[0], tty_rdev) else Wait.NONE
-    if nr in TABLE.select:
-        nfds, readfds = args[0], args[1]
-        if not readfds or nfds <= 0 or nfds > 65536:
-            return Wait.NONE
-        bits = procfs.read_memory(pid, readfds, (nfds + 7) // 8)
-        if bits is None:
-            return Wait.NONE
-        hit = any(bits[fd >> 3] & (1 << (fd & 7)) and _is_tty(pid, fd, tty_rdev) for fd in range(nfds))
-        return _classify(pid, call, Wait.DIRECT) if hit else Wait.NONE
-    if nr in TABLE.poll:
-        array, count = args[0], args[1]
-        if count <= 0 or count > 4096:
-            return Wait.NONE
-        raw = procfs.read_memory(pid, array, count * 8)
-        if raw is None:
-            return Wait.NONE
-        for fd, events, _ in struct.iter_unpack("ihh", raw):
-            if fd >= 0 and events & (POLLIN | POLLPRI) and _is_tty(pid, fd, tty_rdev):
-                return _classify(pid, call, Wait.DIRECT)
+    nr = call.nr
+    if not any(is_tty(pid, fd, tty_rdev) for fd in wait_fds(pid, call)):
         return Wait.NONE
-    if nr in TABLE.epoll:
-        hit = any(
-            events & (EPOLLIN | EPOLLPRI) and _is_tty(pid, fd, tty_rdev)
-            for fd, events in procfs.epoll_targets(pid, args[0])
-        )
-        return _classify(pid, call, Wait.EVENT_LOOP) if hit else Wait.NONE
-    return Wait.NONE
+    if nr in TABLE.reads:
+        return Wait.DIRECT
+    return _classify(pid, call, Wait.EVENT_LOOP if nr in TABLE.epoll else Wait.DIRECT)
 
 
-def _secret_prompt(master_fd: int) -> bool:
+@dataclass(frozen=True, slots=True)
+class TtyWait:
+    """The strongest wait on the tty found in a group, and which thread waits how (for the relay check)."""
+
+    kind: Wait
+    pid: int = 0
+    call: procfs.Syscall | None = None  # None when judged from wchan alone (no ptrace access)
+    multiplexed: bool = False  # waits on other fds too (select/poll/epoll), or cannot be seen (wchan)
+
+
+NOT_WAITING = TtyWait(Wait.NONE)
+
+
+def secret_prompt(lflag: int) -> bool:
     """Echo off with canonical input on: what getpass(), sudo and ssh set while they read a secret."""
-    try:
-        lflag = termios.tcgetattr(master_fd)[3]
-    except termios.error:
-        return False
     return not lflag & termios.ECHO and bool(lflag & termios.ICANON)
 
 
-def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> Wait:
+def _local_flags(master_fd: int) -> int | None:
+    try:
+        return int(termios.tcgetattr(master_fd)[3])
+    except termios.error:
+        return None
+
+
+def group_wait(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> TtyWait:
     """How any thread of any process of group ``pgid`` among ``pids`` waits to read the tty (the strongest)."""
-    best = Wait.NONE
+    best = NOT_WAITING
     for pid in pids:
         stat = procfs.read_stat(pid)
         if stat is None or stat.pgrp != pgid or stat.state in ("Z", "X", "T", "t"):
@@ -167,24 +186,40 @@ def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd:
             tstat = procfs.read_stat(pid, tid) if tid != pid else stat
             if tstat is None or tstat.state not in ("S", "D"):
                 continue
-            if TABLE is None:
-                wait = _fallback_waits(pid, tid, master_fd)
-            else:
-                try:
-                    call = procfs.read_syscall(pid, tid)
-                except PermissionError:
-                    wait = _fallback_waits(pid, tid, master_fd)
-                else:
-                    wait = Wait.NONE if call is None else _reads_tty(pid, call, tty_rdev)
-            if wait == Wait.DIRECT:
-                return wait
-            best = max(best, wait)
+            found = _thread_wait(pid, tid, tty_rdev, master_fd)
+            if found.kind == Wait.DIRECT and not found.multiplexed:
+                return found
+            if found.kind > best.kind:
+                best = found
     return best
 
 
-def _fallback_waits(pid: int, tid: int, master_fd: int) -> Wait:
-    """Without ptrace access: a tty-read-like wchan, or (wchan hidden too) a password prompt's tty flags."""
+def _thread_wait(pid: int, tid: int, tty_rdev: int, master_fd: int) -> TtyWait:
+    if TABLE is None:
+        return _fallback_wait(pid, tid, master_fd)
+    try:
+        call = procfs.read_syscall(pid, tid)
+    except PermissionError:
+        return _fallback_wait(pid, tid, master_fd)
+    if call is None:
+        return NOT_WAITING
+    kind = _reads_tty(pid, call, tty_rdev)
+    return TtyWait(kind, pid, call, multiplexed=call.nr not in TABLE.reads) if kind else NOT_WAITING
+
+
+def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> Wait:
+    return group_wait(pids, pgid, tty_rdev, master_fd).kind
+
+
+def _fallback_wait(pid: int, tid: int, master_fd: int) -> TtyWait:
+    """Without ptrace access: a tty read in wchan, a multiplexed wait (which may be a relay: it cannot be seen),
+    or (wchan hidden too) a password prompt's tty flags."""
     wchan = procfs.read_wchan(pid, tid)
     if wchan and wchan != "0":
-        return Wait.EVENT_LOOP if wchan.startswith(_TTY_READ_WCHANS) else Wait.NONE
-    return Wait.EVENT_LOOP if _secret_prompt(master_fd) else Wait.NONE
+        if wchan.startswith(_TTY_READ_WCHANS[:2]):
+            return TtyWait(Wait.EVENT_LOOP, pid)
+        if wchan.startswith(_TTY_READ_WCHANS[2:]):
+            return TtyWait(Wait.EVENT_LOOP, pid, multiplexed=True)
+        return NOT_WAITING
+    lflag = _local_flags(master_fd)
+    return TtyWait(Wait.EVENT_LOOP, pid) if lflag is not None and secret_prompt(lflag) else NOT_WAITING

@@ -9,6 +9,7 @@ from typing import final
 
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
+from ptyd.backends.cancel import CancelState
 from ptyd.terminal.emulator import HeadCapture, Terminal
 from ptyd.terminal.viewport import HEAD_SHARE, bound
 
@@ -24,19 +25,8 @@ class SendOp:
         self.capture = HeadCapture(anchor, request.max_bytes // HEAD_SHARE)
         self.output_line = anchor  # terminal_output's consumption cursor
         self.future: asyncio.Future[p.SendResult] = loop.create_future()
-        # Evidence that the program took the input. Right after the write, the input may still sit in the
-        # tty's flip buffer (the input queue reads empty) while the program waits exactly as before the
-        # write; that pre-existing wait must not count. Set by: the input seen queued, output after the
-        # write, the foreground group changing, or a thread of the group having run (left its wait) since.
-        self.taken = not request.input
-        self.received_at_write = 0
-        self.foreground_at_write: int | None = None
-        self.run_counts_at_write: dict[tuple[int, int], int] = {}
-        self.cancelled_at: float | None = None
-        self.input_dropped = False  # a cancel dropped input the program had not read
-        self.interrupted: dict[int, str] = {}  # groups a cancel sent SIGINT to, and the program then in front
-        self.weak_since: float | None = None  # when an event-loop wait was first seen, and the output
-        self.weak_mark: tuple[int, int] | None = None  # count and group then; either changing restarts it
+        self.exit_code: int | None = None  # of a shell command that finished during this send
+        self.cancel = CancelState()
 
     @property
     def done(self) -> bool:

@@ -1,7 +1,8 @@
-"""A live local PTY session: its terminal, its one active send, its readiness decision, and its teardown.
+"""A live local PTY session: its terminal, its one active send, and its teardown.
 
-Readiness is decided by the kernel: all written input taken (the tty's input queue is empty and the program
-woke up after the write) and the foreground group blocked reading the terminal (``readiness``).
+Whether the program is ready for more input is the tracker's call (``tracker``); cancelling a send is the cancel
+policy's (``cancel``); the transcript is paged by ``paging``; events for subscribers come from ``watch``; shell
+integration marks are taken out of the output by ``shell_integration``.
 """
 
 from __future__ import annotations
@@ -9,30 +10,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal as signals
+import termios
 import time
 from collections import OrderedDict
 from typing import final
 
 from ptyd import protocol as p
-from ptyd.backends import readiness
 from ptyd.backends.base import SendRequest
+from ptyd.backends.cancel import CancelPolicy
 from ptyd.backends.channel import PtyChannel
 from ptyd.backends.containment import Scope, terminate
 from ptyd.backends.containment import remove as remove_scope
-from ptyd.backends.foreground import ForegroundGroup, ran_since
+from ptyd.backends.foreground import ForegroundGroup
+from ptyd.backends.paging import page
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.send import SendOp, consume_output, viewport
+from ptyd.backends.shell_integration import Mark, MarkFilter, remote_snippet
 from ptyd.backends.spawn import Spawned, set_winsize
+from ptyd.backends.tracker import ReadinessTracker, Verdict
+from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config
 from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
-from ptyd.terminal.viewport import bound
 
-EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
-CANCEL_FOLLOW_S = 2.0  # how long a cancel follows the send's command into a group that starts after it
-SHELL_INTERRUPT_DELAY_S = 0.05  # a cancel waits this long for the command to leave the shell's group
+CANONICAL_LINE_MAX = 4095  # bytes a canonical-mode line can hold (N_TTY_BUF_SIZE less its newline)
+_LINE_ENDS = re.compile(rb"[\r\n\x04]")
+# Programs that run the next lines they read as commands, which read them in canonical mode.
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "fish", "ash", "busybox"})
 
 
 def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
@@ -54,6 +61,7 @@ class LocalSession:
         reaper: ChildReaper,
         cols: int,
         rows: int,
+        shell_key: str,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.session_id = session_id
@@ -66,6 +74,7 @@ class LocalSession:
         self.scope = scope
         self._config = config
         self._reaper = reaper
+        self._shell_key = shell_key
         self.terminal = Terminal(
             cols,
             rows,
@@ -73,10 +82,31 @@ class LocalSession:
             scrollback_bytes=config.scrollback_bytes,
             on_reply=self._reply,
         )
-        self.channel = PtyChannel(spawned, self.terminal, config.max_render_backlog_bytes, self._output_arrived)
+        self.channel = PtyChannel(
+            spawned,
+            self.terminal,
+            config.max_render_backlog_bytes,
+            self._output_arrived,
+            MarkFilter(shell_key, self._on_mark).feed,
+        )
         self.foreground = ForegroundGroup(spawned, scope)
+        self.tracker = ReadinessTracker(
+            spawned, self.foreground, scope.pids, self.channel, self.terminal, config.relay_quiet_ms / 1000
+        )
+        self.canceller = CancelPolicy(spawned.pid, self.foreground, self.channel, lambda: self.exited, self._rewrite)
+        self.watch = SessionWatch(
+            session_id,
+            self.tracker,
+            self.channel,
+            self.terminal,
+            lambda: self.active is not None,
+            config.max_read_bytes,
+        )
         self._status: p.SessionStatus = p.Running()
         self._activity: asyncio.Future[bool] | None = None
+        self._replies = 0  # answers to terminal queries written to the program
+        self._command_running = False  # the shell's last mark was a command mark
+        self._prompt_cwd: str | None = None  # the shell's cwd at its last prompt mark
         self.active: SendOp | None = None
         self.last_op: SendOp | None = None
         self._keys: OrderedDict[str, SendOp] = OrderedDict()
@@ -85,7 +115,25 @@ class LocalSession:
         reaper.watch(spawned.pid, self._on_exit)
 
     def _reply(self, data: bytes) -> None:
+        self._replies += 1
         self.channel.write(data)  # answers to terminal queries (DSR, DA) go back to the program
+
+    def _busy(self) -> bool:
+        return self.active is not None
+
+    def _rewrite(self) -> None:
+        self.tracker.mark_write()
+
+    def _on_mark(self, mark: Mark) -> None:
+        if mark.kind == "C":
+            self._command_running = True
+            return
+        if self._command_running and self.active is not None:
+            self.active.exit_code = mark.status
+        self._command_running = False
+        self._prompt_cwd = mark.cwd
+        if self.active is not None:
+            self.tracker.prompt_mark()
 
     # --- process ---------------------------------------------------------------------------------------
 
@@ -107,47 +155,14 @@ class LocalSession:
     def _on_exit(self, exit_code: int | None, signal_name: str | None) -> None:
         self._status = p.Exited(exit_code=exit_code, signal=signal_name)
         self._wake(False)
+        self.watch.emit("session_exit", status=self._status)
 
     def _output_arrived(self) -> None:
         self._wake(True)
+        self.watch.output_arrived()
 
-    # --- readiness -------------------------------------------------------------------------------------
-
-    def ready_for_input(self, op: SendOp) -> bool:
-        """The program took all of ``op``'s input and its foreground group now waits to read the tty."""
-        if self.channel.input_queued():
-            op.taken = True
-            return False
-        pgid = self.foreground.pgid()
-        if pgid is None:
-            return False
-        if not op.taken and (
-            self.channel.received > op.received_at_write
-            or pgid != op.foreground_at_write
-            or ran_since(op.run_counts_at_write, self.foreground.run_counts(pgid))
-        ):
-            op.taken = True
-        wait = self.foreground.input_wait(pgid)
-        if not op.taken:
-            op.taken = wait == readiness.Wait.NONE  # seen out of its wait: the next wait is a new one
-            return False
-        if wait == readiness.Wait.EVENT_LOOP:
-            # Must hold, with no output, for a while (see readiness.Wait).
-            now = time.monotonic()
-            mark = (self.channel.received, pgid)
-            if op.weak_since is None or op.weak_mark != mark:
-                op.weak_since, op.weak_mark = now, mark
-                return False
-            return now - op.weak_since >= EVENT_LOOP_SETTLE_S
-        op.weak_since = None
-        return wait == readiness.Wait.DIRECT
-
-    def _mark_write(self, op: SendOp, pgid: int | None) -> None:
-        """From now on a wait counts only once the program is seen to have woken (see ``ready_for_input``)."""
-        op.taken = False
-        op.received_at_write = self.channel.received
-        op.foreground_at_write = pgid
-        op.run_counts_at_write = self.foreground.run_counts(pgid) if pgid is not None else {}
+    def set_listener(self, listener: Listener | None, output: bool) -> None:
+        self.watch.set_listener(listener, output)
 
     # --- sends -----------------------------------------------------------------------------------------
 
@@ -158,24 +173,50 @@ class LocalSession:
             raise SessionBusy("a send is already active on this session", operation_id=self.active.id)
         if self.exited:
             raise SessionExited("the session's program has exited", status=self._status)
+        data = request.input.encode()
+        if data:
+            self._check_deliverable(data)
         op = SendOp(request, self.terminal.cursor_line, self.loop)
         self.active = op
+        self.watch.send_started()
         self.terminal.capture = op.capture
         if request.request_key is not None:
             self._keys[request.request_key] = op
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
-        if request.input:
-            self._mark_write(op, self.foreground.pgid())
-        self.channel.write(request.input.encode())
+        self.tracker.begin(wrote_input=bool(data))
+        self.channel.write(data)
         task = self.loop.create_task(self._drive(op), name=f"send {self.session_id} {op.id}")
         self._drivers.add(task)
         task.add_done_callback(self._drivers.discard)
         return op
 
+    def _check_deliverable(self, data: bytes) -> None:
+        """Refuse input that a canonical-mode reader would receive cut short: a line over the kernel's limit.
+        Lines after the first that a shell will run a command for are held to it too (commands read canonically)."""
+        lines = _LINE_ENDS.split(data)
+        target = self.tracker.target()
+        lflag = target.flags(self._proc.master)[1] if target is not None else None
+        if lflag is not None and lflag & termios.ICANON:
+            checked = lines
+        else:
+            front = self.foreground.describe(self.exited)
+            checked = lines[1:] if front is not None and front.name in SHELLS else []
+        longest = max((len(line) for line in checked), default=0)
+        if longest > CANONICAL_LINE_MAX:
+            raise InvalidArgument(
+                f"a line of {longest} bytes would be cut to {CANONICAL_LINE_MAX} by the terminal's canonical "
+                "mode; nothing was written. Split it, or send a file's content through a command "
+                "(base64 -d, a heredoc of short lines) instead",
+                reason="line_too_long",
+                field="input",
+                limit=CANONICAL_LINE_MAX,
+                line_bytes=longest,
+            )
+
     async def _drive(self, op: SendOp) -> None:
-        reason = await self._wait_ready(op)
-        await self._settle(op, reason)
+        reason, verdict = await self._wait_ready(op)
+        await self._settle(op, reason, verdict)
 
     def _wake(self, output: bool) -> None:
         if self._activity is not None and not self._activity.done():
@@ -192,30 +233,41 @@ class LocalSession:
             timer.cancel()
             self._activity = None
 
-    async def _wait_ready(self, op: SendOp) -> p.WaitReason:
+    async def _wait_ready(self, op: SendOp) -> tuple[p.WaitReason, Verdict | None]:
         cfg = self._config
         min_interval = cfg.probe_min_interval_ms / 1000
         interval = min_interval
         while True:
             if self.exited:
-                return "session_exit"
-            if op.cancelled_at is not None and time.monotonic() - op.cancelled_at < CANCEL_FOLLOW_S:
-                self._interrupt(op)
-            if self.ready_for_input(op):
-                return "stdin_read"
+                return "session_exit", None
+            self.canceller.follow(op.cancel)
+            verdict = self.tracker.check()
+            if verdict.ready and await self._nothing_owed():
+                return "stdin_read", verdict
             probed = time.monotonic()
             now = probed
             if now >= op.deadline:
-                return "timeout"
+                return "timeout", None
             idle_deadline = max(self.channel.last_output, op.started) + op.request.idle_s
             if now >= idle_deadline:
-                return "inferred_idle"
+                return "inferred_idle", None
             delay = min(interval, op.deadline - now, idle_deadline - now)
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
                 await self._through_bulk(probed, op.deadline)
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    async def _nothing_owed(self) -> bool:
+        """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
+        answer written now is input the program must first take (it blocked reading it): not ready yet."""
+        replies = self._replies
+        self.channel.drain()
+        await self.channel.rendered()
+        if self._replies == replies:
+            return True
+        self.tracker.mark_write()
+        return False
 
     async def _through_bulk(self, probed: float, deadline: float) -> None:
         """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
@@ -225,10 +277,11 @@ class LocalSession:
             if remaining <= 0 or not await self._sleep_or_activity(remaining):
                 return
 
-    async def _settle(self, op: SendOp, reason: p.WaitReason) -> None:
+    async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         self.channel.drain()
         await self.channel.rendered()
         text, truncated, lines = viewport(op, self.terminal)
+        target = self.tracker.target() if reason == "stdin_read" else None
         result = p.SendResult(
             operation_id=op.id,
             viewport=text,
@@ -238,6 +291,12 @@ class LocalSession:
             alt_screen=self.terminal.alt_screen,
             foreground=self.foreground.describe(self.exited),
             lines=lines,
+            exit_code=op.exit_code,
+            cwd=self._shell_cwd(),
+            password_prompt=self.tracker.password_prompt(target),
+            ready_basis=verdict.basis if verdict is not None else None,
+            relay=verdict.relay if verdict is not None else None,
+            unread_input=self.channel.input_queued(),
         )
         if self.active is op:
             self.active = None
@@ -245,6 +304,10 @@ class LocalSession:
         self.last_op = op
         if not op.future.done():
             op.future.set_result(result)
+        self.watch.emit("send_settled", operation_id=op.id, result=result)
+
+    def _shell_cwd(self) -> str | None:
+        return None if self._command_running else self._prompt_cwd
 
     def _current_op(self) -> SendOp | None:
         return self.active or self.last_op
@@ -276,43 +339,13 @@ class LocalSession:
         op = self.active
         if op is None or op.done:
             return False
-        if self.channel.input_queued():
-            # Not read yet: dropping it (as ^C drops typeahead) cancels the command before it exists. The
-            # program may hold the part it did read (readline reads a byte at a time); the SIGINT clears it.
-            self.channel.discard_input()
-            op.taken = True
-            op.input_dropped = True
-        op.cancelled_at = time.monotonic()
-        self._interrupt(op)
+        self.canceller.cancel(op.cancel)
         self._wake(False)
         return True
 
-    def _interrupt(self, op: SendOp) -> None:
-        """SIGINT the command of a cancelled send, once per program in front.
-
-        A shell whose unread input was dropped is interrupted at once: it cannot be running the line, and the
-        SIGINT discards what it had read of it. A command in a group of its own is interrupted at once; if it was
-        still the shell's forked child when
-        the signal came (bash loses a SIGINT between fork and exec), it is interrupted again once it runs the
-        program. While the shell itself holds the foreground it may have read the line and be about to fork
-        (a SIGINT then can make bash exit), so the shell is interrupted only once that window has passed with
-        the shell still in front (a builtin loop).
-        """
-        with contextlib.suppress(InvalidArgument):
-            pgid = self.foreground.verified_pgid()
-            front = self.foreground.describe(self.exited)
-            program = front.name if front is not None else ""
-            if op.interrupted.get(pgid) == program:
-                return
-            if pgid == self._proc.pid and not (op.input_dropped and not op.interrupted):
-                if op.interrupted or time.monotonic() - (op.cancelled_at or 0.0) < SHELL_INTERRUPT_DELAY_S:
-                    return
-                if self.foreground.input_wait(pgid) != readiness.Wait.NONE:
-                    return  # back at its prompt: nothing to interrupt
-            op.interrupted[pgid] = program
-            self._mark_write(op, pgid)  # readiness needs the program to have woken after the signal
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signals.SIGINT)
+    def integration_input(self) -> str:
+        """The line that installs shell integration into the bash at the prompt (terminal_integrate)."""
+        return remote_snippet(self._shell_key)
 
     # --- other operations ------------------------------------------------------------------------------
 
@@ -339,35 +372,7 @@ class LocalSession:
 
     async def read(self, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult:
         await self.channel.rendered()
-        term = self.terminal
-        total = term.total_lines
-        first = term.scrollback.first
-        start = -max_lines if start_line is None else start_line
-        if start < 0:
-            start = max(total + start, 0)
-        begin = max(start, first)
-        end = min(begin + max_lines, total)
-        lines = term.transcript(begin, end)
-        used = 0
-        kept = 0
-        for line in lines:
-            used += len(line.encode()) + 1
-            if used > max_bytes and kept:
-                break
-            kept += 1
-        cut = kept < len(lines)
-        if cut:
-            lines = lines[:kept]
-        if len(lines) == 1 and used > max_bytes:
-            lines = [bound([], None, lines, begin, max_bytes)[0]]
-        return p.TerminalReadResult(
-            lines=lines,
-            start_line=begin,
-            next_line=begin + len(lines),
-            first_retained_line=first,
-            total_lines=total,
-            truncated=cut or begin > start,
-        )
+        return page(self.terminal, start_line, max_lines, max_bytes)
 
     async def screen(self) -> p.TerminalScreenResult:
         await self.channel.rendered()
@@ -380,6 +385,13 @@ class LocalSession:
             alt_screen=self.terminal.alt_screen,
             title=str(screen.title),
         )
+
+    def _password_prompt_now(self) -> bool:
+        """Cheap first: a terminal with echo on (a shell or program line-editing with echo) asks no secret."""
+        with contextlib.suppress(termios.error):
+            if termios.tcgetattr(self._proc.master)[3] & termios.ECHO:
+                return False
+        return self.tracker.password_prompt(self.tracker.target())
 
     def info(self, owner: str, owner_name: str | None) -> p.SessionInfo:
         op = self._current_op()
@@ -399,6 +411,7 @@ class LocalSession:
             total_lines=self.terminal.total_lines,
             owner=owner,
             owner_name=owner_name,
+            password_prompt=not self.exited and self._password_prompt_now(),
         )
 
     # --- teardown --------------------------------------------------------------------------------------
@@ -411,6 +424,7 @@ class LocalSession:
 
     async def _close(self) -> int:
         cfg = self._config
+        await self.watch.close()
         killed = await terminate(
             self.scope, cfg.close_hup_grace_ms / 1000, cfg.close_term_grace_ms / 1000, self._reaper.reap
         )
@@ -424,7 +438,7 @@ class LocalSession:
         for task in list(self._drivers):
             task.cancel()
         if op is not None and not op.done:
-            await self._settle(op, "session_exit")
+            await self._settle(op, "session_exit", None)
         self.channel.close()
         await remove_scope(self.scope)
         return killed

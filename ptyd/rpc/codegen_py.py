@@ -172,6 +172,8 @@ def render() -> str:
     gen = _Generator(document["components"]["schemas"])
     for method in document["methods"]:
         gen.annotation(method["result"]["schema"])
+    for note in document["x-notifications"]:
+        gen.annotation(note["params"])
     errors = document["components"]["errors"]
     out = [HEADER]
     for block in gen.blocks:

@@ -71,6 +71,17 @@ class _SuccessResponse(msgspec.Struct):
 _encoder = msgspec.json.Encoder()
 
 
+class _Notification(msgspec.Struct):
+    method: str
+    params: Any
+    jsonrpc: str = "2.0"
+
+
+def notification(method: str, params: msgspec.Struct) -> bytes:
+    """A JSON-RPC notification line (without the newline) that the daemon sends a client."""
+    return _encoder.encode(_Notification(method, params))
+
+
 def _error(code: int, message: str, data: Any = msgspec.UNSET, id: Any = None) -> _ErrorResponse:
     return _ErrorResponse(error=_ErrorObject(code, message, data), id=id)
 

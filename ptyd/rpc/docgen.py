@@ -111,6 +111,16 @@ def render() -> str:
         params["required"] = [p["name"] for p in method["params"] if p["required"]]
         out += ["Params:", "", *(_fields(params) if method["params"] else ["(none)"]), ""]
         out += [f"Result: {_type(method['result']['schema'])}", ""]
+    out += [
+        "## Notifications",
+        "",
+        "Sent by the daemon, without `id`, on a connection that subscribed (`terminal_subscribe`): "
+        '`{"jsonrpc": "2.0", "method": NAME, "params": {...}}`. A client reading responses skips lines that '
+        "have a `method` and no `id`.",
+        "",
+    ]
+    for note in doc["x-notifications"]:
+        out += [f"### `{note['name']}`", "", f"Params: {_type(note['params'])}", ""]
     out += ["## Types", ""]
     for name in sorted(schemas):
         schema = schemas[name]

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from ptyd.errors import ERROR_CLASSES
+from ptyd.protocol import NOTIFICATIONS
 from ptyd.rpc.dispatch import Method
 
 REF = "#/components/schemas/{name}"
@@ -24,7 +25,7 @@ def _members(result: Any) -> tuple[Any, ...]:
 def openrpc_document(methods: list[Method], version: str) -> dict[str, Any]:
     results = [_members(m.result) for m in methods]
     all_types = [m.params for m in methods] + [t for members in results for t in members]
-    schemas, components = msgspec.json.schema_components(all_types, ref_template=REF)
+    schemas, components = msgspec.json.schema_components([*all_types, *NOTIFICATIONS.values()], ref_template=REF)
     result_schemas = iter(schemas[len(methods) :])
     out_methods = []
     for i, method in enumerate(methods):
@@ -65,6 +66,11 @@ def openrpc_document(methods: list[Method], version: str) -> dict[str, Any]:
         },
         "methods": out_methods,
         "components": {"schemas": components, "errors": errors},
+        # OpenRPC has no notifications: the ones the daemon sends are listed in an extension field.
+        "x-notifications": [
+            {"name": name, "params": {"$ref": REF.format(name=params.__name__)}, "description": params.__doc__ or ""}
+            for name, params in NOTIFICATIONS.items()
+        ],
     }
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import final
 
@@ -27,11 +28,39 @@ HIGH_WATER = 1024 * 1024
 _ids = itertools.count(1)
 
 
+@final
+class Connection:
+    """The sending side of one client connection, for notifications (subscribed events), and what to undo when
+    it ends."""
+
+    def __init__(self, writer: asyncio.StreamWriter, max_buffer: int) -> None:
+        self._writer = writer
+        self._max_buffer = max_buffer
+        self._on_close: list[Callable[[], None]] = []
+
+    def notify(self, line: bytes) -> None:
+        if self._writer.is_closing():
+            return
+        self._writer.write(line + b"\n")
+        if self._writer.transport.get_write_buffer_size() > self._max_buffer:
+            log.info("dropping a connection: it does not read its notifications")
+            self._writer.transport.abort()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self._on_close.append(callback)
+
+    def closed(self) -> None:
+        callbacks, self._on_close = self._on_close, []
+        for callback in callbacks:
+            callback()
+
+
 @dataclass(frozen=True, slots=True)
 class Peer:
     connection_id: int
     pid: int
     uid: int
+    connection: Connection | None = None
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
@@ -81,7 +110,8 @@ class RpcServer:
         if len(self._connections) > self.config.max_connections:
             log.info("refused a connection from pid %d: max_connections reached", pid)
             return
-        peer = Peer(next(_ids), pid, uid)
+        connection = Connection(writer, self.config.max_connection_write_buffer)
+        peer = Peer(next(_ids), pid, uid, connection)
         inflight = asyncio.Semaphore(self.config.max_inflight_per_connection)
         tasks: set[asyncio.Task[None]] = set()
         buffer = bytearray()
@@ -126,6 +156,7 @@ class RpcServer:
                 if writer.transport.get_write_buffer_size() > HIGH_WATER:
                     await writer.drain()
         finally:
+            connection.closed()
             # On a reset or daemon shutdown the requests are cancelled; the operations they waited on go on.
             for task in tasks:
                 task.cancel()

@@ -20,6 +20,7 @@ from ptyd.backends.base import PtyBackend, PtyBackendSession, SpawnSpec
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry
+from ptyd.service.events import EventHub, Sink
 from ptyd.service.manifest import Manifest
 
 log = logging.getLogger("ptyd.service")
@@ -49,6 +50,7 @@ class PtyService:
         self._opening = 0
         self._started = time.monotonic()
         self._tasks: set[asyncio.Task[int]] = set()
+        self.events = EventHub()
 
     # --- agents ----------------------------------------------------------------------------------------
 
@@ -63,6 +65,7 @@ class PtyService:
         if agent.operator:
             raise InvalidArgument("the operator token lives as long as the daemon", reason="operator")
         self.agents.revoke(agent)
+        self.events.drop_agent(agent)
         ids = [sid for sid, e in self._sessions.items() if e.owner is agent]
         results = await asyncio.gather(*(self._close(sid, "agent released") for sid in ids))
         return sum(1 for closed, _ in results if closed)
@@ -134,6 +137,7 @@ class PtyService:
             raise SessionNotFound(spec.session_id)
         self._sessions[spec.session_id] = Entry(session, agent)
         agent.session_ids.add(spec.session_id)
+        self._listen(spec.session_id)
         if session.pid is not None:
             self.manifest.add(spec.session_id, session.pid, session.cgroup)
         log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
@@ -155,6 +159,9 @@ class PtyService:
         task.add_done_callback(self._tasks.discard)
         killed = await asyncio.shield(task)
         if self._sessions.get(session_id) is entry:
+            entry.session.set_listener(None, output=False)
+            event = p.TerminalEvent(subscription_id="", session_id=session_id, seq=0, kind="session_closed")
+            self.events.publish(session_id, entry.owner, event)
             del self._sessions[session_id]
             owner = entry.owner
             owner.session_ids.discard(session_id)
@@ -164,6 +171,38 @@ class PtyService:
             self.manifest.remove(session_id)
             log.info("closed %s (%r); %d processes signalled", session_id, reason, killed)  # %r: no forged lines
         return True, killed
+
+    # --- events --------------------------------------------------------------------------------------------
+
+    def subscribe(self, agent: Agent, session_id: str | None, output: bool, sink: Sink) -> str:
+        if session_id is not None:
+            self.entry(agent, session_id)
+        sub = self.events.add(agent, session_id, output, sink)
+        self._listen_all()
+        return sub.subscription_id
+
+    def unsubscribe(self, agent: Agent, subscription_id: str) -> bool:
+        removed = self.events.remove(agent, subscription_id) is not None
+        if removed:
+            self._listen_all()
+        return removed
+
+    def _listen(self, session_id: str) -> None:
+        """Point the session's events at the hub while anyone listens, and at nothing otherwise."""
+        entry = self._sessions[session_id]
+        heard, output = self.events.listeners(session_id, entry.owner)
+        if not heard:
+            entry.session.set_listener(None, output=False)
+            return
+
+        def publish(event: p.TerminalEvent, owner: Agent = entry.owner) -> None:
+            self.events.publish(session_id, owner, event)
+
+        entry.session.set_listener(publish, output)
+
+    def _listen_all(self) -> None:
+        for session_id in self._sessions:
+            self._listen(session_id)
 
     async def shutdown(self) -> None:
         ids = list(self._sessions)

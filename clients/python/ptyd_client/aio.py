@@ -17,6 +17,7 @@ from typing import Any, Literal, Unpack, cast, overload
 from ptyd_client import core
 from ptyd_client.core import OpenOptions, SendOptions
 from ptyd_client.errors import ConnectionLost, Unauthorized
+from ptyd_client.events import AsyncEventStream
 from ptyd_client.types import (
     AgentRegisterResult,
     AgentReleaseResult,
@@ -32,6 +33,7 @@ from ptyd_client.types import (
     TerminalReadResult,
     TerminalScreenResult,
     TerminalSignalResult,
+    TerminalUnsubscribeResult,
     TerminalWaitResult,
 )
 
@@ -261,6 +263,24 @@ class AsyncClient:
     async def terminal_cancel(self, session_id: str) -> TerminalCancelResult:
         """Interrupt the active send: SIGINT to its foreground process group."""
         return cast(TerminalCancelResult, await self._session_call("terminal_cancel", session_id))
+
+    async def terminal_integrate(self, session_id: str, timeout_ms: int | None = None) -> SendResult:
+        """Install shell integration into the bash now at the prompt (e.g. after ``ssh``): exit codes, cwd and
+        prompt-based readiness through the relay. Settles like a send."""
+        return cast(SendResult, await self._session_call("terminal_integrate", session_id, timeout_ms=timeout_ms))
+
+    async def terminal_subscribe(self, session_id: str | None = None, output: bool = False) -> AsyncEventStream:
+        """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
+        their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
+        events (completed lines as they appear)."""
+        return await AsyncEventStream.open(self.socket_path, self._auth(), session_id, output)
+
+    async def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
+        """End a subscription (closing its stream does the same)."""
+        return cast(
+            TerminalUnsubscribeResult,
+            await self.call("terminal_unsubscribe", token=self._auth(), subscription_id=subscription_id),
+        )
 
     async def terminal_read(
         self,

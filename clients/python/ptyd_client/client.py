@@ -14,6 +14,7 @@ from typing import Any, Literal, Unpack, cast, overload
 from ptyd_client import core
 from ptyd_client.core import OpenOptions, SendOptions
 from ptyd_client.errors import ConnectionLost, Unauthorized
+from ptyd_client.events import EventStream
 from ptyd_client.types import (
     AgentRegisterResult,
     AgentReleaseResult,
@@ -29,6 +30,7 @@ from ptyd_client.types import (
     TerminalReadResult,
     TerminalScreenResult,
     TerminalSignalResult,
+    TerminalUnsubscribeResult,
     TerminalWaitResult,
 )
 
@@ -252,6 +254,24 @@ class Client:
     def terminal_cancel(self, session_id: str) -> TerminalCancelResult:
         """Interrupt the active send: SIGINT to its foreground process group, typeahead dropped."""
         return cast(TerminalCancelResult, self._session_call("terminal_cancel", session_id))
+
+    def terminal_integrate(self, session_id: str, timeout_ms: int | None = None) -> SendResult:
+        """Install shell integration into the bash now at the prompt (e.g. after ``ssh``): exit codes, cwd and
+        prompt-based readiness through the relay. Settles like a send."""
+        return cast(SendResult, self._session_call("terminal_integrate", session_id, timeout_ms=timeout_ms))
+
+    def terminal_subscribe(self, session_id: str | None = None, output: bool = False) -> EventStream:
+        """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
+        their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
+        events (completed lines as they appear)."""
+        return EventStream(self.socket_path, self._auth(), session_id, output)
+
+    def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
+        """End a subscription (closing its stream does the same)."""
+        return cast(
+            TerminalUnsubscribeResult,
+            self.call("terminal_unsubscribe", token=self._auth(), subscription_id=subscription_id),
+        )
 
     def terminal_read(
         self,

@@ -73,7 +73,16 @@ class LineRange(TypedDict):
     end_line: int
 
 
-class SendResult(TypedDict):
+ReadyBasis: TypeAlias = Literal["kernel", "relay_quiet", "shell_integration"]
+"""How a ``stdin_read`` settle was judged: ``kernel`` (the innermost foreground group blocked reading its
+terminal, asked of the kernel, through local relays such as sudo or script too), ``shell_integration`` (the
+shell's own prompt mark, authenticated by the session's secret, e.g. from a shell behind ssh with the
+integration installed), or ``relay_quiet`` (an opaque relay such as ssh is in front; the far side drew a
+prompt and went quiet: a judgement, not a fact).
+"""
+
+
+class SendResult(TypedDict, total=False):
     """The settled result of one send (PtySendResult)."""
 
     operation_id: str
@@ -89,6 +98,21 @@ class SendResult(TypedDict):
     foreground: Foreground | None
     lines: LineRange
     """Transcript lines the viewport covers (for terminal_read)."""
+    exit_code: int | None
+    """Exit status of the last shell command that finished during this send (shell integration: bash sessions
+    ptyd starts, or a shell it was installed into); null when none finished or it is unknown.
+    """
+    cwd: str | None
+    """The shell's working directory when the send settled at its prompt; else null."""
+    password_prompt: bool
+    """The program waits for input with echo off (a password or passphrase prompt): ask a human, never guess.
+    """
+    ready_basis: ReadyBasis | None
+    """For wait_reason stdin_read: how readiness was judged (see ReadyBasis)."""
+    relay: str | None
+    """The opaque relay in the foreground (ssh, docker, ...) when readiness was judged through one."""
+    unread_input: int
+    """Bytes of this session's input not yet read by the program when the send settled (0: all taken)."""
 
 
 class SendStarted(TypedDict):
@@ -147,7 +171,7 @@ class TerminalSignalResult(TypedDict):
     signal: str
 
 
-class SessionInfo(TypedDict):
+class SessionInfo(TypedDict, total=False):
     """What a session is and what it is doing now."""
 
     session_id: str
@@ -172,6 +196,8 @@ class SessionInfo(TypedDict):
     """agent_id of the owning agent."""
     owner_name: str | None
     """The owning agent's display name."""
+    password_prompt: bool
+    """The foreground program waits for input with echo off (a password prompt): ask a human."""
 
 
 class TerminalListResult(TypedDict):
@@ -185,6 +211,15 @@ class TerminalCloseResult(TypedDict):
     """Processes signalled to end them, the top-level program included."""
 
 
+class TerminalSubscribeResult(TypedDict):
+    subscription_id: str
+
+
+class TerminalUnsubscribeResult(TypedDict):
+    unsubscribed: bool
+    """False when the subscription was unknown or already ended."""
+
+
 class DaemonInfoResult(TypedDict):
     version: str
     protocol_version: int
@@ -195,6 +230,34 @@ class DaemonInfoResult(TypedDict):
     backend_types: list[str]
     containment: str
     """'cgroup' or 'subreaper': how close finds every process of a session."""
+
+
+EventKind: TypeAlias = Literal["input_wait", "output", "send_settled", "session_closed", "session_exit"]
+
+
+class TerminalEvent(TypedDict, total=False):
+    """Params of the ``terminal_event`` notification (a JSON-RPC request without id, sent by the daemon).
+
+    ``send_settled``: a send (foreground or background) settled; ``result`` holds its SendResult.
+    ``input_wait``: outside any send, the program started waiting for input; ``password_prompt`` says whether
+    with echo off. ``session_exit``: the top-level program exited; ``status`` holds how. ``session_closed``:
+    the session was closed and forgotten. ``output``: completed transcript lines (each ending in a newline)
+    covering ``lines``; sent at most every few tens of milliseconds, each bounded in size (``truncated`` when
+    lines were left out).
+    """
+
+    subscription_id: str
+    session_id: str
+    seq: int
+    """Per-subscription sequence number, from 1."""
+    kind: EventKind
+    operation_id: str | None
+    result: SendResult | None
+    password_prompt: bool | None
+    status: SessionStatus | None
+    output: str | None
+    lines: LineRange | None
+    truncated: bool
 
 
 METHODS: Final = (
@@ -212,6 +275,9 @@ METHODS: Final = (
     "terminal_status",
     "terminal_list",
     "terminal_close",
+    "terminal_integrate",
+    "terminal_subscribe",
+    "terminal_unsubscribe",
     "daemon_info",
 )
 """Every RPC method the daemon serves besides ``rpc.discover``."""

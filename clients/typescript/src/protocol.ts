@@ -2,7 +2,7 @@
 // Do not edit: change the msgspec Structs and regenerate. Field names are snake_case, as on the wire.
 
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 /** Register an agent and mint its token. The token authorizes every terminal_* call of that agent. */
 export interface AgentRegisterParams {
@@ -93,6 +93,24 @@ export interface SendResult {
   foreground: Foreground | null;
   /** Transcript lines the viewport covers (for terminal_read). */
   lines: LineRange;
+  /** Exit status of the last shell command that finished during this send (shell integration: bash sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown. */
+  exit_code?: number | null;
+  /** The shell's working directory when the send settled at its prompt; else null. */
+  cwd?: string | null;
+  /**
+   * The program waits for input with echo off (a password or passphrase prompt): ask a human, never guess.
+   * @defaultValue `false`
+   */
+  password_prompt?: boolean;
+  /** For wait_reason stdin_read: how readiness was judged (see ReadyBasis). */
+  ready_basis?: "kernel" | "relay_quiet" | "shell_integration" | null;
+  /** The opaque relay in the foreground (ssh, docker, ...) when readiness was judged through one. */
+  relay?: string | null;
+  /**
+   * Bytes of this session's input not yet read by the program when the send settled (0: all taken).
+   * @defaultValue `0`
+   */
+  unread_input?: number;
 }
 
 /** A background send was started (`wait=false`). */
@@ -124,6 +142,11 @@ export interface SessionInfo {
   owner: string;
   /** The owning agent's display name. */
   owner_name: string | null;
+  /**
+   * The foreground program waits for input with echo off (a password prompt): ask a human.
+   * @defaultValue `false`
+   */
+  password_prompt?: boolean;
 }
 
 /** Send SIGINT to the foreground process group of the active send. */
@@ -173,6 +196,62 @@ export interface TerminalCloseResult {
   closed: boolean;
   /** Processes signalled to end them, the top-level program included. */
   killed: number;
+}
+
+/**
+ * Params of the `terminal_event` notification (a JSON-RPC request without id, sent by the daemon).
+ *
+ * `send_settled`: a send (foreground or background) settled; `result` holds its SendResult.
+ * `input_wait`: outside any send, the program started waiting for input; `password_prompt` says whether
+ * with echo off. `session_exit`: the top-level program exited; `status` holds how. `session_closed`: the
+ * session was closed and forgotten. `output`: completed transcript lines (each ending in a newline) covering
+ * `lines`; sent at most every few tens of milliseconds, each bounded in size (`truncated` when lines were
+ * left out).
+ */
+export interface TerminalEvent {
+  subscription_id: string;
+  session_id: string;
+  /** Per-subscription sequence number, from 1. */
+  seq: number;
+  kind: "input_wait" | "output" | "send_settled" | "session_closed" | "session_exit";
+  operation_id?: string | null;
+  result?: SendResult | null;
+  password_prompt?: boolean | null;
+  status?: Running | Exited | null;
+  output?: string | null;
+  lines?: LineRange | null;
+  /** @defaultValue `false` */
+  truncated?: boolean;
+}
+
+/**
+ * Install shell integration into the shell now at the terminal's prompt (for example a bash reached through
+ * ssh, or a shell ptyd could not set up at open): types one line that adds prompt marks signed with this session's
+ * secret, then waits like a send. Afterwards sends through an opaque relay settle on the far shell's prompt mark
+ * (ready_basis `shell_integration`) and report `exit_code` and `cwd`. Only bash is supported; other shells
+ * print a notice and nothing changes.
+ */
+export interface TerminalIntegrateParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+  /**
+   * Session id from terminal_open.
+   * Bounds: min length 1, max length 128.
+   */
+  session_id: string;
+  /**
+   * Wait bound (default 30000).
+   * Bounds: >= 0, <= 3600000.
+   */
+  timeout_ms?: number | null;
+  /**
+   * UTF-8 byte bound of the returned viewport.
+   * Bounds: >= 256, <= 4194304.
+   */
+  max_bytes?: number | null;
 }
 
 /** List the caller's sessions. */
@@ -459,6 +538,48 @@ export interface TerminalStatusParams {
   session_id: string;
 }
 
+/**
+ * Receive `terminal_event` notifications on this connection for one of the agent's sessions, or for all of
+ * them (null session_id: current and future ones). Events end with the connection or terminal_unsubscribe.
+ */
+export interface TerminalSubscribeParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+  /**
+   * One session, or null for every session of the agent.
+   * Bounds: min length 1, max length 128.
+   */
+  session_id?: string | null;
+  /**
+   * Also send 'output' events: completed rendered lines as they appear (does not consume them).
+   * @defaultValue `false`
+   */
+  output?: boolean;
+}
+
+export interface TerminalSubscribeResult {
+  subscription_id: string;
+}
+
+/** Stop a subscription made on this connection. */
+export interface TerminalUnsubscribeParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+  /** Bounds: min length 1, max length 128. */
+  subscription_id: string;
+}
+
+export interface TerminalUnsubscribeResult {
+  /** False when the subscription was unknown or already ended. */
+  unsubscribed: boolean;
+}
+
 /** Wait for the active send to settle and return its result (or the most recently settled one). */
 export interface TerminalWaitParams {
   /**
@@ -526,6 +647,21 @@ export interface Methods {
    * Idempotent: closing an id this agent already closed succeeds with `closed=false`.
    */
   terminal_close: { params: TerminalCloseParams; result: TerminalCloseResult };
+  /**
+   * Install shell integration into the shell now at the terminal's prompt (for example a bash reached through
+   * ssh, or a shell ptyd could not set up at open): types one line that adds prompt marks signed with this session's
+   * secret, then waits like a send. Afterwards sends through an opaque relay settle on the far shell's prompt mark
+   * (ready_basis `shell_integration`) and report `exit_code` and `cwd`. Only bash is supported; other shells
+   * print a notice and nothing changes.
+   */
+  terminal_integrate: { params: TerminalIntegrateParams; result: SendResult };
+  /**
+   * Receive `terminal_event` notifications on this connection for one of the agent's sessions, or for all of
+   * them (null session_id: current and future ones). Events end with the connection or terminal_unsubscribe.
+   */
+  terminal_subscribe: { params: TerminalSubscribeParams; result: TerminalSubscribeResult };
+  /** Stop a subscription made on this connection. */
+  terminal_unsubscribe: { params: TerminalUnsubscribeParams; result: TerminalUnsubscribeResult };
   /** Describe the daemon. Counts are totals; no other agent's data is returned. */
   daemon_info: { params: DaemonInfoParams; result: DaemonInfoResult };
 }

@@ -1,0 +1,19 @@
+# ptyd shell integration for bash, loaded as --rcfile (see ptyd/backends/shell_integration.py).
+# It takes the session's secret out of the environment first, loads what bash would have loaded, then installs
+# the prompt marks. PS1 and the user's files are left as they are.
+__ptyd_key=${PTYD_SHELL_KEY-}
+__ptyd_hook=${PTYD_SHELL_HOOK-}
+__ptyd_rc=${PTYD_SHELL_RC-default}
+unset PTYD_SHELL_KEY PTYD_SHELL_HOOK PTYD_SHELL_RC
+case $__ptyd_rc in
+  default) [ -r ~/.bashrc ] && . ~/.bashrc ;;  # bash itself read its system file (/etc/bash.bashrc) if built to
+  login)
+    [ -r /etc/profile ] && . /etc/profile
+    if [ -r ~/.bash_profile ]; then . ~/.bash_profile
+    elif [ -r ~/.bash_login ]; then . ~/.bash_login
+    elif [ -r ~/.profile ]; then . ~/.profile
+    fi ;;
+  *) [ -r "$__ptyd_rc" ] && . "$__ptyd_rc" ;;
+esac
+[ -n "$__ptyd_key" ] && eval "$__ptyd_hook"
+unset __ptyd_hook __ptyd_rc

@@ -1,0 +1,80 @@
+"""The cancel policy of a send: drop what the program has not read, then SIGINT the command, once per program.
+
+A shell whose unread input was dropped is interrupted at once: it cannot be running the line, and the SIGINT
+discards what it had read of it. A command in a group of its own is interrupted at once; if it was still the
+shell's forked child when the signal came (bash loses a SIGINT between fork and exec), it is interrupted again
+once it runs the program. While the shell itself holds the foreground it may have read the line and be about to
+fork (a SIGINT then can make bash exit), so the shell is interrupted only once that window has passed with the
+shell still in front (a builtin loop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal as signals
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import final
+
+from ptyd.backends import readiness
+from ptyd.backends.channel import PtyChannel
+from ptyd.backends.foreground import ForegroundGroup
+from ptyd.errors import InvalidArgument
+
+CANCEL_FOLLOW_S = 2.0  # how long a cancel follows the send's command into a group that starts after it
+SHELL_INTERRUPT_DELAY_S = 0.05  # a cancel waits this long for the command to leave the shell's group
+
+
+@dataclass(slots=True)
+class CancelState:
+    cancelled_at: float | None = None
+    input_dropped: bool = False  # a cancel dropped input the program had not read
+    interrupted: dict[int, str] = field(default_factory=dict)  # groups sent SIGINT, and the program then in front
+
+
+@final
+class CancelPolicy:
+    def __init__(
+        self,
+        top_pid: int,
+        foreground: ForegroundGroup,
+        channel: PtyChannel,
+        exited: Callable[[], bool],
+        mark_write: Callable[[], None],
+    ) -> None:
+        self._top = top_pid
+        self._foreground = foreground
+        self._channel = channel
+        self._exited = exited
+        self._mark_write = mark_write  # readiness then needs the program to have woken after the signal
+
+    def cancel(self, state: CancelState) -> None:
+        if self._channel.input_queued():
+            # Not read yet: dropping it (as ^C drops typeahead) cancels the command before it exists. The
+            # program may hold the part it did read (readline reads a byte at a time); the SIGINT clears it.
+            self._channel.discard_input()
+            state.input_dropped = True
+        state.cancelled_at = time.monotonic()
+        self.follow(state)
+
+    def follow(self, state: CancelState) -> None:
+        """Called on every probe while the send is active: interrupts what newly came to the front."""
+        if state.cancelled_at is None or time.monotonic() - state.cancelled_at >= CANCEL_FOLLOW_S:
+            return
+        with contextlib.suppress(InvalidArgument):
+            pgid = self._foreground.verified_pgid()
+            front = self._foreground.describe(self._exited())
+            program = front.name if front is not None else ""
+            if state.interrupted.get(pgid) == program:
+                return
+            if pgid == self._top and not (state.input_dropped and not state.interrupted):
+                if state.interrupted or time.monotonic() - state.cancelled_at < SHELL_INTERRUPT_DELAY_S:
+                    return
+                if self._foreground.input_wait(pgid) != readiness.Wait.NONE:
+                    return  # back at its prompt: nothing to interrupt
+            state.interrupted[pgid] = program
+            self._mark_write()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signals.SIGINT)

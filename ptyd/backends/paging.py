@@ -1,0 +1,40 @@
+"""Paging the retained transcript (terminal_read): scrollback followed by the screen, as rendered lines."""
+
+from __future__ import annotations
+
+from ptyd import protocol as p
+from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.viewport import bound
+
+
+def page(term: Terminal, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult:
+    """Lines from ``start_line`` (negative: from the end; None: the last ``max_lines``), at most ``max_lines``
+    and ``max_bytes`` (a single longer line is cut, its cut marked)."""
+    total = term.total_lines
+    first = term.scrollback.first
+    start = -max_lines if start_line is None else start_line
+    if start < 0:
+        start = max(total + start, 0)
+    begin = max(start, first)
+    end = min(begin + max_lines, total)
+    lines = term.transcript(begin, end)
+    used = 0
+    kept = 0
+    for line in lines:
+        used += len(line.encode()) + 1
+        if used > max_bytes and kept:
+            break
+        kept += 1
+    cut = kept < len(lines)
+    if cut:
+        lines = lines[:kept]
+    if len(lines) == 1 and used > max_bytes:
+        lines = [bound([], None, lines, begin, max_bytes)[0]]
+    return p.TerminalReadResult(
+        lines=lines,
+        start_line=begin,
+        next_line=begin + len(lines),
+        first_retained_line=first,
+        total_lines=total,
+        truncated=cut or begin > start,
+    )

@@ -1,0 +1,138 @@
+"""Who really waits for the input: the terminal's foreground group, or the program behind a relay.
+
+A relay (``script``, ``sudo`` with use_pty, ``su --pty``, Python's ``pty.spawn``, ``expect``, ``ssh``, ``docker
+exec -it``) runs the real program on a terminal of its own and copies bytes both ways, so it sits in a
+select/poll/epoll on our tty all the time. Such a waiter is recognised by the other fds in its wait set:
+
+- a pty master (``/dev/ptmx``) whose slave is the controlling terminal of processes of this session: a *local*
+  relay. Its slave's foreground group is probed instead, on that terminal, and so on inward (``sudo`` in
+  ``script``), which is as exact as probing our own tty;
+- a socket or another tty device (ssh, docker/kubectl exec, mosh, a serial console), or a pty master whose far
+  side is not in this session, or a multiplexed wait that cannot be seen (a non-dumpable relay of another user):
+  an *opaque* relay. Nothing local says whether the far side waits; the readiness tracker then judges from the
+  screen and the far shell's marks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import struct
+import termios
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ptyd.backends import procfs, readiness
+from ptyd.backends.readiness import TtyWait, Wait
+
+MAX_DEPTH = 4  # relays nested deeper than this are taken as opaque
+_PTMX = ("/dev/ptmx", "/dev/pts/ptmx")
+# Character devices a relay may copy to: ttys, serial ports, USB serial, other ptys.
+_TTY_MAJORS = frozenset({4, 5, 166, 188, 204, *range(136, 144)})
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The group whose wait decides readiness, the terminal it waits on, and how it was reached."""
+
+    pgid: int
+    tty_rdev: int
+    pids: list[int]  # processes that may be in the group
+    wait: TtyWait
+    pts_index: int | None  # None: the session's own terminal; else the /dev/pts/N of a local relay
+    relay: str | None  # the opaque relay in front (its command name), if one is
+    hops: int  # local relays followed
+
+    def flags(self, master_fd: int) -> tuple[int, int | None]:
+        """(bytes queued unread on the target's terminal, its local-mode flags or None when unreadable).
+        A local relay's slave is opened just for the question and closed at once: holding it would keep the
+        relay from seeing its program's terminal close."""
+        if self.pts_index is None:
+            return 0, _lflag(master_fd)
+        try:
+            fd = os.open(f"/dev/pts/{self.pts_index}", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return 0, None
+        try:
+            return _queued(fd), _lflag(fd)
+        finally:
+            os.close(fd)
+
+
+def _lflag(fd: int) -> int | None:
+    try:
+        return int(termios.tcgetattr(fd)[3])
+    except termios.error:
+        return None
+
+
+def _queued(fd: int) -> int:
+    try:
+        raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int(struct.unpack("i", raw)[0])
+
+
+def _pts_rdev(index: int) -> int | None:
+    with contextlib.suppress(OSError):
+        return os.stat(f"/dev/pts/{index}").st_rdev
+    return None
+
+
+def _is_tty_device(pid: int, fd: int) -> bool:
+    try:
+        st = os.stat(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) in _TTY_MAJORS
+
+
+def _inner_group(session_pids: list[int], rdev: int) -> tuple[int, list[int]] | None:
+    """The foreground group of terminal ``rdev`` among the session's processes, with the candidates."""
+    stats = [s for s in (procfs.read_stat(pid) for pid in session_pids) if s is not None]
+    tpgid = next((s.tpgid for s in stats if s.tty_nr == rdev and s.tpgid > 0), None)
+    if tpgid is None:
+        return None
+    return tpgid, [s.pid for s in stats if s.pgrp == tpgid]
+
+
+def _comm(pid: int) -> str:
+    st = procfs.read_stat(pid)
+    return st.comm if st is not None else "relay"
+
+
+def innermost(
+    pgid: int, candidates: list[int], tty_rdev: int, master_fd: int, session_pids: Callable[[], list[int]]
+) -> Target:
+    """Follow local relays from the group ``pgid`` on our terminal inward to the group that really reads."""
+    pts: int | None = None
+    for hops in range(MAX_DEPTH + 1):
+        wait = readiness.group_wait(candidates, pgid, tty_rdev, master_fd if pts is None else -1)
+        if wait.kind == Wait.NONE or not wait.multiplexed:
+            return Target(pgid, tty_rdev, candidates, wait, pts, None, hops)
+        if wait.call is None:  # a multiplexed wait we may not look into: assume the worst
+            return Target(pgid, tty_rdev, candidates, wait, pts, _comm(wait.pid), hops)
+        inner: int | None = None
+        opaque = False
+        for fd in readiness.wait_fds(wait.pid, wait.call):
+            target = procfs.fd_target(wait.pid, fd)
+            if target in _PTMX:
+                inner = procfs.pty_index(wait.pid, fd)
+                opaque = opaque or inner is None
+            elif target.startswith("socket:") or (
+                not readiness.is_tty(wait.pid, fd, tty_rdev) and _is_tty_device(wait.pid, fd)
+            ):
+                opaque = True
+        if inner is not None:
+            rdev = _pts_rdev(inner) if hops < MAX_DEPTH else None
+            group = _inner_group(session_pids(), rdev) if rdev is not None else None
+            if rdev is not None and group is not None:
+                pgid, candidates = group
+                tty_rdev, pts = rdev, inner
+                continue
+            opaque = True  # its far side is not in this session (a container's terminal), or nested too deep
+        return Target(pgid, tty_rdev, candidates, wait, pts, _comm(wait.pid) if opaque else None, hops)
+    raise AssertionError("unreachable: the last turn returns")

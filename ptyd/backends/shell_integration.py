@@ -1,0 +1,176 @@
+"""Shell integration: prompt marks that tell what each command did, signed so that no program can forge them.
+
+An interactive bash that ptyd starts loads ``bash_integration.sh`` as its rc file; that file first loads what
+bash would have loaded (``/etc/bash.bashrc`` and ``~/.bashrc``, the ``--rcfile`` given, or the login files), then
+installs a hook: ``PS0`` prints a *command* mark before each command runs, and the first ``PROMPT_COMMAND`` entry
+prints a *prompt* mark with ``$?`` and ``$PWD`` before each prompt. Neither the user's rc files nor ``PS1`` are
+touched. Every mark carries the session's secret, which lives only in a non-exported shell variable (the
+environment variable that brings it is unset at once), and the daemon strips valid marks from the output before
+the terminal sees them, so they never reach a viewport or the transcript.
+
+Wire form: ``ESC ] 6973 ; <secret> ; C BEL`` and ``ESC ] 6973 ; <secret> ; D ; <status> ; <cwd> BEL``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import final
+
+MARK = b"\x1b]6973;"
+MAX_MARK = 8192  # longer is not one of ours: passed through as output
+RC_FILE = Path(__file__).with_name("bash_integration.sh")
+KEY_VAR = "PTYD_SHELL_KEY"
+HOOK_VAR = "PTYD_SHELL_HOOK"
+RC_VAR = "PTYD_SHELL_RC"  # what bash would have loaded: "default", "login" or a file
+PC_VAR = "PTYD_SHELL_PC"  # the caller's own PROMPT_COMMAND, restored by the bootstrap
+
+# The hook, in one line so that it can also be typed into a shell behind a relay (terminal_integrate). It
+# keeps $? for the PROMPT_COMMAND entries after it, and prefers PROMPT_COMMAND as an array (bash 5.1+).
+HOOK = (
+    '__ptyd_prompt() { local s=$?; builtin printf \'\\033]6973;%s;D;%s;%s\\007\' "$__ptyd_key" "$s" "$PWD"; '
+    "return $s; }; "
+    "PS0=\"${PS0-}\"$'\\033]6973;'\"$__ptyd_key\"$';C\\007'; "
+    "if ((BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1))); then "
+    'PROMPT_COMMAND=(__ptyd_prompt "${PROMPT_COMMAND[@]}"); '
+    'else PROMPT_COMMAND="__ptyd_prompt${PROMPT_COMMAND:+; $PROMPT_COMMAND}"; fi'
+)
+
+BOOTSTRAP = (
+    'export -n PROMPT_COMMAND; PROMPT_COMMAND=$PTYD_SHELL_PC; [ -n "$PROMPT_COMMAND" ] || unset PROMPT_COMMAND; '
+    '__ptyd_key=$PTYD_SHELL_KEY; eval "$PTYD_SHELL_HOOK"; unset PTYD_SHELL_KEY PTYD_SHELL_HOOK PTYD_SHELL_PC; '
+    "__ptyd_prompt"
+)
+
+# Options of an interactive bash that ptyd can start with its rc file (anything else is left untouched).
+_FLAGS = {"-i", "-l", "--login", "--norc", "--noprofile"}
+_WITH_VALUE = {"--rcfile", "--init-file"}
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+
+
+def bash_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None:
+    """``argv`` and variables to add that load the integration, or None when ``argv`` is not a plain interactive
+    bash (``bash -c``, a script, options ptyd does not know): those run exactly as given, without marks.
+
+    A bash that reads rc files gets ``bash_integration.sh`` as its ``--rcfile``, which reads them. A login shell
+    reads no rc file, so it starts as an interactive non-login bash whose rc file reads the login files
+    (``shopt login_shell`` is then off: the one difference). A bash with ``--norc`` keeps its argv (Debian's bash
+    would read /etc/bash.bashrc with any ``--rcfile``): a ``PROMPT_COMMAND`` in its environment installs the
+    hook at the first prompt and takes itself, and the secret, back out of the environment."""
+    if not argv or os.path.basename(argv[0]).lstrip("-") != "bash":
+        return None
+    rc = "default"
+    login = argv[0].startswith("-")
+    noprofile = False
+    args = iter(argv[1:])
+    for arg in args:
+        if arg in _WITH_VALUE:
+            rc = next(args, "")
+            if not rc:
+                return None
+        elif arg not in _FLAGS:
+            return None
+        elif arg == "--norc":
+            rc = "none"
+        elif arg == "--noprofile":
+            noprofile = True
+        elif arg in ("-l", "--login"):
+            login = True
+    if login:
+        rc = "none" if noprofile else "login"
+    added = {KEY_VAR: key, HOOK_VAR: HOOK}
+    if rc == "none":
+        added[PC_VAR] = env.get("PROMPT_COMMAND", "")
+        added["PROMPT_COMMAND"] = BOOTSTRAP
+        return Launch(list(argv), added)
+    added[RC_VAR] = rc
+    return Launch([argv[0].lstrip("-"), "--rcfile", str(RC_FILE), "-i"], added)
+
+
+def remote_snippet(key: str) -> str:
+    """One line that installs the hook into the bash at the prompt, then erases its own echo."""
+    return (
+        f' if [ -n "${{BASH_VERSION-}}" ]; then __ptyd_key={key}; {HOOK}; '
+        "builtin printf '\\033[1A\\033[2K'; else echo 'ptyd: shell integration needs bash'; fi\n"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    kind: str  # "C": a command starts; "D": the prompt is about to be drawn
+    status: int | None = None
+    cwd: str | None = None
+
+
+@final
+class MarkFilter:
+    """Removes the session's signed marks from the output stream and reports them, in stream order. Marks with
+    another secret are removed too but not reported: a program that prints one changes nothing."""
+
+    def __init__(self, key: str, on_mark: Callable[[Mark], None]) -> None:
+        self._key = key.encode()
+        self._on_mark = on_mark
+        self._held = b""  # a possible mark cut by a read boundary
+
+    def feed(self, data: bytes) -> bytes:
+        if self._held:
+            data, self._held = self._held + data, b""
+        start = data.find(MARK)
+        if start < 0:
+            return self._hold_tail(data)
+        out = bytearray()
+        pos = 0
+        while start >= 0:
+            out += data[pos:start]
+            end = _terminator(data, start + len(MARK))
+            if end < 0:
+                if len(data) - start < MAX_MARK:
+                    self._held = data[start:]
+                    return bytes(out)
+                out += data[start : start + len(MARK)]  # not a mark: pass it through
+                pos = start + len(MARK)
+            else:
+                self._parse(data[start + len(MARK) : end])
+                pos = end + (1 if data[end] == 7 else 2)
+            start = data.find(MARK, pos)
+        out += self._hold_tail(data[pos:])
+        return bytes(out)
+
+    def _hold_tail(self, data: bytes) -> bytes:
+        """Keep back a trailing prefix of MARK (``ESC ] 69``): the next read may complete it."""
+        esc = data.rfind(b"\x1b", max(0, len(data) - len(MARK) + 1))
+        if esc >= 0 and MARK.startswith(data[esc:]):
+            self._held = data[esc:]
+            return data[:esc]
+        return data
+
+    def _parse(self, body: bytes) -> None:
+        key, _, rest = body.partition(b";")
+        if key != self._key:
+            return
+        kind, _, fields = rest.partition(b";")
+        if kind == b"C":
+            self._on_mark(Mark("C"))
+        elif kind == b"D":
+            status, _, cwd = fields.partition(b";")
+            try:
+                code = int(status)
+            except ValueError:
+                return
+            self._on_mark(Mark("D", code, cwd.decode(errors="replace") or None))
+
+
+def _terminator(data: bytes, start: int) -> int:
+    """Index of the BEL or ``ESC \\`` ending a mark body that starts at ``start``, or -1."""
+    bel = data.find(b"\x07", start, start + MAX_MARK)
+    st = data.find(b"\x1b\\", start, start + MAX_MARK)
+    if bel < 0:
+        return st
+    return bel if st < 0 else min(bel, st)

@@ -1,0 +1,214 @@
+"""ReadinessTracker: decides, probe by probe, whether the program took a send's input and now waits for more.
+
+Two facts make a program ready. It took the input: the tty's input queue is empty (the innermost terminal's
+too, behind a local relay) and there is evidence that it woke after the write (output, a changed foreground
+group, or a thread of the group having run since); right after a write the input may still sit in the tty's
+flip buffer while the program waits exactly as before, and that old wait must not count. And it waits to read its
+terminal (``readiness``), asked of the kernel for the innermost foreground group (``relay``):
+
+- a blocking read, or select/poll with a long timeout: at once;
+- an event loop (epoll) on the tty: once that has held ``EVENT_LOOP_SETTLE_S`` with no output;
+- a short-timeout poll (htop redrawing every 1.5 s, vim waiting 100 ms after a lone ESC): once the program has
+  been through one whole timeout, woke, used little CPU, and is back in the same kind of wait. vim, which acts on
+  the ESC when its timeout expires, is then in a long wait; htop, which only redraws, is in its poll again;
+- behind an opaque relay (ssh): on the far shell's signed prompt mark followed by ``MARK_QUIET_S`` of quiet, else
+  once the far side answered, drew a prompt (or a full-screen program) and went quiet for ``relay_quiet_s``.
+"""
+
+from __future__ import annotations
+
+import re
+import termios
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import final
+
+from ptyd import protocol as p
+from ptyd.backends import procfs, readiness, relay
+from ptyd.backends.channel import PtyChannel
+from ptyd.backends.foreground import ForegroundGroup, RunCounts, ran_since
+from ptyd.backends.readiness import Wait
+from ptyd.backends.relay import Target
+from ptyd.backends.spawn import Spawned
+from ptyd.terminal.emulator import Terminal
+
+EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
+MARK_QUIET_S = 0.03  # after a prompt mark, how long output must pause (the prompt itself follows the mark)
+SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this long
+SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share of it
+# The last visible character of a line a prompt ends with: shells, REPLs, debuggers, "Password:", "[y/N]".
+PROMPT_END = re.compile(r"[$#%>:?\])»\u276f\u279c\u03bb]\s*$")  # and fancy prompt glyphs
+PASSWORD_TEXT = re.compile(r"(pass(word|phrase|code)?|pin|secret|token)\b[^\n]*[:?]\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ready: bool
+    basis: p.ReadyBasis | None = None
+    relay: str | None = None
+
+
+NOT_READY = Verdict(False)
+
+
+@final
+class ReadinessTracker:
+    def __init__(
+        self,
+        proc: Spawned,
+        foreground: ForegroundGroup,
+        session_pids: Callable[[], list[int]],
+        channel: PtyChannel,
+        terminal: Terminal,
+        relay_quiet_s: float,
+    ) -> None:
+        self._proc = proc
+        self._foreground = foreground
+        self._session_pids = session_pids
+        self._channel = channel
+        self._terminal = terminal
+        self._relay_quiet_s = relay_quiet_s
+        self.taken = True
+        self._expect_answer = False  # input was written: a relay's far side must answer before it can be ready
+        self._received_at_write = 0
+        self._target_at_write: tuple[int, int] | None = None
+        self._runs_at_write: RunCounts = {}
+        self._weak: tuple[float, tuple[int, int]] | None = None  # an event-loop wait: since when, and its mark
+        self._poll: tuple[float, RunCounts, int, float] | None = None  # a short poll: since, runs, cpu, timeout
+        self._prompt_mark_at: float | None = None
+
+    # --- what the program is doing -----------------------------------------------------------------------
+
+    def target(self) -> Target | None:
+        """The group that reads the input: the foreground group, or the one behind local relays."""
+        pgid = self._foreground.pgid()
+        if pgid is None:
+            return None
+        return relay.innermost(
+            pgid, self._foreground.candidates(pgid), self._proc.tty_rdev, self._proc.master, self._session_pids
+        )
+
+    def password_prompt(self, target: Target | None) -> bool:
+        """The target waits for input with echo off: canonical (getpass, sudo, ssh-keygen, ``read -s``), or raw
+        with a password question on the cursor line (a readline-style prompt, or one behind ssh)."""
+        if target is None or target.wait.kind == Wait.NONE:
+            return False
+        _, lflag = target.flags(self._proc.master)
+        if lflag is None or lflag & termios.ECHO:
+            return False
+        if readiness.secret_prompt(lflag):
+            return True
+        return not self._terminal.alt_screen and bool(PASSWORD_TEXT.search(self.cursor_text()))
+
+    def cursor_text(self) -> str:
+        """The cursor's row, up to the cursor."""
+        screen = self._terminal.current_screen()
+        rows = screen.visible_rows()
+        y = int(screen.cursor.y)
+        return rows[y][: int(screen.cursor.x)] if y < len(rows) else ""
+
+    # --- one send ----------------------------------------------------------------------------------------
+
+    def begin(self, wrote_input: bool) -> None:
+        self.taken = True
+        self._expect_answer = False
+        self._prompt_mark_at = None
+        self._weak = self._poll = None
+        if wrote_input:
+            self.mark_write()
+
+    def mark_write(self) -> None:
+        """From now on a wait counts only once the program is seen to have woken (see the module doc)."""
+        self.taken = False
+        self._expect_answer = True
+        self._received_at_write = self._channel.received
+        self._prompt_mark_at = None
+        self._weak = self._poll = None
+        target = self.target()
+        self._target_at_write = _key(target)
+        self._runs_at_write = procfs.group_run_counts(target.pids, target.pgid) if target is not None else {}
+
+    def prompt_mark(self) -> None:
+        """The shell's signed prompt mark arrived (it precedes the prompt it announces)."""
+        self._prompt_mark_at = time.monotonic()
+
+    def check(self) -> Verdict:
+        """Is the program ready for more input now?"""
+        if self._channel.input_queued():
+            self.taken = True  # seen queued: the wait after it is read is a new one
+            return NOT_READY
+        target = self.target()
+        if target is None:
+            return NOT_READY
+        if target.pts_index is not None and target.flags(self._proc.master)[0]:
+            self.taken = True  # still queued on the relay's terminal
+            return NOT_READY
+        if not self.taken and (
+            self._channel.received > self._received_at_write
+            or _key(target) != self._target_at_write
+            or ran_since(self._runs_at_write, procfs.group_run_counts(target.pids, target.pgid))
+        ):
+            self.taken = True
+            # The wait seen above may predate the evidence (the program woke in between): look again.
+            target = self.target()
+            if target is None:
+                return NOT_READY
+        if target.relay is not None:
+            return self._through_relay(target)
+        kind = target.wait.kind
+        if not self.taken:
+            self.taken = kind == Wait.NONE  # seen out of its wait: the next wait is a new one
+            return NOT_READY
+        if kind != Wait.EVENT_LOOP:
+            self._weak = None
+        if kind != Wait.TIMED:
+            self._poll = None
+        if kind == Wait.DIRECT:
+            return Verdict(True, "kernel")
+        if kind == Wait.EVENT_LOOP:
+            return Verdict(True, "kernel") if self._held_event_loop(target) else NOT_READY
+        if kind == Wait.TIMED:
+            return Verdict(True, "kernel") if self._short_poll_cycled(target) else NOT_READY
+        return NOT_READY
+
+    def _held_event_loop(self, target: Target) -> bool:
+        now = time.monotonic()
+        mark = (self._channel.received, target.pgid)
+        if self._weak is None or self._weak[1] != mark:
+            self._weak = (now, mark)
+            return False
+        return now - self._weak[0] >= EVENT_LOOP_SETTLE_S
+
+    def _short_poll_cycled(self, target: Target) -> bool:
+        now = time.monotonic()
+        runs = procfs.group_run_counts(target.pids, target.pgid)
+        cpu = procfs.group_cpu_ns(target.pids, target.pgid)
+        if self._poll is None:
+            call = target.wait.call
+            timeout = readiness.timeout_of(target.wait.pid, call) if call is not None else None
+            self._poll = (now, runs, cpu, timeout or 0.0)
+            return False
+        since, runs_then, cpu_then, timeout = self._poll
+        elapsed = now - since
+        if elapsed < max(timeout, SHORT_POLL_MIN_S) or not ran_since(runs_then, runs):
+            return False
+        return (cpu - cpu_then) / 1e9 < SHORT_POLL_CPU_SHARE * elapsed
+
+    def _through_relay(self, target: Target) -> Verdict:
+        if not self.taken:
+            return NOT_READY
+        quiet = time.monotonic() - self._channel.last_output
+        if self._prompt_mark_at is not None and quiet >= MARK_QUIET_S:
+            return Verdict(True, "shell_integration", target.relay)
+        if self._expect_answer and self._channel.received == self._received_at_write:
+            return NOT_READY  # the far side has not answered yet
+        if quiet < self._relay_quiet_s:
+            return NOT_READY
+        if self._terminal.alt_screen or PROMPT_END.search(self.cursor_text()):
+            return Verdict(True, "relay_quiet", target.relay)
+        return NOT_READY
+
+
+def _key(target: Target | None) -> tuple[int, int] | None:
+    return None if target is None else (target.tty_rdev, target.pgid)

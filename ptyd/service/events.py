@@ -1,0 +1,65 @@
+"""Subscriptions to session events: who hears what. A subscription belongs to one agent and one connection; it
+hears that agent's sessions (every session for the operator), one of them or all, current and future ones."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import msgspec
+
+from ptyd import protocol as p
+from ptyd.service.agents import Agent
+
+Sink = Callable[[p.TerminalEvent], None]
+
+
+@dataclass(slots=True, eq=False)
+class Subscription:
+    subscription_id: str
+    agent: Agent
+    session_id: str | None  # None: every session of the agent
+    output: bool
+    sink: Sink
+    seq: int = 0
+
+    def hears(self, session_id: str, owner: Agent) -> bool:
+        return (self.agent is owner or self.agent.operator) and self.session_id in (None, session_id)
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self._subs: dict[str, Subscription] = {}
+
+    def __iter__(self) -> Iterator[Subscription]:
+        return iter(list(self._subs.values()))
+
+    def add(self, agent: Agent, session_id: str | None, output: bool, sink: Sink) -> Subscription:
+        sub = Subscription("sub-" + secrets.token_hex(8), agent, session_id, output, sink)
+        self._subs[sub.subscription_id] = sub
+        return sub
+
+    def remove(self, agent: Agent, subscription_id: str) -> Subscription | None:
+        sub = self._subs.get(subscription_id)
+        if sub is None or sub.agent is not agent:
+            return None
+        del self._subs[subscription_id]
+        return sub
+
+    def drop_agent(self, agent: Agent) -> None:
+        for sub in self:
+            if sub.agent is agent:
+                del self._subs[sub.subscription_id]
+
+    def listeners(self, session_id: str, owner: Agent) -> tuple[bool, bool]:
+        """(anyone hears this session, anyone wants its output)."""
+        subs = [s for s in self._subs.values() if s.hears(session_id, owner)]
+        return bool(subs), any(s.output for s in subs)
+
+    def publish(self, session_id: str, owner: Agent, event: p.TerminalEvent) -> None:
+        for sub in self:
+            if not sub.hears(session_id, owner) or (event.kind == "output" and not sub.output):
+                continue
+            sub.seq += 1
+            sub.sink(msgspec.structs.replace(event, subscription_id=sub.subscription_id, seq=sub.seq))
