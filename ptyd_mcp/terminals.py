@@ -191,6 +191,7 @@ def _list(result: Mapping[str, Any], sid: str) -> str:
 
 _SIMPLE: dict[str, tuple[str, Callable[[Mapping[str, Any], str], str]]] = {
     "terminal_output": ("terminal_output", _output),
+    "terminal_integrate": ("terminal_integrate", lambda r, sid: text.send(r, sid)),
     "terminal_cancel": (
         "terminal_cancel",
         lambda r, sid: (

@@ -1,7 +1,7 @@
 """The text a model reads for each result and error: the terminal's own text, then one line on why and what next.
 
-Results are read defensively (``.get``): fields the daemon added later (``exit_code``, ``cwd``,
-``password_prompt``, ``relay``) are used when present and ignored when not.
+Results are read defensively (``.get``): fields the daemon added in protocol 2 (``exit_code``, ``cwd``,
+``password_prompt``, ``ready_basis``, ``relay``, ``unread_input``) are used when present and ignored when not.
 """
 
 from __future__ import annotations
@@ -58,8 +58,12 @@ def why(result: Result, session_id: str) -> str:
             line += f"; the last command exited with code {result['exit_code']}"
         if result.get("cwd"):
             line += f"; cwd {result['cwd']}"
-        if result.get("relay"):
-            line += f" (through {result['relay']}: the far side looks idle, which ptyd cannot check exactly)"
+        if result.get("ready_basis") == "relay_quiet":
+            relay = result.get("relay") or "a relay"
+            line += (
+                f" (judged through {relay}: the far side drew a prompt and went quiet, which ptyd cannot check "
+                "exactly; terminal_integrate at a remote bash prompt makes it exact)"
+            )
         line += "]"
     elif reason == "inferred_idle":
         line = (
@@ -85,6 +89,8 @@ def why(result: Result, session_id: str) -> str:
         lines = result.get("lines")
         where = f" from start_line {lines['start_line']}" if isinstance(lines, Mapping) else ""
         notes.append(f"output was cut: terminal_read{where} shows the rest")
+    if result.get("unread_input"):
+        notes.append(f"{result['unread_input']} bytes of the input are not read by the program yet")
     if notes:
         line += " (" + "; ".join(notes) + ")"
     if result.get("password_prompt"):

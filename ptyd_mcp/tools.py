@@ -111,6 +111,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         _hints(destructive=True),
     ),
     ToolSpec(
+        "terminal_integrate",
+        "Call once at a bash prompt that ptyd did not start itself, typically right after `ssh host` (or `docker "
+        "exec -it ... bash`) logged in: it types one setup line into that shell, and from then on sends through "
+        "the relay return exactly when the far shell prompts again (not when it merely looks quiet) and report "
+        "exit_code and cwd. Other shells than bash print a notice and nothing changes.",
+        input_schema(p.TerminalIntegrateParams, describe={**_session, **SEND_BOUNDS}),
+        output_schema(p.SendResult),
+        _hints(),
+    ),
+    ToolSpec(
         "terminal_send_background",
         "Type input like terminal_send but return at once with an operation_id while the program runs. Then: "
         "terminal_output for new output lines, terminal_wait for the result, terminal_cancel to interrupt. The "

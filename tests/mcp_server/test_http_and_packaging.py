@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import Daemon
 from ptyd_mcp.identity import token_path
+from ptyd_mcp.tools import BY_NAME
 
 from .harness import ROOT, new_agent, ok, server_argv, server_env
 
@@ -65,7 +66,7 @@ def test_streamable_http(http_server: tuple[str, Path | None]) -> None:
             httpx2.AsyncClient(transport=transport) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
-            assert len((await client.list_tools()).tools) == 12
+            assert {tool.name for tool in (await client.list_tools()).tools} == set(BY_NAME)
             _, opened = await ok(client, "terminal_open", env={"PS1": "$ "})
             _, sent = await ok(client, "terminal_send", session_id=opened["session_id"], input="echo over-http\n")
             assert "over-http" in sent["viewport"]

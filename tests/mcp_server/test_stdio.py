@@ -20,6 +20,7 @@ TOOLS = {
     "terminal_open",
     "terminal_send",
     "terminal_send_background",
+    "terminal_integrate",
     "terminal_output",
     "terminal_wait",
     "terminal_cancel",
@@ -200,7 +201,7 @@ def test_background_send_output_and_wait(daemon: Daemon) -> None:
         async with mcp_client(daemon.socket, new_agent()) as client:
             _, opened = await ok(client, "terminal_open", env=PROMPT)
             sid = opened["session_id"]
-            script = "for i in 1 2 3; do echo line-$i; read -t 0.2 x; done\n"
+            script = "for i in 1 2 3; do echo line-$i; sleep 0.2; done\n"
             text, started = await ok(client, "terminal_send_background", session_id=sid, input=script)
             assert started["operation_id"] in text
             text, waited = await ok(client, "terminal_wait", session_id=sid, timeout_ms=0)
@@ -316,6 +317,28 @@ def test_a_daemon_restart_registers_anew_and_says_sessions_are_gone(fresh_daemon
     anyio.run(scenario)
 
 
+def test_a_real_password_prompt_is_called_out(daemon: Daemon) -> None:
+    async def scenario() -> None:
+        async with mcp_client(daemon.socket, new_agent()) as client:
+            _, opened = await ok(client, "terminal_open", env=PROMPT)
+            sid = opened["session_id"]
+            text, asked = await ok(client, "terminal_send", session_id=sid, input="read -s -p 'Password: ' secret\n")
+            assert asked["password_prompt"] is True
+            assert asked["wait_reason"] == "stdin_read"
+            assert f"PASSWORD PROMPT: the program in session {sid}" in text
+            assert "ask the human" in text
+            text, listed = await ok(client, "terminal_list")
+            assert listed["sessions"][0]["password_prompt"] is True
+            assert "PASSWORD PROMPT (ask the human)" in text
+            # Answered (here by the test, as the human would through ptyctl attach), the call-out is gone.
+            text, answered = await ok(client, "terminal_send", session_id=sid, input="hunter2\n")
+            assert answered["password_prompt"] is False
+            assert "PASSWORD" not in text
+            await ok(client, "terminal_close", session_id=sid)
+
+    anyio.run(scenario)
+
+
 @pytest.mark.parametrize("kind", ["stdin_read", "timeout", "session_exit", "inferred_idle"])
 def test_every_wait_reason_says_what_next(kind: str) -> None:
     from ptyd_mcp import text
@@ -350,11 +373,19 @@ def test_a_password_prompt_tells_the_model_to_ask_the_human() -> None:
 def test_result_text_reads_fields_a_newer_daemon_adds() -> None:
     from ptyd_mcp import text
 
-    result = {"viewport": "$", "wait_reason": "stdin_read", "exit_code": 2, "cwd": "/srv", "relay": "ssh"}
+    result = {
+        "viewport": "$",
+        "wait_reason": "stdin_read",
+        "exit_code": 2,
+        "cwd": "/srv",
+        "ready_basis": "relay_quiet",
+        "relay": "ssh",
+    }
     line = text.send(result, "pty-1").splitlines()[-1]
     assert "exited with code 2" in line
     assert "cwd /srv" in line
     assert "through ssh" in line
+    assert "terminal_integrate" in line
 
 
 def test_text_of_a_tool_error_names_the_session() -> None:
