@@ -72,11 +72,14 @@ class Identity:
             if self.client.token is None:
                 self.client.token = _read(self.path) or await self._register(stale=None)
 
-    async def renew(self, stale: str | None) -> None:
-        """The daemon rejected ``stale``: take a token another server of this name already renewed, or register."""
+    async def renew(self, stale: str | None) -> bool:
+        """The daemon rejected ``stale``: take a token another server of this name already renewed, or register.
+        False when a concurrent call of this server renewed it already."""
         async with self._lock:
-            if self.client.token == stale:
-                self.client.token = await self._register(stale)
+            if self.client.token != stale:
+                return False
+            self.client.token = await self._register(stale)
+            return True
 
     async def _register(self, stale: str | None) -> str:
         self.client.token = None

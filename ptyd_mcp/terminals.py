@@ -58,8 +58,8 @@ class Terminals:
         try:
             result: dict[str, Any] = await self.client.call(method, **params, token=token)
         except Unauthorized:
-            await self.identity.renew(token)
-            self._notices.append(RENEWED.format(agent=self.identity.agent))
+            if await self.identity.renew(token):
+                self._notices.append(RENEWED.format(agent=self.identity.agent))
             result = await self.client.call(method, **params, token=self.client.token)
         return result
 
@@ -92,11 +92,12 @@ class Terminals:
 
     async def send(self, args: dict[str, Any], progress: Progress | None) -> Outcome:
         sid = str(args.get("session_id", ""))
-        started = await self.rpc("terminal_send", **args, wait=False, request_key=core.new_request_key())
         try:
+            started = await self.rpc("terminal_send", **args, wait=False, request_key=core.new_request_key())
             waited = await self._settle(sid, None, progress)
         except anyio.get_cancelled_exc_class():
-            # The host cancelled the call: interrupt the send in the daemon too, even though this task is cancelled.
+            # The host cancelled the call: interrupt the send in the daemon too (if it started, it is the session's
+            # active send: no other can start while it runs), even though this task is cancelled.
             with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE_S):
                 await self.rpc("terminal_cancel", session_id=sid)
             raise

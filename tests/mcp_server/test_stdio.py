@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from sshd import HOST_ALIAS, Sshd
 
 from conftest import Daemon
 from ptyd_mcp.identity import token_path
@@ -147,6 +148,28 @@ def test_sessions_outlive_the_server_and_stay_with_their_agent(daemon: Daemon) -
     anyio.run(second_server, sid)
     anyio.run(other_agent, sid)
     anyio.run(close, sid)
+
+
+def test_two_servers_started_at_once_with_one_name_share_one_agent(daemon: Daemon) -> None:
+    agent = new_agent()
+
+    async def scenario() -> None:
+        async with mcp_client(daemon.socket, agent) as first, mcp_client(daemon.socket, agent) as second:
+            opened: list[str] = []
+
+            async def open_in(client: Client) -> None:
+                opened.append((await ok(client, "terminal_open", env=PROMPT))[1]["session_id"])
+
+            async with anyio.create_task_group() as group:  # both register (or not) at the same moment
+                group.start_soon(open_in, first)
+                group.start_soon(open_in, second)
+            for client in (first, second):
+                _, listed = await ok(client, "terminal_list")
+                assert sorted(s["session_id"] for s in listed["sessions"]) == sorted(opened)
+            for sid in opened:
+                await ok(first, "terminal_close", session_id=sid)
+
+    anyio.run(scenario)
 
 
 def test_bad_ids_busy_and_exited_sessions_are_tool_errors(daemon: Daemon) -> None:
@@ -313,6 +336,25 @@ def test_a_daemon_restart_registers_anew_and_says_sessions_are_gone(fresh_daemon
             assert "No session" in message
             text, _ = await ok(client, "terminal_list")
             assert "registered anew" not in text  # said once
+
+    anyio.run(scenario)
+
+
+def test_ssh_then_terminal_integrate_gives_exact_readiness_and_exit_codes(daemon: Daemon, sshd: Sshd) -> None:
+    async def scenario() -> None:
+        async with mcp_client(daemon.socket, new_agent()) as client:
+            _, opened = await ok(client, "terminal_open", env=PROMPT)
+            sid = opened["session_id"]
+            login = f"ssh -F {sshd.client_config} {HOST_ALIAS}\n"
+            text, remote = await ok(client, "terminal_send", session_id=sid, input=login, timeout_ms=20_000)
+            assert remote["relay"] == "ssh", text
+            text, integrated = await ok(client, "terminal_integrate", session_id=sid, timeout_ms=20_000)
+            assert integrated["wait_reason"] == "stdin_read", text
+            text, failed = await ok(client, "terminal_send", session_id=sid, input="false\n")
+            assert failed["ready_basis"] == "shell_integration", text
+            assert failed["exit_code"] == 1
+            assert "the last command exited with code 1" in text
+            await ok(client, "terminal_close", session_id=sid)
 
     anyio.run(scenario)
 
