@@ -47,8 +47,8 @@ async def serve_stdio(server: Server[Any]) -> None:
 
 
 async def run(args: argparse.Namespace) -> None:
-    client = AsyncClient(args.socket, token="")  # the token comes from the agent's token file, never $PTYD_TOKEN
-    client.token = None
+    client = AsyncClient(args.socket)
+    client.token = None  # the token comes from the agent's token file, never from $PTYD_TOKEN
     server = build_server(client, args.agent)
     try:
         if args.http_socket is not None or args.http_port is not None:

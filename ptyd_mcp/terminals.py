@@ -24,6 +24,9 @@ CANCEL_GRACE_S = 5.0  # bound of the terminal_cancel sent after an MCP cancellat
 Progress = Callable[[float, str | None], Awaitable[None]]
 """Reports progress: seconds elapsed and a message (the newest output line)."""
 
+# What this server sets itself: an argument of that name from the model is dropped, never passed on.
+OWN_PARAMS = frozenset({"token", "wait", "request_key"})
+
 RENEWED = (
     "Note: ptyd no longer knew this agent's token (the daemon restarted, or the agent was released), so this server "
     "registered anew as {agent!r}: sessions opened before are gone; terminal_list shows what exists now."
@@ -64,7 +67,7 @@ class Terminals:
         return result
 
     async def dispatch(self, name: str, args: dict[str, Any], progress: Progress | None) -> Outcome:
-        args = {k: v for k, v in args.items() if k != "token"}
+        args = {k: v for k, v in args.items() if k not in OWN_PARAMS}
         if name == "terminal_open":
             return await self.open(args)
         if name == "terminal_send":
