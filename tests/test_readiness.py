@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,86 @@ def test_child_of_a_non_interactive_top_shares_its_group(rpc: Rpc, token: str) -
     assert result["wait_reason"] == "session_exit"
     assert result["viewport"] == "? hi\nhi\ndone\n"  # ends with the (empty) cursor line
     s.close()
+
+
+# --- terminal queries and short-poll TUIs --------------------------------------------------------------------
+
+QUERY_PROGRAM = r"""
+import os, sys, termios, tty
+fd = sys.stdin.fileno()
+saved = termios.tcgetattr(fd)
+tty.setraw(fd)
+answers = []
+for query, end in ((b"\x1b[6n", b"R"), (b"\x1b[c", b"c")):
+    os.write(1, query)
+    answer = b""
+    while not answer.endswith(end):
+        answer += os.read(fd, 1)
+    answers.append(answer[1:].decode())
+termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+print("answers", *answers)
+print("typed", input("next> "))
+"""
+
+
+def test_query_is_answered_before_readiness(shell: Shell, tmp_path: Path) -> None:
+    program = tmp_path / "query.py"
+    program.write_text(QUERY_PROGRAM)
+    result = shell.send(f"python3 {program}\n")
+    assert result["wait_reason"] == "stdin_read"
+    lines = result["viewport"].splitlines()
+    assert lines[-1] == "next>"
+    assert lines[-2].startswith("answers [")
+    assert lines[-2].endswith("c")
+    # The next keys go to the program, not into a half-read answer.
+    assert shell.send("hello\n")["viewport"].splitlines()[-2:] == ["typed hello", "$"]
+
+
+def test_htop_settles_with_its_screen_drawn(shell: Shell, tmp_path: Path) -> None:
+    if shutil.which("htop") is None:
+        pytest.skip("htop is not installed")
+    result = shell.send(f"HOME={tmp_path} htop\n", timeout_ms=15_000)  # a fresh htoprc: list view
+    assert result["wait_reason"] == "stdin_read"
+    assert result["alt_screen"] is True
+    assert "F5Tree" in result["viewport"].replace(" ", "")
+    result = shell.send("t", timeout_ms=15_000)  # tree view: the key is handled, it redraws and polls again
+    assert result["wait_reason"] == "stdin_read"
+    assert "F5List" in result["viewport"].replace(" ", "")
+    assert shell.send("q")["viewport"].splitlines()[-1] == "$"
+
+
+SHORT_POLLERS = r"""
+import select, sys, time
+busy = sys.argv[1] == "busy"
+print("polling", flush=True)
+end = time.monotonic() + (1.5 if busy else 60)
+while time.monotonic() < end:
+    if busy:
+        spin = time.monotonic() + 0.05
+        while time.monotonic() < spin:
+            pass
+    if select.select([sys.stdin], [], [], 0.1)[0]:
+        sys.stdin.readline()
+        break
+print("done", flush=True)
+"""
+
+
+def test_short_poller_that_works_between_polls_is_not_ready(shell: Shell, tmp_path: Path) -> None:
+    program = tmp_path / "poll.py"
+    program.write_text(SHORT_POLLERS)
+    started = time.monotonic()
+    result = shell.send(f"python3 {program} busy\n")
+    assert time.monotonic() - started >= 1.4  # it computes between its polls: wait for it to finish
+    assert result["viewport"].splitlines()[-2:] == ["done", "$"]
+
+
+def test_short_poller_that_only_waits_is_ready(shell: Shell, tmp_path: Path) -> None:
+    program = tmp_path / "poll.py"
+    program.write_text(SHORT_POLLERS)
+    started = time.monotonic()
+    result = shell.send(f"python3 {program} idle\n")
+    assert time.monotonic() - started < 1.2
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].splitlines()[-1] == "polling"
+    assert shell.send("\n")["viewport"].splitlines()[-2:] == ["done", "$"]

@@ -345,7 +345,8 @@ class LocalSession:
 
     def integration_input(self) -> str:
         """The line that installs shell integration into the bash at the prompt (terminal_integrate)."""
-        return remote_snippet(self._shell_key)
+        screen = self.terminal.current_screen()
+        return remote_snippet(self._shell_key, int(screen.cursor.x), self.terminal.cols)
 
     # --- other operations ------------------------------------------------------------------------------
 

@@ -39,10 +39,10 @@ HOOK = (
 )
 
 BOOTSTRAP = (
-    'export -n PROMPT_COMMAND; PROMPT_COMMAND=$PTYD_SHELL_PC; [ -n "$PROMPT_COMMAND" ] || unset PROMPT_COMMAND; '
-    '__ptyd_key=$PTYD_SHELL_KEY; eval "$PTYD_SHELL_HOOK"; unset PTYD_SHELL_KEY PTYD_SHELL_HOOK PTYD_SHELL_PC; '
-    "__ptyd_prompt"
-)
+    "export -n PROMPT_COMMAND; __ptyd_pc=$PTYD_SHELL_PC; PROMPT_COMMAND=$__ptyd_pc; "
+    '[ -n "$PROMPT_COMMAND" ] || unset PROMPT_COMMAND; __ptyd_key=$PTYD_SHELL_KEY; eval "$PTYD_SHELL_HOOK"; '
+    'unset PTYD_SHELL_KEY PTYD_SHELL_HOOK PTYD_SHELL_PC; __ptyd_prompt; eval "$__ptyd_pc"; unset __ptyd_pc'
+)  # bash runs the PROMPT_COMMAND it installs from the next prompt on: this one runs both entries itself
 
 # Options of an interactive bash that ptyd can start with its rc file (anything else is left untouched).
 _FLAGS = {"-i", "-l", "--login", "--norc", "--noprofile"}
@@ -94,12 +94,19 @@ def bash_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None
     return Launch([argv[0].lstrip("-"), "--rcfile", str(RC_FILE), "-i"], added)
 
 
-def remote_snippet(key: str) -> str:
-    """One line that installs the hook into the bash at the prompt, then erases its own echo."""
-    return (
-        f' if [ -n "${{BASH_VERSION-}}" ]; then __ptyd_key={key}; {HOOK}; '
-        "builtin printf '\\033[1A\\033[2K'; else echo 'ptyd: shell integration needs bash'; fi\n"
+def remote_snippet(key: str, prompt_width: int, cols: int) -> str:
+    """One line that installs the hook into the bash at the prompt, then erases its own echo: the rows the
+    prompt and the line take are known here (the prompt's width is the cursor's column)."""
+    erase = "\\033[{rows}F\\033[J"
+    template = (
+        ' if [ -n "${{BASH_VERSION-}}" ]; then __ptyd_key={key}; {hook}; '
+        "builtin printf '{erase}'; else echo 'ptyd: shell integration needs bash'; fi"
     )
+    rows = 1
+    for _ in range(3):  # the row count's own digits can change the length it is computed from
+        line = template.format(key=key, hook=HOOK, erase=erase.format(rows=rows))
+        rows = (prompt_width + len(line)) // max(cols, 1) + 1
+    return template.format(key=key, hook=HOOK, erase=erase.format(rows=rows)) + "\n"
 
 
 @dataclass(frozen=True, slots=True)

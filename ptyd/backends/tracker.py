@@ -199,8 +199,10 @@ class ReadinessTracker:
         if not self.taken:
             return NOT_READY
         quiet = time.monotonic() - self._channel.last_output
-        if self._prompt_mark_at is not None and quiet >= MARK_QUIET_S:
-            return Verdict(True, "shell_integration", target.relay)
+        if self._prompt_mark_at is not None and (
+            (quiet >= MARK_QUIET_S and self.cursor_text().strip()) or quiet >= self._relay_quiet_s
+        ):
+            return Verdict(True, "shell_integration", target.relay)  # the prompt the mark announced is drawn
         if self._expect_answer and self._channel.received == self._received_at_write:
             return NOT_READY  # the far side has not answered yet
         if quiet < self._relay_quiet_s:

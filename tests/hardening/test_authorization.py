@@ -42,9 +42,16 @@ DESTRUCTIVE: dict[str, dict[str, Any]] = {
     "terminal_screen": {},
     "terminal_list": {},
     "terminal_close": {"reason": "pwned"},
+    "terminal_integrate": {"timeout_ms": 2000},
+    "terminal_subscribe": {},
+    "terminal_unsubscribe": {"subscription_id": "sub-0000000000000000"},
     "daemon_info": {},
 }
-SESSION_METHODS = [m for m in DESTRUCTIVE if m.startswith("terminal_") and m not in ("terminal_open", "terminal_list")]
+SESSION_METHODS = [
+    m
+    for m in DESTRUCTIVE
+    if m.startswith("terminal_") and m not in ("terminal_open", "terminal_list", "terminal_unsubscribe")
+]
 
 
 def test_every_method_that_takes_a_token_is_listed_here() -> None:

@@ -144,6 +144,7 @@ def base_params(own: OwnSession, method: str) -> dict[str, Any]:
         "signal": "SIGWINCH",
         "cols": 80,
         "rows": 24,
+        "subscription_id": "sub-0000000000000000",
     }
     missing = [name for name in REQUIRED[method] if name not in valid]
     assert missing == [], f"no valid value known for the required fields {missing} of {method}: add one here"

@@ -1,0 +1,175 @@
+"""What each command did: exit_code and cwd from ptyd's shell integration, password prompts, input that cannot
+arrive whole. Real bash sessions, opened the ways callers open them."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import Rpc, RpcError, Shell
+
+OPENINGS = {
+    "default": {"env": {"PS1": "$ "}},
+    "argv bash": {"argv": ["bash"], "env": {"PS1": "$ "}},
+    "argv norc": {"argv": ["/bin/bash", "--norc", "-i"], "env": {"PS1": "$ "}},
+    "argv login": {"argv": ["bash", "-l"], "env": {"PS1": "$ "}},
+    "no env": {},
+}
+
+
+@pytest.fixture(params=list(OPENINGS))
+def any_bash(request: pytest.FixtureRequest, rpc: Rpc, token: str) -> Iterator[Shell]:
+    s = Shell(rpc, token, cwd="/", **OPENINGS[request.param])
+    assert s.opened["wait_reason"] == "stdin_read"
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()
+
+
+def test_exit_code_and_cwd_of_each_command(any_bash: Shell) -> None:
+    result = any_bash.send("true\n")
+    assert (result["exit_code"], result["cwd"]) == (0, "/")
+    assert any_bash.send("false\n")["exit_code"] == 1
+    assert any_bash.send("(exit 42)\n")["exit_code"] == 42
+    assert any_bash.send("ls /nonexistent-dir\n")["exit_code"] == 2
+    result = any_bash.send("cd /tmp\n")
+    assert (result["exit_code"], result["cwd"]) == (0, "/tmp")
+    assert any_bash.send("sleep 0.2; exit_code_probe() { return 3; }; exit_code_probe\n")["exit_code"] == 3
+
+
+def test_no_command_no_exit_code(shell: Shell) -> None:
+    shell.send("false\n")
+    result = shell.send("\n")
+    assert result["exit_code"] is None  # an empty line runs nothing
+    assert result["cwd"] is not None
+    assert shell.send("")["exit_code"] is None  # a wait alone
+
+
+def test_marks_stay_out_of_viewports_and_transcript(shell: Shell) -> None:
+    result = shell.send("echo visible\n")
+    assert "\x1b" not in result["viewport"]
+    assert result["viewport"].splitlines() == ["$ echo visible", "visible", "$"]
+    assert not any("6973" in line for line in shell.transcript())
+
+
+def test_callers_prompt_is_kept(rpc: Rpc, token: str) -> None:
+    s = Shell(rpc, token, argv=["bash", "--norc", "-i"], env={"PS1": "my-prompt> ", "PROMPT_COMMAND": "X=1"})
+    try:
+        result = s.send("echo $X\n")
+        assert result["viewport"].splitlines() == ["my-prompt> echo $X", "1", "my-prompt>"]
+        assert result["exit_code"] == 0
+    finally:
+        s.close()
+
+
+def test_forged_marks_change_nothing(shell: Shell) -> None:
+    forged = r"printf '\033]6973;0123456789abcdef0123456789abcdef;D;99;/forged\007'; false"
+    result = shell.send(forged + "\n")
+    assert result["exit_code"] == 1
+    assert result["cwd"] != "/forged"
+    # Nor can a program learn the secret from its environment.
+    result = shell.send("env | grep -c PTYD_SHELL\n")
+    assert result["viewport"].splitlines()[-2] == "0"
+
+
+def test_null_inside_a_repl(shell: Shell) -> None:
+    result = shell.send("python3 -q\n")
+    assert (result["exit_code"], result["cwd"]) == (None, None)
+    result = shell.send("1/0\n")
+    assert (result["exit_code"], result["cwd"]) == (None, None)
+    result = shell.send("import sys; sys.exit(5)\n")
+    assert result["exit_code"] == 5  # the shell's command (python3) finished in this send
+
+
+def test_exec_sessions_have_no_outcome(rpc: Rpc, token: str) -> None:
+    s = Shell(rpc, token, type="exec", argv=["bash", "-c", "read -p 'go? ' x; echo $x"])
+    try:
+        assert s.opened["wait_reason"] == "stdin_read"
+        result = s.send("y\n")
+        assert result["exit_code"] is None
+        assert result["wait_reason"] == "session_exit"
+    finally:
+        s.close()
+
+
+# --- password prompts ---------------------------------------------------------------------------------------
+
+
+def test_password_prompt_while_read_s_waits(shell: Shell) -> None:
+    result = shell.send("read -s -p 'Token: ' t\n")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["password_prompt"] is True
+    assert shell.call("terminal_status")["password_prompt"] is True
+    result = shell.send("abc\n")
+    assert result["password_prompt"] is False
+    assert shell.call("terminal_status")["password_prompt"] is False
+
+
+def test_password_prompt_for_getpass_not_for_input(shell: Shell) -> None:
+    result = shell.send("python3 -c 'import getpass; getpass.getpass(\"Secret: \")'\n")
+    assert result["password_prompt"] is True
+    shell.send("x\n")
+    result = shell.send("python3 -q\n")
+    assert result["password_prompt"] is False
+    result = shell.send("input('Name: ')\n")
+    assert result["password_prompt"] is False
+    shell.send("bob\n")
+    shell.send("exit()\n")
+
+
+def test_password_prompt_for_ssh_keygen_passphrase(shell: Shell, tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    result = shell.send(f"ssh-keygen -q -t ed25519 -f {key}\n")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["password_prompt"] is True
+    result = shell.send("pass phrase\n")
+    assert result["password_prompt"] is True  # "Enter same passphrase again"
+    result = shell.send("pass phrase\n")
+    assert result["password_prompt"] is False
+    assert result["exit_code"] == 0
+    assert key.exists()
+
+
+def test_no_password_prompt_for_full_screen_programs(shell: Shell) -> None:
+    result = shell.send("vim -u NONE -N\n")
+    assert result["alt_screen"] is True
+    assert result["password_prompt"] is False
+    shell.send("\x1b:q!\n")
+
+
+# --- input delivery ----------------------------------------------------------------------------------------
+
+
+def test_over_long_canonical_line_is_refused_whole(shell: Shell, tmp_path: Path) -> None:
+    target = tmp_path / "out.txt"
+    shell.send(f"cat > {target}\n")
+    with pytest.raises(RpcError) as refused:
+        shell.send("x" * 5000 + "\n")
+    assert refused.value.data["reason"] == "line_too_long"
+    assert refused.value.data["limit"] == 4095
+    line = "y" * 4095 + "\n"
+    result = shell.send(line + "\x04")
+    assert result["unread_input"] == 0
+    assert target.read_text() == line  # nothing of the refused send arrived; the next one whole
+
+
+def test_long_line_for_a_command_after_the_first_is_refused(shell: Shell) -> None:
+    with pytest.raises(RpcError) as refused:
+        shell.send("read -r v\n" + "z" * 5000 + "\n")
+    assert refused.value.data["reason"] == "line_too_long"
+    assert shell.send("echo still-here\n")["viewport"].splitlines()[-2] == "still-here"
+
+
+def test_long_line_to_a_raw_mode_program_is_delivered(shell: Shell) -> None:
+    shell.send("python3 -q\n")  # readline: raw mode, any line length
+    result = shell.send("len('" + "w" * 6000 + "')\n")
+    assert result["viewport"].splitlines()[-2:] == ["6000", ">>>"]
+    shell.send("exit()\n")
+
+
+def test_the_shell_command_line_itself_may_be_long(shell: Shell) -> None:
+    result = shell.send(f"X={'v' * 6000}; echo ${{#X}}\n")
+    assert result["viewport"].splitlines()[-2] == "6000"

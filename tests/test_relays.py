@@ -1,0 +1,157 @@
+"""Readiness through relays: programs that run the real shell on a terminal of their own and copy bytes.
+
+Local relays (script, sudo with use_pty, Python's pty.spawn, expect) are followed to the innermost
+terminal, so their sends are exact (``ready_basis == "kernel"``). ssh is opaque: a send settles once the far side
+drew a prompt and went quiet (``relay_quiet``), or on the far shell's signed prompt mark after
+``terminal_integrate`` (``shell_integration``). In every case a silent command behind the relay is waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+from sshd import HOST_ALIAS, Sshd
+
+from conftest import Rpc, RpcError, Shell
+
+LOCAL_RELAYS = {
+    "script": "script -q /dev/null",
+    "sudo": "sudo -i",
+    "pty.spawn": 'python3 -c \'import pty; pty.spawn(["bash", "--norc"])\'',
+    "expect": "expect -c 'spawn -noecho bash --norc; interact'",
+}
+
+
+def _relay_shell(rpc: Rpc, token: str, command: str) -> Shell:
+    s = Shell(rpc, token, env={"PS1": "$ "})
+    opened = s.send(command + "\n")
+    assert opened["wait_reason"] == "stdin_read", opened
+    s.send("PS1='inner$ '\n")
+    return s
+
+
+@pytest.fixture(params=list(LOCAL_RELAYS))
+def local_relay(request: pytest.FixtureRequest, rpc: Rpc, token: str) -> Iterator[Shell]:
+    command = LOCAL_RELAYS[request.param]
+    if shutil.which(command.split()[0]) is None:
+        pytest.skip(f"{command.split()[0]} is not installed")
+    s = _relay_shell(rpc, token, command)
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()
+
+
+def test_local_relay_waits_for_a_silent_command(local_relay: Shell) -> None:
+    started = time.monotonic()
+    result = local_relay.send("sleep 1; echo slept\n")
+    assert time.monotonic() - started >= 0.95
+    assert result["wait_reason"] == "stdin_read"
+    assert result["ready_basis"] == "kernel"
+    assert result["viewport"].splitlines()[-2:] == ["slept", "inner$"]
+
+
+def test_local_relay_sees_an_input_prompt_exactly(local_relay: Shell) -> None:
+    result = local_relay.send("read -p 'Name: ' name\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["ready_basis"] == "kernel"
+    assert result["viewport"].splitlines()[-1] == "Name:"
+    result = local_relay.send("bob\n")
+    assert result["viewport"].splitlines()[-1] == "inner$"
+    assert local_relay.send("echo $name\n")["viewport"].splitlines()[-2:] == ["bob", "inner$"]
+
+
+def test_local_relay_program_inside_is_waited_for(local_relay: Shell) -> None:
+    result = local_relay.send("python3 -q\n")
+    assert result["viewport"].splitlines()[-1] == ">>>"
+    result = local_relay.send("import time; time.sleep(0.5); print('woke')\n")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].splitlines()[-2:] == ["woke", ">>>"]
+    local_relay.send("exit()\n")
+
+
+def test_local_relay_password_prompt(local_relay: Shell) -> None:
+    result = local_relay.send("read -s -p 'Passphrase: ' secret\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["password_prompt"] is True
+    result = local_relay.send("hunter2\n")
+    assert result["password_prompt"] is False
+    assert "hunter2" not in result["viewport"]
+
+
+# --- ssh: an opaque relay -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ssh_shell(rpc: Rpc, token: str, sshd: Sshd) -> Iterator[Shell]:
+    s = Shell(rpc, token, env={"PS1": "$ "})
+    command = shlex.join([*sshd.ssh, "-t", HOST_ALIAS, "env PS1='far$ ' bash --norc -i"])
+    result = s.send(command + "\n")
+    assert result["wait_reason"] == "stdin_read", result
+    assert result["relay"] == "ssh"
+    assert result["viewport"].splitlines()[-1] == "far$"
+    yield s
+    s.close()
+
+
+def test_ssh_silent_command_is_not_settled_early(ssh_shell: Shell) -> None:
+    started = time.monotonic()
+    result = ssh_shell.send("sleep 2; echo slept\n")
+    elapsed = time.monotonic() - started
+    assert elapsed >= 1.95
+    assert elapsed < 2 + 1.5  # well before idle_ms (3 s after the last output)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["ready_basis"] == "relay_quiet"
+    assert result["relay"] == "ssh"
+    assert result["viewport"].splitlines()[-2:] == ["slept", "far$"]
+
+
+def test_ssh_input_prompt_and_repl_are_seen_soon(ssh_shell: Shell) -> None:
+    started = time.monotonic()
+    result = ssh_shell.send("read -p 'Name: ' name\n")
+    assert time.monotonic() - started < 1.5
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].splitlines()[-1] == "Name:"
+    assert ssh_shell.send("bob\n")["viewport"].splitlines()[-1] == "far$"
+    result = ssh_shell.send("python3 -q\n")
+    assert result["viewport"].splitlines()[-1] == ">>>"
+    assert ssh_shell.send("6*7\n")["viewport"].splitlines()[-2:] == ["42", ">>>"]
+    ssh_shell.send("exit()\n")
+
+
+def test_ssh_password_prompt_is_reported(ssh_shell: Shell) -> None:
+    result = ssh_shell.send("read -s -p 'Password: ' pw\n")
+    assert result["wait_reason"] == "stdin_read"
+    assert result["password_prompt"] is True
+    assert ssh_shell.send("x\n")["password_prompt"] is False
+
+
+def test_ssh_with_integration_reports_exit_codes_and_settles_on_the_prompt(ssh_shell: Shell) -> None:
+    installed = ssh_shell.call("terminal_integrate")
+    assert installed["wait_reason"] == "stdin_read"
+    assert installed["ready_basis"] == "shell_integration"
+    assert "__ptyd" not in "\n".join(ssh_shell.transcript())  # the line that installed it erased itself
+    started = time.monotonic()
+    result = ssh_shell.send("sleep 1; false\n")
+    assert 0.95 <= time.monotonic() - started < 1.9
+    assert result["ready_basis"] == "shell_integration"
+    assert result["exit_code"] == 1
+    assert result["viewport"].splitlines()[-1] == "far$"
+    result = ssh_shell.send("cd /tmp\n")
+    assert (result["exit_code"], result["cwd"]) == (0, "/tmp")
+    result = ssh_shell.send("python3 -q\n")
+    assert (result["exit_code"], result["cwd"]) == (None, None)  # a REPL, not the far shell, is in front
+    result = ssh_shell.send("exit()\n")
+    assert result["exit_code"] == 0
+    assert result["viewport"].splitlines()[-1] == "far$"
+
+
+def test_leaving_ssh_returns_to_exact_readiness(ssh_shell: Shell) -> None:
+    result = ssh_shell.send("exit\n")
+    assert result["ready_basis"] == "kernel"
+    assert result["relay"] is None
+    assert result["viewport"].splitlines()[-1] == "$"
