@@ -14,6 +14,7 @@ import anyio
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
+from ptyd.daemon import StartupError
 from ptyd_client import AsyncClient
 from ptyd_mcp import __version__
 from ptyd_mcp.http import serve_http
@@ -63,5 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     # stdout is the MCP channel over stdio: every diagnostic goes to stderr.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="ptyd-mcp: %(levelname)s %(message)s")
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(run, args)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(run, args)
+    except StartupError as exc:  # from --http-socket: a live server holds the path
+        sys.exit(f"ptyd-mcp: {exc}")

@@ -14,6 +14,8 @@ from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ptyd.daemon import bind_socket
+
 TCP_TABLE = Path("/proc/net/tcp")
 
 
@@ -51,21 +53,6 @@ class SameUserOnly:
         await self.app(scope, receive, send)
 
 
-def _unix_listener(path: Path) -> socket.socket:
-    """A listening socket only this user can connect to (uvicorn's own ``uds`` makes it 0666)."""
-    with contextlib.suppress(FileNotFoundError):
-        if path.is_socket():
-            path.unlink()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)
-    try:
-        sock.bind(str(path))
-    finally:
-        os.umask(old_umask)
-    sock.listen(128)
-    return sock
-
-
 async def serve_http(server: Server[Any], unix_path: Path | None, port: int | None) -> None:
     """Serve ``server`` at ``/mcp`` on ``unix_path``, else on 127.0.0.1:``port`` (0: any free port, announced)."""
     import uvicorn
@@ -75,7 +62,8 @@ async def serve_http(server: Server[Any], unix_path: Path | None, port: int | No
         # No browser reaches a Unix socket, so DNS rebinding (the Host-header check) does not apply.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         app = server.streamable_http_app(transport_security=security)
-        listener = _unix_listener(unix_path)
+        # The daemon's own binding: 0600, and a socket file another server still listens on is left alone.
+        listener = bind_socket(unix_path, backlog=128)
     else:
         app = SameUserOnly(server.streamable_http_app(host="127.0.0.1"))
         listener = socket.create_server(("127.0.0.1", port or 0))

@@ -66,6 +66,11 @@ def _hints(*, read_only: bool = False, destructive: bool = False, idempotent: bo
 
 
 _session = {"session_id": SESSION_ID}
+SEND_PARAMS = input_schema(
+    p.TerminalSendParams,
+    drop=("wait", "request_key"),  # this server runs every send in the background, with its own request_key
+    describe={**_session, "input": SEND_INPUT, **SEND_BOUNDS},
+)
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -102,11 +107,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "showed for it (the viewport, rendered as text) and one line on why it returned. " + WAIT_REASONS + " A "
         "line starting PASSWORD PROMPT means the program asks for a secret: ask the human, do not type one. "
         "For work that takes minutes, raise timeout_ms or use terminal_send_background.",
-        input_schema(
-            p.TerminalSendParams,
-            drop=("wait", "request_key"),
-            describe={"session_id": SESSION_ID, "input": SEND_INPUT, **SEND_BOUNDS},
-        ),
+        SEND_PARAMS,
         output_schema(p.SendResult),
         _hints(destructive=True),
     ),
@@ -125,11 +126,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Type input like terminal_send but return at once with an operation_id while the program runs. Then: "
         "terminal_output for new output lines, terminal_wait for the result, terminal_cancel to interrupt. The "
         "session takes no other send until this one settles.",
-        input_schema(
-            p.TerminalSendParams,
-            drop=("wait", "request_key"),
-            describe={"session_id": SESSION_ID, "input": SEND_INPUT, **SEND_BOUNDS},
-        ),
+        SEND_PARAMS,
         output_schema(p.SendStarted),
         _hints(destructive=True),
     ),

@@ -75,6 +75,19 @@ def test_streamable_http(http_server: tuple[str, Path | None]) -> None:
     anyio.run(scenario)
 
 
+@pytest.mark.parametrize("http_server", ["unix"], indirect=True)
+def test_a_second_server_leaves_a_live_servers_socket_alone(
+    http_server: tuple[str, Path | None], daemon: Daemon
+) -> None:
+    unix = http_server[1]
+    assert unix is not None
+    argv = server_argv(daemon.socket, new_agent(), "--http-socket", str(unix))
+    second = subprocess.run(argv, env=server_env(), cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert second.returncode == 1
+    assert "held by another listener" in second.stderr
+    assert unix.is_socket()
+
+
 NOBODY = 65534
 
 
