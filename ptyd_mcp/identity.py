@@ -23,10 +23,16 @@ TOKEN_DIR = "mcp-agents"  # noqa: S105 - a directory name, not a secret
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-def token_path(socket_path: Path, agent: str) -> Path:
-    """Where ``agent``'s token is kept for the daemon at ``socket_path``; other names are hashed to a file name."""
+def token_path(daemon: Path | str, agent: str) -> Path:
+    """Where ``agent``'s token is kept for the daemon at ``daemon`` (its socket, or an ``ssh://`` host, whose tokens
+    are kept locally under ``$XDG_STATE_HOME/ptyd``); other names are hashed to a file name."""
     stem = agent if _PLAIN_NAME.fullmatch(agent) else "sha256-" + hashlib.sha256(agent.encode()).hexdigest()[:32]
-    return socket_path.parent / TOKEN_DIR / f"{stem}.token"
+    if isinstance(daemon, Path):
+        base = daemon.parent
+    else:
+        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+        base = state / "ptyd" / ("host-" + hashlib.sha256(daemon.encode()).hexdigest()[:16])
+    return base / TOKEN_DIR / f"{stem}.token"
 
 
 def _read(path: Path) -> str | None:
@@ -47,7 +53,7 @@ def _write(path: Path, token: str) -> None:
 
 def _lock(path: Path) -> int:
     """Hold the name's lock file exclusively (blocking); closing the returned fd releases it."""
-    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
