@@ -10,6 +10,12 @@ import { createConnection, type Socket } from "node:net";
 import { ConnectionLostError, DaemonUnavailableError, ProtocolError, errorFromWire, type WireError } from "./errors.js";
 import { LineDecoder, encodeFrame } from "./framing.js";
 
+/** A JSON-RPC notification the daemon sent (a request without an id): `terminal_event` on a subscribed connection. */
+export interface Notification {
+  readonly method: string;
+  readonly params: unknown;
+}
+
 interface Pending {
   readonly method: string;
   /** UTF-8 size of the request frame, to match a `frame_too_large` answer (it has no id) to its request. */
@@ -24,6 +30,11 @@ export class Connection {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closedBy: Error | undefined;
+  private held = false;
+  /** Called with each notification; without a handler, notifications are ignored. */
+  onNotification: ((notification: Notification) => void) | undefined;
+  /** Called once when the socket closes, with what closed it. */
+  onClose: ((cause: Error) => void) | undefined;
 
   private constructor(
     private readonly socket: Socket,
@@ -101,7 +112,11 @@ export class Connection {
       this.abort(new ProtocolError(`ptyd sent a response this client did not ask for: ${JSON.stringify(message)}`));
       return;
     }
-    const response = message as { id?: unknown; result?: unknown; error?: WireError };
+    const response = message as { id?: unknown; method?: unknown; params?: unknown; result?: unknown; error?: WireError };
+    if (typeof response.method === "string" && !("id" in response)) {
+      this.onNotification?.({ method: response.method, params: response.params });
+      return;
+    }
     const pending = typeof response.id === "number" ? this.pending.get(response.id) : undefined;
     if (pending === undefined) {
       this.unmatched(response);
@@ -133,7 +148,7 @@ export class Connection {
   }
 
   private settled(): void {
-    if (this.pending.size === 0) this.socket.unref();
+    if (this.pending.size === 0 && !this.held) this.socket.unref();
   }
 
   /** The stream can no longer be trusted: fail every request with `error` and close. */
@@ -148,5 +163,13 @@ export class Connection {
     this.closedBy ??= new Error("ptyd closed the connection");
     for (const pending of this.pending.values()) pending.reject(new ConnectionLostError(pending.method, cause));
     this.pending.clear();
+    this.onClose?.(this.closedBy);
+  }
+
+  /** Keep the process alive while `held` (someone awaits an event), as an awaited answer does. */
+  hold(held: boolean): void {
+    this.held = held;
+    if (held) this.socket.ref();
+    else this.settled();
   }
 }

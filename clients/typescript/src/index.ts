@@ -10,9 +10,16 @@
  * ```
  */
 
-export { PtydClient, type ClientOptions, type OpenRpcDocument, type SendOptions } from "./client.js";
+export {
+  PtydClient,
+  type ClientOptions,
+  type IntegrateOptions,
+  type OpenRpcDocument,
+  type SendOptions,
+} from "./client.js";
 export { resolveSocketPath, resolveToken, type Environment } from "./discovery.js";
 export * from "./errors.js";
+export { EventStream, type SubscribeOptions } from "./events.js";
 export { LineDecoder } from "./framing.js";
 export * from "./protocol.js";
 export { SendOperation, Session } from "./session.js";
