@@ -263,6 +263,26 @@ describe("PtydBackend as the seed's PtyBackend", () => {
   });
 });
 
+describe("under a flood", () => {
+  test("readOutput() ends with the last line and read() matches terminal_read over the newest lines", async () => {
+    const session = await backend.spawn(spec);
+    try {
+      const operation = session.startSend({ input: "seq 1 30000\n" });
+      const { chunks } = await drain(operation);
+      assert.equal((await operation.done).waitReason, "stdin_read");
+      assert.match(chunks.join(""), /\n29999\n30000\n\$$/);
+      const id = (session as import("../src/backend/index.js").PtydBackendSession).id;
+      const client = (backend as PtydBackend).client;
+      for (let start = -5000; start < 0; start += 700) {
+        const wire = await client.terminalRead(id, { start_line: start, max_lines: 700 });
+        assert.deepEqual(session.read({ startLine: start, maxLines: 700 }).lines, wire.lines);
+      }
+    } finally {
+      await session.close("test done");
+    }
+  });
+});
+
 describe("a reloaded harness", () => {
   test("a new process with the same token lists and attaches its sessions, and follows a running send", async () => {
     const child = fileURLToPath(new URL("./reload-child.js", import.meta.url));

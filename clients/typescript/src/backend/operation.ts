@@ -92,7 +92,11 @@ export class PtydSendOperation implements PtySendOperation {
   private async fetchOutput(): Promise<void> {
     const read = await this.host.client.terminalOutput(this.host.id);
     // Another client's send took over the session: what is left is that send's output, not this one's.
-    if (read.operation_id === this.operationId && read.output !== "") this.output.push(read.output);
+    if (read.operation_id !== this.operationId || read.output === "") return;
+    this.output.push(read.output);
+    // More may be pouring in: the scrollback drops lines nobody consumed in time, so pull again at once
+    // rather than at the next event batch.
+    if (!read.done) void this.pull.run().catch(() => undefined);
   }
 
   readOutput(): PtySendRead {
