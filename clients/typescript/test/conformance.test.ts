@@ -13,6 +13,7 @@ import { after, describe, test } from "node:test";
 
 import {
   PtydBackend,
+  type PtydBackendSession,
   type PtyBackendSpawnSpec,
   type PtyReadRequest,
   type PtyReadResult,
@@ -93,6 +94,8 @@ void asyncRead;
 
 const backend: PtyBackend = new PtydBackend({ socketPath: SOCKET, token: TOKEN });
 const spec: PtyBackendSpawnSpec = { env: { PS1: "$ " }, name: "conformance" };
+const client = (backend as PtydBackend).client; // the same daemon, asked directly
+const idOf = (session: PtyBackendSession): string => (session as PtydBackendSession).id;
 after(() => (backend as PtydBackend).disconnect());
 
 /** Poll `operation.readOutput()` until it reports done; every chunk in order. */
@@ -168,7 +171,7 @@ describe("PtydBackend as the seed's PtyBackend", () => {
     const session = await backend.spawn(spec);
     try {
       await session.startSend({ input: "seq 1 500\n" }).done;
-      const id = (session as import("../src/backend/index.js").PtydBackendSession).id;
+      const id = idOf(session);
       const requests: PtyReadRequest[] = [
         {},
         { startLine: 0, maxLines: 50 },
@@ -178,7 +181,7 @@ describe("PtydBackend as the seed's PtyBackend", () => {
         { startLine: 10, maxLines: 1000, maxBytes: 300 },
       ];
       for (const request of requests) {
-        const wire = await (backend as PtydBackend).client.terminalRead(id, {
+        const wire = await client.terminalRead(id, {
           start_line: request.startLine ?? null,
           max_lines: request.maxLines ?? null,
           max_bytes: request.maxBytes ?? null,
@@ -223,8 +226,7 @@ describe("PtydBackend as the seed's PtyBackend", () => {
     const session = await backend.spawn(spec);
     try {
       const operation = session.startSend({ input: "sleep 30\n" });
-      const id = (session as import("../src/backend/index.js").PtydBackendSession).id;
-      const client = (backend as PtydBackend).client;
+      const id = idOf(session);
       await waitUntil(async () => (await client.terminalStatus(id)).foreground?.name === "sleep", "sleep running");
       const signal: PtySignal = "SIGINT";
       const sent: PtySignalResult = await session.signal(signal);
@@ -271,8 +273,7 @@ describe("under a flood", () => {
       const { chunks } = await drain(operation);
       assert.equal((await operation.done).waitReason, "stdin_read");
       assert.match(chunks.join(""), /\n29999\n30000\n\$$/);
-      const id = (session as import("../src/backend/index.js").PtydBackendSession).id;
-      const client = (backend as PtydBackend).client;
+      const id = idOf(session);
       for (let start = -5000; start < 0; start += 700) {
         const wire = await client.terminalRead(id, { start_line: start, max_lines: 700 });
         assert.deepEqual(session.read({ startLine: start, maxLines: 700 }).lines, wire.lines);

@@ -4,7 +4,7 @@ import { PtydClient, type ClientOptions } from "../client.js";
 import type { EventStream } from "../events.js";
 import type { TerminalEvent } from "../protocol.js";
 import { sessionInfo, sessionStatus, snake } from "./convert.js";
-import { PtydBackendSession } from "./session.js";
+import { PtydBackendSession, type SessionStart } from "./session.js";
 import type { PtyBackend, PtyBackendSpawnSpec, PtySessionInfo } from "./types.js";
 
 /** The client's options, the backend type, and how much transcript each session keeps for `read()`. */
@@ -46,16 +46,13 @@ export class PtydBackend implements PtyBackend {
   async spawn(spec: PtyBackendSpawnSpec): Promise<PtydBackendSession> {
     await this.watch();
     const opened = await this.client.terminalOpen({ ...snake(spec), type: this.type });
-    const session = this.track(
-      new PtydBackendSession(this.client, {
-        id: opened.session_id,
-        motd: opened.motd,
-        pid: opened.pid,
-        rows: opened.rows,
-        status: sessionStatus(opened.status),
-        retainedLines: this.retainedLines,
-      }, this.streamEnd),
-    );
+    const session = this.track({
+      id: opened.session_id,
+      motd: opened.motd,
+      pid: opened.pid,
+      rows: opened.rows,
+      status: sessionStatus(opened.status),
+    });
     await session.fetchTranscript(opened.rows);
     return session;
   }
@@ -70,16 +67,13 @@ export class PtydBackend implements PtyBackend {
       this.client.terminalStatus(sessionId),
       this.client.terminalScreen(sessionId),
     ]);
-    const session = this.track(
-      new PtydBackendSession(this.client, {
-        id: info.session_id,
-        motd: screen.lines.join("\n").trimEnd(),
-        pid: info.pid,
-        rows: info.rows,
-        status: sessionStatus(info.status),
-        retainedLines: this.retainedLines,
-      }, this.streamEnd),
-    );
+    const session = this.track({
+      id: info.session_id,
+      motd: screen.lines.join("\n").trimEnd(),
+      pid: info.pid,
+      rows: info.rows,
+      status: sessionStatus(info.status),
+    });
     if (info.busy && info.operation_id !== null) session.adopt(info.operation_id);
     await session.fetchTranscript(this.retainedLines);
     return session;
@@ -97,7 +91,12 @@ export class PtydBackend implements PtyBackend {
     this.sessions.clear();
   }
 
-  private track(session: PtydBackendSession): PtydBackendSession {
+  private track(start: Omit<SessionStart, "retainedLines">): PtydBackendSession {
+    const session = new PtydBackendSession(
+      this.client,
+      { ...start, retainedLines: this.retainedLines },
+      this.streamEnd,
+    );
     this.sessions.set(session.id, session);
     return session;
   }

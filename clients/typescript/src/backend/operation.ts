@@ -62,11 +62,6 @@ export class PtydSendOperation implements PtySendOperation {
     this.done.catch(() => undefined);
   }
 
-  /** True once the result is known (or the send failed). */
-  get settled(): boolean {
-    return this.ended;
-  }
-
   private async follow(): Promise<PtySendResult> {
     try {
       const operationId = await this.started;

@@ -41,7 +41,7 @@ export class PtydBackendSession implements PtyBackendSession {
   readonly id: string;
   readonly motd: string;
   readonly pid?: number;
-  private current: PtySendOperation | undefined;
+  private current: PtydSendOperation | undefined;
   private state: PtySessionStatus;
   private rows: number;
   private readonly retainedLines: number;
@@ -53,12 +53,13 @@ export class PtydBackendSession implements PtyBackendSession {
   /**
    * @param client - the backend's client
    * @param start - what spawn or attach learned
-   * @param watched - whether the backend's event stream is live (and so will report this session's close)
+   * @param streamEnd - when the backend's event stream ends (undefined without one): until then it reports
+   *   this session's close
    */
   constructor(
     readonly client: PtydClient,
     start: SessionStart,
-    private readonly watched: () => Promise<void> | undefined,
+    private readonly streamEnd: () => Promise<void> | undefined,
   ) {
     this.id = start.id;
     this.motd = start.motd;
@@ -124,7 +125,7 @@ export class PtydBackendSession implements PtyBackendSession {
    */
   async close(reason: string): Promise<void> {
     const closed = await this.client.terminalClose(this.id, reason);
-    const stream = this.watched();
+    const stream = this.streamEnd();
     if (closed.closed && stream !== undefined) await Promise.race([this.closedEvent, stream]);
   }
 
@@ -133,7 +134,7 @@ export class PtydBackendSession implements PtyBackendSession {
     switch (event.kind) {
       case "output":
         if (!this.transcript.applyOutput(event)) void this.refresher.run().catch(() => undefined);
-        if (this.current instanceof PtydSendOperation) void this.current.outputArrived().catch(() => undefined);
+        void this.current?.outputArrived().catch(() => undefined);
         break;
       case "input_wait":
         void this.refresher.run().catch(() => undefined);
@@ -154,7 +155,7 @@ export class PtydBackendSession implements PtyBackendSession {
   /** @internal Events may have been missed (the stream was replaced): catch up. */
   resync(): void {
     void this.refresher.run().catch(() => undefined);
-    if (this.current instanceof PtydSendOperation) void this.current.outputArrived().catch(() => undefined);
+    void this.current?.outputArrived().catch(() => undefined);
   }
 
   /** @internal A send settled: bring status and the transcript copy up to date before its result is out. */
