@@ -228,7 +228,7 @@ class Daemon:
             maintenance.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await maintenance
-            await server.close()
+            server.stop_accepting()  # connections are left to the exec, which closes them: clients reconnect
             state = handover.snapshot(service, inherited, "handover")  # from here on nothing may await
             try:
                 handover.exec_next(argv, state, handover.kept_fds(state))

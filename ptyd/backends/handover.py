@@ -46,7 +46,7 @@ def op_state(op: SendOp, *, taken: bool = True) -> OpState:
         capture_end=op.capture.end_line,
         exit_code=op.exit_code,
         taken=taken,
-        result=msgspec.Raw(msgspec.json.encode(op.future.result())) if op.done else None,
+        result=msgspec.json.encode(op.future.result()) if op.done else None,
     )
 
 

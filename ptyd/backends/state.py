@@ -50,7 +50,7 @@ class OpState(_State):
     capture_end: int
     exit_code: int | None = None
     taken: bool = True  # the program was seen to take the input
-    result: msgspec.Raw | None = None  # the settled SendResult, as JSON
+    result: bytes | None = None  # the settled SendResult, as JSON
 
 
 class SessionState(_State):
