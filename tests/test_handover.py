@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, wait_until
+from ptyd import __version__
 
 
 class InstalledDaemon(Daemon):
@@ -153,14 +154,16 @@ def test_upgrade_keeps_programs_screens_sends_and_owners(installed: InstalledDae
     info = installed.hand_over(1)
 
     assert info["version"] == "9.9.9-upgraded"
-    assert info["sessions"] == 4 and info["agents"] == 2
+    assert info["sessions"] == 4
+    assert info["agents"] == 2
     assert daemons_serving(installed.socket) == [info["pid"]]
     with installed.rpc() as rpc:
         for s in (shell, repl, vim_like, ticker):
             s.rpc = rpc
         # The in-flight send finishes in the new daemon, with every line it printed, before and during the exec.
         waited = rpc.call("terminal_wait", token=bob, session_id=ticker.id, timeout_ms=20_000)
-        assert waited["done"] and waited["result"]["operation_id"] == started["operation_id"]
+        assert waited["done"]
+        assert waited["result"]["operation_id"] == started["operation_id"]
         ticks = [line for line in ticker.transcript() if line.startswith("tick-")]
         assert ticks == [f"tick-{i}" for i in range(1, 9)]
         again = ticker.send("echo ignored\n", request_key="ticker-1", wait=False)
@@ -218,10 +221,33 @@ def test_a_broken_install_is_refused_and_the_old_daemon_keeps_serving(installed:
     installed.proc.send_signal(signal.SIGUSR2)
     wait_until(lambda: installed.info()["handover_error"] is not None, timeout=60, message="the refusal")
     info = installed.info()
-    assert "SyntaxError" in info["handover_error"] and info["handovers"] == 0
+    assert "SyntaxError" in info["handover_error"]
+    assert info["handovers"] == 0
     assert "handover refused, still serving" in installed.log()
     with installed.rpc() as rpc:
         shell.rpc = rpc
         assert shell.send("echo alive\n")["viewport"].splitlines()[1] == "alive"
     module.write_text(good)
     assert installed.hand_over(1)["handover_error"] is None
+
+
+def test_ptyctl_upgrade_reports_the_new_version_and_the_python_client_carries_on(installed: InstalledDaemon) -> None:
+    from ptyd_client import Client
+
+    installed.start()
+    with Client(installed.socket) as client:
+        client.agent_register("python")
+        session = client.open(env={"PS1": "$ "})
+        session.send("kept=5\n")
+        installed.install_version("9.9.9-ptyctl")
+        done = subprocess.run(
+            [sys.executable, "-m", "ptyd_client.ptyctl", "--socket", str(installed.socket), "upgrade"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr + installed.log()
+        assert done.stdout.startswith(f"ptyd {__version__} -> 9.9.9-ptyctl (pid ")
+        # The client's connection was dropped by the exec: its next call reconnects by itself, same token.
+        assert session.send("echo kept=$kept\n")["viewport"].splitlines()[1] == "kept=5"
+        assert client.daemon_info()["version"] == "9.9.9-ptyctl"
