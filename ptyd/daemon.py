@@ -138,32 +138,29 @@ class Daemon:
         handed = handover.received()
         if handed is not None:
             # The previous daemon exec'd this one: its lock, socket and sessions are ours already.
-            sock = socket.socket(fileno=handed.listen_fd)
-            self.socket_path = Path(sock.getsockname())
-            inherited = handover.Inherited(handed.listen_fd, handed.lock_fd, handed.socket_activated)
+            listener = socket.socket(fileno=handed.listen_fd)
+            self.socket_path = Path(listener.getsockname())
+            sock: socket.socket | None = listener
+            lock_fd, activated = handed.lock_fd, handed.socket_activated
         else:
-            activated = systemd.listen_socket()
-            if activated is not None:
-                self.socket_path = activated_path(activated, self._explicit_socket)
+            sock = systemd.listen_socket()
+            activated = sock is not None
+            if sock is not None:
+                self.socket_path = activated_path(sock, self._explicit_socket)
             prepare_runtime_dir(self.socket_path.parent)
             lock_fd = acquire_lock(self.socket_path.parent)
-            try:
-                sock = activated or bind_socket(self.socket_path, self.config.listen_backlog)
-            except BaseException:
-                os.close(lock_fd)
-                raise
-            inherited = handover.Inherited(sock.fileno(), lock_fd, activated is not None)
         try:
-            return await self._serve(loop, sock, inherited, handed)
+            return await self._serve(loop, sock, lock_fd, activated, handed)
         finally:
             with contextlib.suppress(OSError):
-                os.close(inherited.lock_fd)
+                os.close(lock_fd)
 
     async def _serve(
         self,
         loop: asyncio.AbstractEventLoop,
-        sock: socket.socket,
-        inherited: handover.Inherited,
+        sock: socket.socket | None,
+        lock_fd: int,
+        activated: bool,
         handed: handover.DaemonState | None,
     ) -> int:
         directory = self.socket_path.parent
@@ -190,6 +187,9 @@ class Daemon:
         if not any(agent.operator for agent in service.agents):
             write_operator_token(directory, service)
         service.on_change()
+        if sock is None:  # bound once the dead daemon's leftovers are gone
+            sock = bind_socket(self.socket_path, self.config.listen_backlog)
+        inherited = handover.Inherited(sock.fileno(), lock_fd, activated)
         methods = Api(service).methods()
         methods.append(discover_method(methods, __version__))
         server = RpcServer(Dispatcher(methods, self.config.max_batch), self.config)
