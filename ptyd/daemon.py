@@ -184,9 +184,9 @@ class Daemon:
             log.info(
                 "took over %d sessions from ptyd pid %d (handover %d)", count, handed.daemon_pid, service.handovers
             )
+        service.on_change()
         if not any(agent.operator for agent in service.agents):
             write_operator_token(directory, service)
-        service.on_change()
         if sock is None:  # bound once the dead daemon's leftovers are gone
             sock = bind_socket(self.socket_path, self.config.listen_backlog)
         inherited = handover.Inherited(sock.fileno(), lock_fd, activated)
