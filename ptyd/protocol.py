@@ -462,3 +462,9 @@ class DaemonInfoResult(Base, frozen=True):
     agents: int
     backend_types: list[str]
     containment: Annotated[str, _d("'cgroup' or 'subreaper': how close finds every process of a session.")]
+    handovers: Annotated[
+        int, _d("How many times the sessions were handed to a newly started daemon (SIGUSR2, ptyctl upgrade).")
+    ] = 0
+    handover_error: Annotated[
+        str | None, _d("Why the last handover was refused (the daemon kept serving), if it was.")
+    ] = None

@@ -85,6 +85,7 @@ class LocalBackend:
             rows=spec.rows,
             shell_key=shell_key,
         )
+        session.watch_exit()
         try:
             op = session.start_send(
                 SendRequest(

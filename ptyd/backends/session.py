@@ -113,7 +113,10 @@ class LocalSession:
         self._keys: OrderedDict[str, SendOp] = OrderedDict()
         self._drivers: set[asyncio.Task[None]] = set()
         self._closing: asyncio.Task[int] | None = None
-        reaper.watch(spawned.pid, self._on_exit)
+
+    def watch_exit(self, *, child: bool = True) -> None:
+        """Report the program's exit (``child``: the daemon's own child, so its exit status is known)."""
+        self._reaper.watch(self._proc.pid, self._on_exit, child=child)
 
     def _reply(self, data: bytes) -> None:
         self._replies += 1
@@ -187,10 +190,21 @@ class LocalSession:
                 self._keys.popitem(last=False)
         self.tracker.begin(wrote_input=data)
         self.channel.write(data)
+        self._start_drive(op)
+        return op
+
+    def _start_drive(self, op: SendOp) -> None:
         task = self.loop.create_task(self._drive(op), name=f"send {self.session_id} {op.id}")
         self._drivers.add(task)
         task.add_done_callback(self._drivers.discard)
-        return op
+
+    def resume(self, op: SendOp, *, taken: bool) -> None:
+        """Drive a send the previous daemon started (its input is written already) to its result."""
+        self.active = op
+        self.watch.send_started()
+        self.terminal.capture = op.capture
+        self.tracker.begin(wrote_input=b"" if taken else op.request.input.encode())
+        self._start_drive(op)
 
     def _check_deliverable(self, data: bytes) -> None:
         """Refuse input that a canonical-mode reader would receive cut short: a line over the kernel's limit.

@@ -7,22 +7,25 @@ and an id that is unknown, closed, or another agent's gives the same ``session_n
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 import secrets
 import signal as signals
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import final
 
 from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
+from ptyd.backends.state import AgentState
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry
 from ptyd.service.events import EventHub, Sink
-from ptyd.service.manifest import Manifest
 
 log = logging.getLogger("ptyd.service")
 
@@ -56,13 +59,15 @@ class PtyService:
         self,
         config: Config,
         backends: dict[str, PtyBackend],
-        manifest: Manifest,
         containment_name: str,
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self.backends = backends
-        self.manifest = manifest
+        self.on_change = on_change  # the set of sessions changed: the daemon rewrites its state file
         self.containment_name = containment_name
+        self.handovers = 0  # how many times the sessions were handed to a new daemon (this one included)
+        self.handover_error: str | None = None
         self.agents = AgentRegistry(config.max_agents)
         self._sessions: dict[str, Entry] = {}
         self._opening = 0
@@ -156,8 +161,7 @@ class PtyService:
         self._sessions[spec.session_id] = Entry(session, agent)
         agent.session_ids.add(spec.session_id)
         self._listen(spec.session_id)
-        if session.pid is not None:
-            self.manifest.add(spec.session_id, session.pid, session.cgroup)
+        self.on_change()
         log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
         return session
 
@@ -186,7 +190,7 @@ class PtyService:
             owner.closed_ids[session_id] = None
             while len(owner.closed_ids) > self.config.closed_ids_remembered:
                 owner.closed_ids.popitem(last=False)
-            self.manifest.remove(session_id)
+            self.on_change()
             log.info("closed %s (%r); %d processes signalled", session_id, reason, killed)  # %r: no forged lines
         return True, killed
 
@@ -266,6 +270,52 @@ class PtyService:
         for session_id in self._sessions:
             self._listen(session_id)
 
+    # --- handover ------------------------------------------------------------------------------------------
+
+    def entries(self) -> Iterator[tuple[str, Entry]]:
+        return iter(list(self._sessions.items()))
+
+    def agent_states(self) -> builtins.list[AgentState]:
+        now = time.monotonic()
+        return [
+            AgentState(
+                agent_id=a.agent_id,
+                name=a.name,
+                digest=a.digest,
+                operator=a.operator,
+                closed_ids=list(a.closed_ids),
+                idle_s=now - a.last_seen,
+            )
+            for a in self.agents
+        ]
+
+    def adopt(self, agents: Iterable[AgentState], sessions: Iterable[tuple[str, str, PtyBackendSession]]) -> None:
+        """Take over the agents and the (session id, owner id, session) a previous daemon handed over."""
+        now = time.monotonic()
+        by_id: dict[str, Agent] = {}
+        for state in agents:
+            agent = Agent(
+                agent_id=state.agent_id,
+                name=state.name,
+                digest=state.digest,
+                operator=state.operator,
+                closed_ids=OrderedDict.fromkeys(state.closed_ids),
+                last_seen=now - state.idle_s,
+            )
+            self.agents.adopt(agent)
+            by_id[agent.agent_id] = agent
+        for session_id, owner_id, session in sessions:
+            owner = by_id.get(owner_id)
+            if owner is None:
+                log.warning("session %s has no owner after the handover; closing it", session_id)
+                task = asyncio.get_running_loop().create_task(session.close("no owner after a handover"))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                continue
+            self._sessions[session_id] = Entry(session, owner)
+            owner.session_ids.add(session_id)
+        self.on_change()
+
     async def shutdown(self) -> None:
         ids = list(self._sessions)
         if ids:
@@ -282,6 +332,8 @@ class PtyService:
             agents=sum(not agent.operator for agent in self.agents),  # ptyctl's operator is not an agent
             backend_types=sorted(self.backends),
             containment=self.containment_name,
+            handovers=self.handovers,
+            handover_error=self.handover_error,
         )
 
     @property

@@ -51,6 +51,13 @@ export interface DaemonInfoResult {
   backend_types: string[];
   /** 'cgroup' or 'subreaper': how close finds every process of a session. */
   containment: string;
+  /**
+   * How many times the sessions were handed to a newly started daemon (SIGUSR2, ptyctl upgrade).
+   * @defaultValue `0`
+   */
+  handovers?: number;
+  /** Why the last handover was refused (the daemon kept serving), if it was. */
+  handover_error?: string | null;
 }
 
 /** The top-level program has exited; `signal` names the signal that killed it, if one did. */
