@@ -144,14 +144,16 @@ def wait_fds(pid: int, call: procfs.Syscall) -> list[int]:
     return []
 
 
-def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> Wait:
+def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> tuple[Wait, tuple[int, ...]]:
+    """How the thread waits on the tty, and the other fds it waits on with it."""
     assert TABLE is not None
-    nr = call.nr
-    if not any(is_tty(pid, fd, tty_rdev) for fd in wait_fds(pid, call)):
-        return Wait.NONE
-    if nr in TABLE.reads:
-        return Wait.DIRECT
-    return _classify(pid, call, Wait.EVENT_LOOP if nr in TABLE.epoll else Wait.DIRECT)
+    fds = wait_fds(pid, call)
+    others = tuple(fd for fd in fds if not is_tty(pid, fd, tty_rdev))
+    if len(others) == len(fds):
+        return Wait.NONE, ()
+    if call.nr in TABLE.reads:
+        return Wait.DIRECT, ()
+    return _classify(pid, call, Wait.EVENT_LOOP if call.nr in TABLE.epoll else Wait.DIRECT), others
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,7 @@ class TtyWait:
     pid: int = 0
     call: procfs.Syscall | None = None  # None when judged from wchan alone (no ptrace access)
     multiplexed: bool = False  # waits on other fds too (select/poll/epoll), or cannot be seen (wchan)
+    others: tuple[int, ...] = ()  # the other fds of a multiplexed wait (a relay's pty master, socket, ...)
 
 
 NOT_WAITING = TtyWait(Wait.NONE)
@@ -208,8 +211,8 @@ def _thread_wait(pid: int, tid: int, tty_rdev: int, master_fd: int) -> TtyWait:
         return _fallback_wait(pid, tid, master_fd)
     if call is None:
         return NOT_WAITING
-    kind = _reads_tty(pid, call, tty_rdev)
-    return TtyWait(kind, pid, call, multiplexed=call.nr not in TABLE.reads) if kind else NOT_WAITING
+    kind, others = _reads_tty(pid, call, tty_rdev)
+    return TtyWait(kind, pid, call, call.nr not in TABLE.reads, others) if kind else NOT_WAITING
 
 
 def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> Wait:

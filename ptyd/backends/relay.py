@@ -149,19 +149,17 @@ def innermost(
         wait = readiness.group_wait(candidates, pgid, tty_rdev, master_fd if pts is None else -1)
         opaque = False
         if inner is None:
-            if wait.kind == Wait.NONE or not wait.multiplexed:
+            if wait.kind == Wait.NONE or not wait.multiplexed or (wait.call is not None and not wait.others):
                 return Target(pgid, tty_rdev, candidates, wait, pts, None, hops, tuple(relays))
             if wait.call is None:  # a multiplexed wait we may not look into: assume the worst
                 return Target(pgid, tty_rdev, candidates, wait, pts, _comm(wait.pid), hops, tuple(relays))
-            for fd in readiness.wait_fds(wait.pid, wait.call):
+            for fd in wait.others:
                 target = procfs.fd_target(wait.pid, fd)
                 if target in _PTMX:
                     inner = procfs.pty_index(wait.pid, fd)
                     relay_pid = wait.pid
                     opaque = opaque or inner is None
-                elif target.startswith("socket:") or (
-                    not readiness.is_tty(wait.pid, fd, tty_rdev) and _is_tty_device(wait.pid, fd)
-                ):
+                elif target.startswith("socket:") or _is_tty_device(wait.pid, fd):
                     opaque = True
         if inner is not None:
             rdev = _pts_rdev(inner) if hops < MAX_DEPTH else None

@@ -37,6 +37,7 @@ from ptyd.terminal.emulator import Terminal
 
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
 MARK_QUIET_S = 0.03  # after a prompt mark, how long output must pause (the prompt itself follows the mark)
+RELAY_FORWARD_S = 0.005  # behind local relays: how long they must sleep, no output arriving, before settling
 SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this long
 SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share of it
 # The last visible character of a line a prompt ends with: shells, REPLs, debuggers, "Password:", "[y/N]".
@@ -83,7 +84,7 @@ class ReadinessTracker:
         self.last_target: Target | None = None  # what the last check() saw
         self._output_is_evidence = True
         self._relays: relay.KnownRelays = {}
-        self._forwarded_mark: tuple[int, int] | None = None
+        self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -114,11 +115,14 @@ class ReadinessTracker:
         return not self._terminal.alt_screen and bool(PASSWORD_TEXT.search(self.cursor_text()))
 
     def cursor_text(self) -> str:
-        """The cursor's row, up to the cursor."""
+        """The cursor's row, up to the cursor (only that row is rendered)."""
         screen = self._terminal.current_screen()
+        y, x = int(screen.cursor.y), int(screen.cursor.x)
+        if not self._terminal.alt_screen:
+            row = screen.main_rows(y, y + 1)
+            return row[0][:x] if row else ""
         rows = screen.visible_rows()
-        y = int(screen.cursor.y)
-        return rows[y][: int(screen.cursor.x)] if y < len(rows) else ""
+        return rows[y][:x] if y < len(rows) else ""
 
     # --- one send ----------------------------------------------------------------------------------------
 
@@ -137,21 +141,15 @@ class ReadinessTracker:
         self._received_at_write = self._channel.received
         self._prompt_mark_at = None
         self._weak = self._poll = None
-        self._forwarded_mark = None
+        self._forwarded = None
         # Evidence of taking input is having read something since; after a signal (data empty), having run.
         self._activity = procfs.group_rchar if data else procfs.group_run_counts
         pgid = self._foreground.pgid()
-        last = self.last_target
-        if (
-            pgid is not None
-            and last is not None
-            and last.pts_index is None
-            and last.relay is None
-            and last.pgid == pgid
-        ):
+        same = self._same_plain_group(pgid)
+        if same is not None and pgid is not None:
             # The same group as at the last probe, with no relay in front: no need to look for one again.
             key: tuple[int, int] | None = (self._proc.tty_rdev, pgid)
-            self._activity_at_write = self._activity(self._foreground.candidates(pgid), pgid)
+            self._activity_at_write = self._activity(same, pgid)
             lflag = readiness.local_flags(self._proc.master)
         else:
             target = self.target()
@@ -165,6 +163,13 @@ class ReadinessTracker:
         echoing = lflag is not None and lflag & termios.ECHO and lflag & termios.ICANON
         self._output_is_evidence = not (echoing and data[-1:] in (b"\n", b"\r", b"\x04"))
 
+    def _same_plain_group(self, pgid: int | None) -> list[int] | None:
+        """The candidates of ``pgid`` when it is the group the last probe found reading this terminal directly."""
+        last = self.last_target
+        if pgid is None or last is None or last.pts_index is not None or last.relay is not None or last.pgid != pgid:
+            return None
+        return self._foreground.candidates(pgid)
+
     def prompt_mark(self) -> None:
         """The shell's signed prompt mark arrived (it precedes the prompt it announces)."""
         self._prompt_mark_at = time.monotonic()
@@ -172,6 +177,11 @@ class ReadinessTracker:
     def check(self) -> Verdict:
         """Is the program ready for more input now?"""
         queued = self._channel.input_queued()
+        pgid = self._foreground.pgid()
+        # Evidence is read before the wait, or a wait seen before the program read would pass for one after it.
+        # With the same group in front as last time and no relay, that order is cheap; otherwise look twice.
+        same = self._same_plain_group(pgid) if not (self.taken or queued) else None
+        read_first = same is not None and _grew(self._activity_at_write, self._activity(same, pgid or 0))
         target = self.last_target = self.target()
         if target is None:
             return NOT_READY
@@ -184,13 +194,16 @@ class ReadinessTracker:
             self.taken = True  # still queued on the relay's terminal
             return NOT_READY
         if not self.taken and (
-            (self._output_is_evidence and self._channel.received > self._received_at_write)
+            read_first
+            or (self._output_is_evidence and self._channel.received > self._received_at_write)
             or _key(target) != self._target_at_write
-            or _grew(self._activity_at_write, self._activity(target.pids, target.pgid))
         ):
             self.taken = True
-            # The wait seen above may predate the evidence (the program woke in between): look again.
-            target = self.last_target = self.target()
+        elif (
+            not self.taken and same is None and _grew(self._activity_at_write, self._activity(target.pids, target.pgid))
+        ):
+            self.taken = True
+            target = self.last_target = self.target()  # the wait seen above may predate the evidence
             if target is None:
                 return NOT_READY
         if target.relay is not None:
@@ -214,18 +227,19 @@ class ReadinessTracker:
 
     def _relays_forwarded(self, target: Target) -> bool:
         """Behind local relays, the program's last output (its prompt) reaches this terminal only once every relay
-        copied it: each must be asleep in its wait, on two probes in a row with no output between (a write
-        reaches the relay's side a moment later, through the kernel's flip buffer)."""
+        copied it. A write reaches the relay's side through the kernel's flip buffer, a worker's turn later, so
+        each relay must be seen asleep in its wait, and stay so with no output arriving, for RELAY_FORWARD_S."""
         if not target.relays:
             return True
         if not all(relay.asleep(pid) for pid in target.relays):
-            self._forwarded_mark = None
+            self._forwarded = None
             return False
         mark = (self._channel.received, target.pgid)
-        if self._forwarded_mark != mark:
-            self._forwarded_mark = mark
+        now = time.monotonic()
+        if self._forwarded is None or self._forwarded[1] != mark:
+            self._forwarded = (now, mark)
             return False
-        return True
+        return now - self._forwarded[0] >= RELAY_FORWARD_S
 
     def _held_event_loop(self, target: Target) -> bool:
         now = time.monotonic()
