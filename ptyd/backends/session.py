@@ -404,13 +404,6 @@ class LocalSession:
             title=str(screen.title),
         )
 
-    def _password_prompt_now(self) -> bool:
-        """Cheap first: a terminal with echo on (a shell or program line-editing with echo) asks no secret."""
-        with contextlib.suppress(termios.error):
-            if termios.tcgetattr(self._proc.master)[3] & termios.ECHO:
-                return False
-        return self.tracker.password_prompt(self.tracker.target())
-
     def info(self, owner: str, owner_name: str | None) -> p.SessionInfo:
         op = self._current_op()
         return p.SessionInfo(
@@ -429,7 +422,7 @@ class LocalSession:
             total_lines=self.terminal.total_lines,
             owner=owner,
             owner_name=owner_name,
-            password_prompt=not self.exited and self._password_prompt_now(),
+            password_prompt=not self.exited and self.tracker.password_prompt_now(),
         )
 
     # --- teardown --------------------------------------------------------------------------------------

@@ -114,6 +114,19 @@ class ReadinessTracker:
             return True
         return not self._terminal.alt_screen and bool(PASSWORD_TEXT.search(self.cursor_text()))
 
+    def password_prompt_now(self) -> bool:
+        """``password_prompt`` for status calls, which must stay cheap: the terminal's flags and the cursor line
+        rule most cases out (a shell at its prompt, a full-screen program) before the program is probed. Behind
+        a local relay (this terminal raw), a secret prompt is seen here only by its text; a send's result probes."""
+        lflag = readiness.local_flags(self._proc.master)
+        if lflag is None or lflag & termios.ECHO:
+            return False
+        if not readiness.secret_prompt(lflag) and (
+            self._terminal.alt_screen or not PASSWORD_TEXT.search(self.cursor_text())
+        ):
+            return False
+        return self.password_prompt(self.target())
+
     def cursor_text(self) -> str:
         """The cursor's row, up to the cursor (only that row is rendered)."""
         screen = self._terminal.current_screen()
