@@ -154,17 +154,29 @@ def group_cpu_ns(pids: Iterable[int], pgid: int) -> int:
     return sum(cpu_ns(pid, tid) or 0 for pid in group_members(pids, pgid) for tid in tasks(pid))
 
 
+def _io_field(pid: int, line: int) -> int | None:
+    """One counter of ``/proc/PID/io`` (0: rchar, 1: wchar), for all threads of the process."""
+    try:
+        with open(f"/proc/{pid}/io", "rb") as f:
+            return int(f.read().split(b"\n")[line].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def group_wchar(pids: Iterable[int], pgid: int) -> int:
+    """Bytes the processes of group ``pgid`` among ``pids`` have written, all together."""
+    return sum(_io_field(pid, 1) or 0 for pid in group_members(pids, pgid))
+
+
 def group_rchar(pids: Iterable[int], pgid: int) -> dict[int, int]:
     """Bytes each process of group ``pgid`` among ``pids`` has read (``/proc/PID/io`` rchar, all threads): it
     grows only when a read returns data, not when a reader wakes and sleeps again (as a canonical-mode tty
     reader does on every piece of a line that is still incomplete)."""
     out: dict[int, int] = {}
     for pid in group_members(pids, pgid):
-        try:
-            with open(f"/proc/{pid}/io", "rb") as f:
-                out[pid] = int(f.readline().split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
+        value = _io_field(pid, 0)
+        if value is not None:
+            out[pid] = value
     return out
 
 

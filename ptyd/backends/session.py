@@ -261,6 +261,8 @@ class LocalSession:
             verdict = self.tracker.check()
             if verdict.ready and await self._nothing_owed():
                 return "stdin_read", verdict
+            if verdict.again:
+                interval = min_interval
             probed = time.monotonic()
             now = probed
             if now >= op.deadline:

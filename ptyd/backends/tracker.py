@@ -50,9 +50,11 @@ class Verdict:
     ready: bool
     basis: p.ReadyBasis | None = None
     relay: str | None = None
+    again: bool = False  # not yet, but look again at once (the program's last output may be on its way)
 
 
 NOT_READY = Verdict(False)
+AGAIN = Verdict(False, again=True)
 
 
 @final
@@ -84,7 +86,10 @@ class ReadinessTracker:
         self.last_target: Target | None = None  # what the last check() saw
         self._output_is_evidence = True
         self._relays: relay.KnownRelays = {}
-        self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
+        self._forwarded: tuple[float, tuple[int, int]] | None = None
+        self._written: int | None = (
+            None  # what the target had written at the previous ready look  # relays seen asleep: since, and the mark
+        )
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -144,6 +149,7 @@ class ReadinessTracker:
         self._expect_answer = False
         self._prompt_mark_at = None
         self._weak = self._poll = None
+        self._written = None
         if wrote_input:
             self.mark_write(wrote_input)
 
@@ -236,6 +242,13 @@ class ReadinessTracker:
         )
         if not waiting or not self._relays_forwarded(target):
             return NOT_READY
+        # What the program wrote just before it waited crosses the kernel's flip buffer to this terminal a
+        # worker's turn later (a query it now waits to have answered, its prompt): ready once it has written
+        # nothing since the previous look, so that output had the time to arrive (it wakes the next look early).
+        written = procfs.group_wchar(target.pids, target.pgid)
+        if written != self._written:
+            self._written = written
+            return AGAIN
         return Verdict(True, "kernel")
 
     def _relays_forwarded(self, target: Target) -> bool:
