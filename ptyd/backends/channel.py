@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
-import struct
 import termios
 import time
 from collections.abc import Callable
 from typing import final
 
+from ptyd.backends import readiness
 from ptyd.backends.spawn import Spawned
 from ptyd.terminal.emulator import Terminal
 
@@ -244,11 +243,7 @@ class PtyChannel:
 
     def input_queued(self) -> int:
         """Input written but not yet read by the program: ours still to write plus the tty's input queue."""
-        try:
-            raw = fcntl.ioctl(self._proc.slave, termios.FIONREAD, b"\0\0\0\0")
-        except OSError:
-            return len(self._outbox)
-        return len(self._outbox) + int(struct.unpack("i", raw)[0])
+        return len(self._outbox) + readiness.input_queued(self._proc.slave)
 
     # --- handover --------------------------------------------------------------------------------------
 

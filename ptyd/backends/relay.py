@@ -16,11 +16,8 @@ select/poll/epoll on our tty all the time. Such a waiter is recognised by the ot
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import stat
-import struct
-import termios
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -57,17 +54,9 @@ class Target:
         except OSError:
             return 0, None
         try:
-            return _queued(fd), readiness.local_flags(fd)
+            return readiness.input_queued(fd), readiness.local_flags(fd)
         finally:
             os.close(fd)
-
-
-def _queued(fd: int) -> int:
-    try:
-        raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
-    except OSError:
-        return 0
-    return int(struct.unpack("i", raw)[0])
 
 
 def _pts_rdev(index: int) -> int | None:

@@ -121,6 +121,9 @@ class LocalSession:
     def _reply(self, data: bytes) -> None:
         self._replies += 1
         self.channel.write(data)  # answers to terminal queries (DSR, DA) go back to the program
+        # Input the program blocked to read: until it is seen to take it, its wait is the one before the answer
+        # (whether the query was answered by the reader as it arrived or by the drain before settling).
+        self.tracker.mark_write()
 
     def _busy(self) -> bool:
         return self.active is not None
@@ -283,10 +286,7 @@ class LocalSession:
         replies = self._replies
         self.channel.drain()
         await self.channel.rendered()
-        if self._replies == replies:
-            return True
-        self.tracker.mark_write()
-        return False
+        return self._replies == replies
 
     async def _through_bulk(self, probed: float, deadline: float) -> None:
         """While output pours in, the program is busy writing: probing on every chunk would only cost the reads

@@ -86,10 +86,8 @@ class ReadinessTracker:
         self.last_target: Target | None = None  # what the last check() saw
         self._output_is_evidence = True
         self._relays: relay.KnownRelays = {}
-        self._forwarded: tuple[float, tuple[int, int]] | None = None
-        self._written: int | None = (
-            None  # what the target had written at the previous ready look  # relays seen asleep: since, and the mark
-        )
+        self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
+        self._written: int | None = None  # what the target had written at the previous ready look
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -165,6 +163,7 @@ class ReadinessTracker:
         self._activity = procfs.group_rchar if data else procfs.group_run_counts
         pgid = self._foreground.pgid()
         same = self._same_plain_group(pgid)
+        relayed = False
         if same is not None and pgid is not None:
             # The same group as at the last probe, with no relay in front: no need to look for one again.
             key: tuple[int, int] | None = (self._proc.tty_rdev, pgid)
@@ -175,12 +174,17 @@ class ReadinessTracker:
             key = _key(target)
             self._activity_at_write = self._activity(target.pids, target.pgid) if target is not None else {}
             lflag = target.flags(self._proc.master)[1] if target is not None else None
+            relayed = target is not None and bool(target.relays)
         self._target_at_write = key
         # A canonical terminal with echo on echoes what it receives, before the program reads it: output is no
         # evidence then, while a written line is still on its way through the line discipline (the tty's queue
         # counts complete lines only, so a half-processed line reads as empty).
         echoing = lflag is not None and lflag & termios.ECHO and lflag & termios.ICANON
         self._output_is_evidence = not (echoing and data[-1:] in (b"\n", b"\r", b"\x04"))
+        if relayed and self._activity_at_write:
+            # Behind local relays, output arriving now may be what they were still copying from before the write;
+            # the program's own reads, which can be seen here, are the evidence.
+            self._output_is_evidence = False
 
     def _same_plain_group(self, pgid: int | None) -> list[int] | None:
         """The candidates of ``pgid`` when it is the group the last probe found reading this terminal directly."""
