@@ -163,11 +163,6 @@ def _io_field(pid: int, line: int) -> int | None:
         return None
 
 
-def group_wchar(pids: Iterable[int], pgid: int) -> int:
-    """Bytes the processes of group ``pgid`` among ``pids`` have written, all together."""
-    return sum(_io_field(pid, 1) or 0 for pid in group_members(pids, pgid))
-
-
 def group_rchar(pids: Iterable[int], pgid: int) -> dict[int, int]:
     """Bytes each process of group ``pgid`` among ``pids`` has read (``/proc/PID/io`` rchar, all threads): it
     grows only when a read returns data, not when a reader wakes and sleeps again (as a canonical-mode tty

@@ -50,11 +50,9 @@ class Verdict:
     ready: bool
     basis: p.ReadyBasis | None = None
     relay: str | None = None
-    again: bool = False  # not yet, but look again at once (the program's last output may be on its way)
 
 
 NOT_READY = Verdict(False)
-AGAIN = Verdict(False, again=True)
 
 
 @final
@@ -87,7 +85,6 @@ class ReadinessTracker:
         self._output_is_evidence = True
         self._relays: relay.KnownRelays = {}
         self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
-        self._written: int | None = None  # what the target had written at the previous ready look
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -147,7 +144,6 @@ class ReadinessTracker:
         self._expect_answer = False
         self._prompt_mark_at = None
         self._weak = self._poll = None
-        self._written = None
         if wrote_input:
             self.mark_write(wrote_input)
 
@@ -246,13 +242,9 @@ class ReadinessTracker:
         )
         if not waiting or not self._relays_forwarded(target):
             return NOT_READY
-        # What the program wrote just before it waited crosses the kernel's flip buffer to this terminal a
-        # worker's turn later (a query it now waits to have answered, its prompt): ready once it has written
-        # nothing since the previous look, so that output had the time to arrive (it wakes the next look early).
-        written = procfs.group_wchar(target.pids, target.pgid)
-        if written != self._written:
-            self._written = written
-            return AGAIN
+        # What the program wrote just before it waited (its prompt, a query it waits to have answered) may still
+        # be in the kernel's flip buffer: the session's drain before a wait counts reads it (a read of an empty
+        # tty runs that pending work first), renders it and answers the queries.
         return Verdict(True, "kernel")
 
     def _relays_forwarded(self, target: Target) -> bool:
