@@ -100,6 +100,15 @@ def session_state(
     )
 
 
+def save_mark(session: LocalSession) -> tuple[int, int]:
+    """Changes whenever output arrives or is drawn: the saved state is rewritten only when it has."""
+    return session.channel.received, session.terminal._generation
+
+
+def master_fd(session: LocalSession) -> int:
+    return session._proc.master
+
+
 def _op(state: OpState, session: LocalSession) -> SendOp:
     request = SendRequest(
         input="", timeout_s=state.timeout_s, idle_s=state.idle_s, max_bytes=state.max_bytes,
