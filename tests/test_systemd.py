@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, Daemon, Rpc, Shell, pid_alive, session_pids, start_escapee, wait_until
+from ptyd.backends.state import StateFile
 
 UNITS = ROOT / "systemd"
 INSTALL = UNITS / "install.sh"
@@ -545,16 +546,61 @@ def test_processes_the_daemon_could_not_close_in_time_are_killed_once_it_exits(m
     assert [pid for pid in tree if pid_alive(pid)] == []
 
 
-def test_crashed_daemon_is_restarted_and_its_sessions_do_not_outlive_it(managed: UserManager) -> None:
-    tree, _ = open_sessions(managed.socket)
-    crashed = managed.main_pid()
+def saved_text(manager: UserManager) -> str:
+    """The transcripts and screens in the state file: what a daemon restarted after a crash starts from."""
+    state = StateFile(manager.socket.parent).read()
+    if state is None:
+        return ""
+    terminals = [s.terminal for s in state.sessions.values() if s.terminal is not None]
+    return "\n".join(line for t in terminals for line in [*t.lines, t.screen.decode(errors="replace")])
+
+
+def test_crashed_daemon_is_restarted_and_adopts_every_session(managed: UserManager) -> None:
+    with Rpc(managed.socket) as rpc:
+        alice = rpc.call("agent_register", name="alice")["token"]
+        bob = rpc.call("agent_register", name="bob")["token"]
+        shell = Shell(rpc, alice, env={"PS1": "$ "})
+        repl = Shell(rpc, bob, argv=[sys.executable, "-q"], env={"PYTHONSTARTUP": ""})
+        crashed = managed.main_pid()
+        # A program that ends while no daemon runs: there is nothing to adopt, and nothing of it may be left.
+        doomed = Shell(rpc, bob, argv=["sh", "-c", f"while kill -0 {crashed}; do sleep 0.05; done"])
+        shell.send("X=forty-two; echo marker-$X\n")
+        repl.send("answer = 41\n")
+        screen = repl.call("terminal_screen")
+        # Printed while no daemon reads the PTY: the kernel keeps it for the next one.
+        shell.send(f"while kill -0 {crashed} 2>/dev/null; do sleep 0.05; done; echo printed-unread\n", wait=False)
+        trees = {s.id: session_pids(s) for s in (shell, repl, doomed)}
+    wait_until(
+        lambda: "marker-forty-two" in saved_text(managed) and "answer = 41" in saved_text(managed),
+        message="the screens to be saved",
+    )
+    assert managed.show("ptyd.service", "NFileDescriptorStore") == "3"
     os.kill(crashed, signal.SIGKILL)
     wait_until(lambda: managed.main_pid() not in (0, crashed), timeout=20, message="the restarted daemon")
     wait_until(lambda: managed.show("ptyd.service", "ActiveState") == "active", message="the restart to finish")
     assert managed.show("ptyd.service", "NRestarts") == "1"
-    assert [pid for pid in tree if pid_alive(pid)] == []
     with Rpc(managed.socket) as rpc:
-        assert rpc.call("daemon_info")["pid"] == managed.main_pid()
+        info = rpc.call("daemon_info")
+        assert (info["pid"], info["sessions"]) == (managed.main_pid(), 2)
+        shell.rpc = repl.rpc = rpc
+        # The owners' tokens still work, and each sees its own sessions only.
+        assert {s["session_id"] for s in rpc.call("terminal_list", token=alice)["sessions"]} == {shell.id}
+        assert {s["session_id"] for s in rpc.call("terminal_list", token=bob)["sessions"]} == {repl.id}
+        # The same programs, with their state, their screens and their transcripts.
+        assert {s.id: s.call("terminal_status")["pid"] for s in (shell, repl)} == {
+            shell.id: shell.opened["pid"],
+            repl.id: repl.opened["pid"],
+        }
+        assert repl.call("terminal_screen") == screen
+        wait_until(lambda: "printed-unread" in shell.transcript(), message="the output printed meanwhile")
+        assert "marker-forty-two" in shell.transcript()
+        assert shell.send("echo still $X\n")["viewport"].splitlines()[-2] == "still forty-two"
+        assert repl.send("print(answer + 1)\n")["viewport"].splitlines()[-2] == "42"
+    assert [pid for pid in trees[doomed.id] if pid_alive(pid)] == []
+    assert managed.show("ptyd.service", "NFileDescriptorStore") == "2"  # the doomed session's PTY is dropped
+    # Stopping the service still ends every tree.
+    managed.systemctl("stop", "ptyd.service")
+    assert [pid for tree in trees.values() for pid in tree if pid_alive(pid)] == []
 
 
 def test_bad_config_fails_the_service_once_instead_of_restarting_in_a_loop(managed: UserManager) -> None:
