@@ -21,10 +21,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import ROOT, Daemon, Rpc, Shell, pid_alive, session_pids, start_escapee, wait_until
+from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, start_escapee, wait_until
 from ptyd.backends.state import StateFile
 
 UNITS = ROOT / "systemd"
@@ -555,6 +556,15 @@ def saved_text(manager: UserManager) -> str:
     return "\n".join(line for t in terminals for line in [*t.lines, t.screen.decode(errors="replace")])
 
 
+def daemon_info(manager: UserManager) -> dict[str, Any]:
+    """``daemon_info``, or nothing while the daemon is between two processes."""
+    try:
+        with Rpc(manager.socket) as rpc:
+            return dict(rpc.call("daemon_info"))
+    except (OSError, RpcError):
+        return {}
+
+
 def test_crashed_daemon_is_restarted_and_adopts_every_session(managed: UserManager) -> None:
     with Rpc(managed.socket) as rpc:
         alice = rpc.call("agent_register", name="alice")["token"]
@@ -598,6 +608,15 @@ def test_crashed_daemon_is_restarted_and_adopts_every_session(managed: UserManag
         assert repl.send("print(answer + 1)\n")["viewport"].splitlines()[-2] == "42"
     assert [pid for pid in trees[doomed.id] if pid_alive(pid)] == []
     assert managed.show("ptyd.service", "NFileDescriptorStore") == "2"  # the doomed session's PTY is dropped
+    # A planned handover after the adoption: the adopted programs are not the daemon's children (systemd reaps
+    # them), and the next daemon still learns of their exit, without a status.
+    managed.systemctl("kill", "--kill-whom=main", "-s", "SIGUSR2", "ptyd.service")
+    wait_until(lambda: daemon_info(managed).get("handovers") == 1, timeout=60, message="the handover")
+    with Rpc(managed.socket) as rpc:
+        shell.rpc = rpc
+        shell.send("exit\n", wait=False)
+        wait_until(lambda: shell.call("terminal_status")["status"]["kind"] == "exited", message="the exit")
+        assert shell.call("terminal_status")["status"] == {"kind": "exited", "exit_code": None, "signal": None}
     # Stopping the service still ends every tree.
     managed.systemctl("stop", "ptyd.service")
     assert [pid for tree in trees.values() for pid in tree if pid_alive(pid)] == []

@@ -61,6 +61,7 @@ class SessionState(_State):
     starttime: int | None
     cgroup: str | None
     owner: str  # agent id
+    child: bool = True  # the program is the daemon's own child (not after an adoption following a crash)
     tty_rdev: int = 0
     master_fd: int = -1  # -1 in the state file: the fds come from systemd's store by name
     slave_fd: int = -1
