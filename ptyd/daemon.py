@@ -14,9 +14,8 @@ import socket
 import stat
 from pathlib import Path
 
-from ptyd import __version__, handover, systemd
+from ptyd import __version__, adoption, handover, systemd
 from ptyd.backends.containment import select_containment, set_subreaper
-from ptyd.backends.handover import master_fd, save_mark
 from ptyd.backends.local import build_registry
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.session import LocalSession
@@ -126,37 +125,6 @@ def write_operator_token(directory: Path, service: PtyService) -> None:
     os.replace(tmp, path)
 
 
-class StateSaver:
-    """Keeps the state file and systemd's fd store up to date with the sessions.
-
-    In the foreground the state file lists process trees only, and is rewritten as sessions come and go. With
-    systemd's fd store it holds what adoption after a crash needs (screens, the transcript's tail, the shell
-    integration's key): rewritten as sessions come and go, and at most once a maintenance interval while their
-    screens change."""
-
-    def __init__(self, state_file: StateFile, service: PtyService, stored: set[str]) -> None:
-        self.state_file = state_file
-        self.service = service
-        self.store = systemd.FdStore(stored) if systemd.fd_store_enabled() else None
-        self._marks: dict[str, tuple[int, int]] = {}
-
-    def changed(self) -> None:
-        sessions = {sid: e.session for sid, e in self.service.entries() if isinstance(e.session, LocalSession)}
-        if self.store is None:
-            self.state_file.write(handover.snapshot(self.service, None, "listing"))
-            return
-        self.store.sync({sid: master_fd(s) for sid, s in sessions.items()})
-        self._marks = {sid: save_mark(s) for sid, s in sessions.items()}
-        self.state_file.write(handover.snapshot(self.service, None, "saved"))
-
-    def tick(self) -> None:
-        if self.store is None:
-            return
-        sessions = {sid: e.session for sid, e in self.service.entries() if isinstance(e.session, LocalSession)}
-        if {sid: save_mark(s) for sid, s in sessions.items()} != self._marks:
-            self.changed()
-
-
 class Daemon:
     def __init__(self, config: Config, config_path: Path | None, socket_path: Path | None) -> None:
         self.config = config
@@ -207,14 +175,14 @@ class Daemon:
         saved = handover.DaemonState(daemon_pid=0)
         crashed_fds: dict[str, tuple[int, int]] = {}
         if handed is None:
-            saved, crashed_fds = handover.survivors(state_file.read() if self._stored else None, self._stored)
+            saved, crashed_fds = adoption.survivors(state_file.read() if self._stored else None, self._stored)
             keep = {s.cgroup for s in saved.sessions.values() if s.cgroup is not None}
             if state_file.recover(containment, keep=set(saved.sessions)):
                 await asyncio.sleep(0.05)  # let the killed trees leave their cgroups before removing them
             remove_leftover_cgroups(containment, keep=keep)
         reaper = ChildReaper(loop)
         service = PtyService(self.config, build_registry(self.config, reaper, containment), containment.name)
-        saver = StateSaver(state_file, service, set(self._stored))
+        saver = adoption.StateSaver(state_file, service, set(self._stored), MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
         if handed is not None:
             count = handover.take_over(
@@ -323,6 +291,7 @@ class Daemon:
             for _, entry in service.entries():  # systemd leaves them (KillMode=process, so a crash spares them)
                 if isinstance(entry.session, LocalSession):
                     entry.session.scope.kill_all()
+        saver.tick()  # the closes' last write, if it was put off
         await server.close()
         reaper.reap()
         reaper.close()
@@ -336,7 +305,7 @@ class Daemon:
         log.info("stopped")
         return 0
 
-    async def _maintain(self, service: PtyService, reaper: ChildReaper, saver: StateSaver) -> None:
+    async def _maintain(self, service: PtyService, reaper: ChildReaper, saver: adoption.StateSaver) -> None:
         """Slow housekeeping: reap orphans handed to the subreaper, save the screens, release idle agents,
         report status."""
         next_sweep = 0.0

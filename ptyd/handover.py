@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import sys
 from dataclasses import dataclass
 from typing import Literal
 
-import msgspec
-
-from ptyd.backends import procfs, spawn
+from ptyd.backends import spawn
 from ptyd.backends.containment import Containment
 from ptyd.backends.handover import adopt, session_state
 from ptyd.backends.reaper import ChildReaper
@@ -37,7 +34,6 @@ from ptyd.service.service import PtyService
 log = logging.getLogger("ptyd.handover")
 
 HANDOVER_ENV = "PTYD_HANDOVER_FD"
-TIOCGPTPEER = 0x5441  # _IO('T', 0x41): open the slave of a PTY master (Linux 4.13)
 PREFLIGHT_TIMEOUT_S = 30.0  # a cold interpreter importing the daemon on a loaded machine takes ~1 s
 
 
@@ -221,34 +217,3 @@ def take_over(
     service.adopt(state.agents, adopted)
     service.handovers = state.handovers + (1 if child else 0)
     return len(adopted)
-
-
-def _alive(session: SessionState) -> bool:
-    """Whether the session's program is the very process the state names (a pid may have been reused)."""
-    if session.exited:
-        return True  # nothing left to run: its transcript is what the owner keeps
-    stat = procfs.read_stat(session.pid)
-    return stat is not None and session.starttime is not None and stat.starttime == session.starttime
-
-
-def survivors(state: DaemonState | None, stored: dict[str, int]) -> tuple[DaemonState, dict[str, tuple[int, int]]]:
-    """After a crash under systemd: the saved ``state`` cut to the sessions that can be adopted (a PTY master in
-    the fd store, the same program still running) and their master and slave. Unused masters are closed."""
-    fds: dict[str, tuple[int, int]] = {}
-    for session_id, master in stored.items():
-        session = state.sessions.get(session_id) if state is not None else None
-        slave = -1
-        if session is not None and _alive(session):
-            try:
-                slave = fcntl.ioctl(master, TIOCGPTPEER, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
-            except OSError as exc:
-                log.warning("session %s: cannot open its terminal again: %s", session_id, exc.strerror)
-        if slave >= 0:
-            os.set_blocking(master, False)
-            fds[session_id] = (master, slave)
-        else:
-            os.close(master)
-    if state is None:
-        return DaemonState(daemon_pid=0), fds
-    kept = {sid: s for sid, s in state.sessions.items() if sid in fds}
-    return msgspec.structs.replace(state, sessions=kept), fds

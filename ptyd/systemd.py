@@ -68,7 +68,9 @@ def notify(message: str, fds: list[int] | None = None) -> bool:
     ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
         try:
-            sock.sendmsg([message.encode()], ancillary, 0, address)
+            # Never blocks the daemon: a manager that does not keep up loses a status line, and an fd not
+            # stored is offered again at the next change.
+            sock.sendmsg([message.encode()], ancillary, socket.MSG_DONTWAIT, address)
         except OSError:
             return False
     return True
