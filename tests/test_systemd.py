@@ -537,8 +537,8 @@ def test_systemctl_stop_closes_every_session_and_exits_cleanly(managed: UserMana
 
 
 def test_processes_the_daemon_could_not_close_in_time_are_killed_once_it_exits(managed: UserManager) -> None:
-    # With no time to close, the daemon exits leaving the HUP/TERM-ignoring program and the escapee behind:
-    # KillMode=mixed has systemd SIGKILL the rest of the unit's cgroup tree then (process would leave them).
+    # With no time to close, the HUP/TERM-ignoring program and the escapee are still there when the grace ends:
+    # the daemon kills them itself before it exits (KillMode=process: systemd would leave them running).
     managed.write_config("shutdown_grace_ms = 1\n")
     tree, _ = open_sessions(managed.socket)
     managed.systemctl("stop", "ptyd.service")
