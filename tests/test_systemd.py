@@ -10,8 +10,10 @@ real: Delegate=, KillMode=, Restart= and ExecReload= as systemd applies them.
 
 from __future__ import annotations
 
+import array
 import configparser
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -26,7 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, start_escapee, wait_until
-from ptyd.backends.state import StateFile
+from ptyd.backends.state import DaemonState, StateFile
 
 UNITS = ROOT / "systemd"
 INSTALL = UNITS / "install.sh"
@@ -181,9 +183,12 @@ class NotifySocket:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(path))
         self.messages: list[dict[str, str]] = []
+        self.fds: dict[str, int] = {}  # the fds sent with FDSTORE=1, by FDNAME (the fd store systemd would keep)
 
     def close(self) -> None:
         self.sock.close()
+        for fd in self.fds.values():
+            os.close(fd)
 
     def wait_for(self, entry: str, timeout: float = 30.0) -> dict[str, str]:
         """The first message (received so far or within ``timeout``) carrying ``entry``, e.g. ``READY=1``."""
@@ -200,10 +205,17 @@ class NotifySocket:
                 raise AssertionError(f"no {entry} among the notifications {self.messages}")
             self.sock.settimeout(remaining)
             try:
-                data = self.sock.recv(4096)
+                data, ancillary, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(16 * 4))
             except TimeoutError:
                 continue
-            self.messages.append(dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line))
+            message = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+            self.messages.append(message)
+            fds = [fd for _, _, raw in ancillary for fd in array.array("i", raw)]
+            if message.get("FDSTORE") == "1" and len(fds) == 1:
+                self.fds[message["FDNAME"]] = fds[0]
+            else:
+                for fd in fds:
+                    os.close(fd)
 
 
 @pytest.fixture
@@ -305,36 +317,49 @@ def test_sigterm_under_socket_activation_reports_stopping_and_leaves_no_session_
 # A restart with the socket held open, as systemd holds it
 # ---------------------------------------------------------------------------------------------------------------
 
-# What systemd does between fork and exec: the listener at fd 3, LISTEN_PID naming the process itself.
-_EXEC_WITH_LISTEN_FD = """
-import os, sys
-fd = int(sys.argv[1])
-if fd != 3:
-    os.dup2(fd, 3)
-    os.close(fd)
-os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="1", LISTEN_FDNAMES="ptyd.socket")
+TIOCGPTN = 0x80045430  # _IOR('T', 0x30, unsigned int): the number of a PTY master's /dev/pts entry
+
+# What systemd does between fork and exec: the listener at fd 3 and the stored fds after it, LISTEN_PID naming
+# the process itself. argv[1]: the fds as "fd=name,fd=name".
+_EXEC_WITH_LISTEN_FDS = """
+import fcntl, os, sys
+passed = [item.split("=") for item in sys.argv[1].split(",")]
+moved = [fcntl.fcntl(int(fd), fcntl.F_DUPFD_CLOEXEC, 100) for fd, _ in passed]  # out of the way first
+for index, fd in enumerate(moved):
+    os.dup2(fd, 3 + index)  # inheritable
+os.environ.update(
+    LISTEN_PID=str(os.getpid()), LISTEN_FDS=str(len(passed)), LISTEN_FDNAMES=":".join(name for _, name in passed)
+)
 os.execv(sys.argv[2], sys.argv[2:])
 """
 
 
-def start_on_listener(daemon: Daemon, listener: socket.socket, notify: NotifySocket) -> None:
+def start_on_listener(
+    daemon: Daemon, listener: socket.socket, notify: NotifySocket, stored: dict[str, int] | None = None
+) -> None:
+    """Start ptyd on ``listener`` the way systemd does, with ``stored`` (fds by name) as its fd store passes them
+    back, and ``$FDSTORE`` set when there is a store."""
+    passed = {listener.fileno(): "ptyd.socket", **{fd: name for name, fd in (stored or {}).items()}}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}, "NOTIFY_SOCKET": str(notify.path)}
+    if stored is not None:
+        env["FDSTORE"] = "16"
     log = open(daemon.log_path, "ab")  # noqa: SIM115 - handed to the child
     daemon.proc = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            _EXEC_WITH_LISTEN_FD,
-            str(listener.fileno()),
+            _EXEC_WITH_LISTEN_FDS,
+            ",".join(f"{fd}={name}" for fd, name in passed.items()),
             str(PTYD_BIN),
             "--socket",
             str(daemon.socket),
             "--config",
             str(daemon.config_path),
         ],
-        pass_fds=(listener.fileno(),),
+        pass_fds=tuple(passed),
         stdout=log,
         stderr=log,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}, "NOTIFY_SOCKET": str(notify.path)},
+        env=env,
     )
     log.close()
 
@@ -357,6 +382,55 @@ def test_client_connecting_while_the_daemon_restarts_is_answered_by_the_next_one
             assert fresh_daemon.proc is not None
             assert rpc.response(request)["pid"] == fresh_daemon.proc.pid != int(first["MAINPID"])
         assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
+    finally:
+        listener.close()
+
+
+def test_the_fd_store_holds_each_sessions_pty_and_a_daemon_started_with_it_adopts_the_sessions(
+    fresh_daemon: Daemon, notify: NotifySocket
+) -> None:
+    # The test plays systemd: it keeps what the daemon stores, SIGKILLs it, and passes the store to the next one.
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(fresh_daemon.socket))
+    listener.listen(16)
+    try:
+        start_on_listener(fresh_daemon, listener, notify, stored={})
+        notify.wait_for("READY=1")
+        with Rpc(fresh_daemon.socket) as rpc:
+            tok = rpc.call("agent_register")["token"]
+            kept, gone = Shell(rpc, tok, env={"PS1": "$ "}), Shell(rpc, tok, env={"PS1": "$ "})
+            kept.send("X=kept; echo marker-$X\n")
+            assert gone.close()["closed"] is True
+        notify.wait_for(f"FDNAME={gone.id}")
+        removed = notify.wait_for("FDSTOREREMOVE=1")
+        assert removed["FDNAME"] == gone.id
+        # What was stored is the session's PTY: its master, whose slave is the program's terminal.
+        master = notify.fds[kept.id]
+        assert os.readlink(f"/proc/self/fd/{master}") == "/dev/ptmx"
+        pts = int.from_bytes(fcntl.ioctl(master, TIOCGPTN, bytes(4)), sys.byteorder)
+        assert os.readlink(f"/proc/{kept.opened['pid']}/fd/0") == f"/dev/pts/{pts}"
+        state = StateFile(fresh_daemon.directory)
+        wait_until(
+            lambda: any("marker-kept" in line for s in (state.read() or DaemonState(daemon_pid=0)).sessions.values()
+                        for line in [s.terminal.screen.decode()] if s.terminal is not None),
+            message="the screen to be saved",
+        )  # fmt: skip
+        tree = session_pids(kept)
+        assert fresh_daemon.proc is not None
+        fresh_daemon.proc.kill()
+        fresh_daemon.proc.wait()
+        assert [pid for pid in tree if not pid_alive(pid)] == []
+        unknown = "pty-" + "0" * 24  # a stored fd no session of the state file has
+        start_on_listener(fresh_daemon, listener, notify, stored={kept.id: master, unknown: os.dup(master)})
+        with Rpc(fresh_daemon.socket) as rpc:
+            assert rpc.call("daemon_info")["sessions"] == 1
+            kept.rpc = rpc
+            assert kept.call("terminal_status")["pid"] == kept.opened["pid"]
+            assert "marker-kept" in kept.transcript()
+            assert kept.send("echo still-$X\n")["viewport"].splitlines()[-2] == "still-kept"
+        assert notify.wait_for(f"FDNAME={unknown}").get("FDSTOREREMOVE") == "1"  # dropped from the store
+        assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
+        assert [pid for pid in tree if pid_alive(pid)] == []
     finally:
         listener.close()
 
