@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, start_escapee, wait_until
-from ptyd.backends.state import DaemonState, StateFile
+from ptyd.backends.state import StateFile
 
 UNITS = ROOT / "systemd"
 INSTALL = UNITS / "install.sh"
@@ -364,75 +364,77 @@ def start_on_listener(
     log.close()
 
 
+def saved_text(directory: Path) -> str:
+    """The transcripts and screens in the state file: what a daemon restarted after a crash starts from."""
+    state = StateFile(directory).read()
+    if state is None:
+        return ""
+    terminals = [s.terminal for s in state.sessions.values() if s.terminal is not None]
+    return "\n".join(line for t in terminals for line in [*t.lines, t.screen.decode(errors="replace")])
+
+
+@pytest.fixture
+def listener(fresh_daemon: Daemon) -> Iterator[socket.socket]:
+    """The daemon's listening socket, held by the test as systemd holds it across daemon restarts."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(fresh_daemon.socket))
+    sock.listen(16)
+    yield sock
+    sock.close()
+
+
 def test_client_connecting_while_the_daemon_restarts_is_answered_by_the_next_one(
-    fresh_daemon: Daemon, notify: NotifySocket
+    fresh_daemon: Daemon, notify: NotifySocket, listener: socket.socket
 ) -> None:
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(fresh_daemon.socket))
-    listener.listen(16)
-    try:
+    start_on_listener(fresh_daemon, listener, notify)
+    first = notify.wait_for("READY=1")
+    assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
+    notify.wait_for("STOPPING=1")
+    # Between the two daemons the socket still accepts into its backlog: the client waits, it is not refused.
+    with Rpc(fresh_daemon.socket) as rpc:
+        request = rpc.request("daemon_info")
         start_on_listener(fresh_daemon, listener, notify)
-        first = notify.wait_for("READY=1")
-        assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
-        notify.wait_for("STOPPING=1")
-        # Between the two daemons the socket still accepts into its backlog: the client waits, it is not refused.
-        with Rpc(fresh_daemon.socket) as rpc:
-            request = rpc.request("daemon_info")
-            start_on_listener(fresh_daemon, listener, notify)
-            assert fresh_daemon.proc is not None
-            assert rpc.response(request)["pid"] == fresh_daemon.proc.pid != int(first["MAINPID"])
-        assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
-    finally:
-        listener.close()
+        assert fresh_daemon.proc is not None
+        assert rpc.response(request)["pid"] == fresh_daemon.proc.pid != int(first["MAINPID"])
+    assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
 
 
 def test_the_fd_store_holds_each_sessions_pty_and_a_daemon_started_with_it_adopts_the_sessions(
-    fresh_daemon: Daemon, notify: NotifySocket
+    fresh_daemon: Daemon, notify: NotifySocket, listener: socket.socket
 ) -> None:
     # The test plays systemd: it keeps what the daemon stores, SIGKILLs it, and passes the store to the next one.
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(fresh_daemon.socket))
-    listener.listen(16)
-    try:
-        start_on_listener(fresh_daemon, listener, notify, stored={})
-        notify.wait_for("READY=1")
-        with Rpc(fresh_daemon.socket) as rpc:
-            tok = rpc.call("agent_register")["token"]
-            kept, gone = Shell(rpc, tok, env={"PS1": "$ "}), Shell(rpc, tok, env={"PS1": "$ "})
-            kept.send("X=kept; echo marker-$X\n")
-            assert gone.close()["closed"] is True
-        notify.wait_for(f"FDNAME={gone.id}")
-        removed = notify.wait_for("FDSTOREREMOVE=1")
-        assert removed["FDNAME"] == gone.id
-        # What was stored is the session's PTY: its master, whose slave is the program's terminal.
-        master = notify.fds[kept.id]
-        assert os.readlink(f"/proc/self/fd/{master}") == "/dev/ptmx"
-        pts = int.from_bytes(fcntl.ioctl(master, TIOCGPTN, bytes(4)), sys.byteorder)
-        assert os.readlink(f"/proc/{kept.opened['pid']}/fd/0") == f"/dev/pts/{pts}"
-        state = StateFile(fresh_daemon.directory)
-        wait_until(
-            lambda: any("marker-kept" in line for s in (state.read() or DaemonState(daemon_pid=0)).sessions.values()
-                        for line in [s.terminal.screen.decode()] if s.terminal is not None),
-            message="the screen to be saved",
-        )  # fmt: skip
-        tree = session_pids(kept)
-        assert fresh_daemon.proc is not None
-        fresh_daemon.proc.kill()
-        fresh_daemon.proc.wait()
-        assert [pid for pid in tree if not pid_alive(pid)] == []
-        unknown = "pty-" + "0" * 24  # a stored fd no session of the state file has
-        start_on_listener(fresh_daemon, listener, notify, stored={kept.id: master, unknown: os.dup(master)})
-        with Rpc(fresh_daemon.socket) as rpc:
-            assert rpc.call("daemon_info")["sessions"] == 1
-            kept.rpc = rpc
-            assert kept.call("terminal_status")["pid"] == kept.opened["pid"]
-            assert "marker-kept" in kept.transcript()
-            assert kept.send("echo still-$X\n")["viewport"].splitlines()[-2] == "still-kept"
-        assert notify.wait_for(f"FDNAME={unknown}").get("FDSTOREREMOVE") == "1"  # dropped from the store
-        assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
-        assert [pid for pid in tree if pid_alive(pid)] == []
-    finally:
-        listener.close()
+    start_on_listener(fresh_daemon, listener, notify, stored={})
+    notify.wait_for("READY=1")
+    with Rpc(fresh_daemon.socket) as rpc:
+        tok = rpc.call("agent_register")["token"]
+        kept, gone = Shell(rpc, tok, env={"PS1": "$ "}), Shell(rpc, tok, env={"PS1": "$ "})
+        kept.send("X=kept; echo marker-$X\n")
+        assert gone.close()["closed"] is True
+    notify.wait_for(f"FDNAME={gone.id}")
+    removed = notify.wait_for("FDSTOREREMOVE=1")
+    assert removed["FDNAME"] == gone.id
+    # What was stored is the session's PTY: its master, whose slave is the program's terminal.
+    master = notify.fds[kept.id]
+    assert os.readlink(f"/proc/self/fd/{master}") == "/dev/ptmx"
+    pts = int.from_bytes(fcntl.ioctl(master, TIOCGPTN, bytes(4)), sys.byteorder)
+    assert os.readlink(f"/proc/{kept.opened['pid']}/fd/0") == f"/dev/pts/{pts}"
+    wait_until(lambda: "marker-kept" in saved_text(fresh_daemon.directory), message="the screen to be saved")
+    tree = session_pids(kept)
+    assert fresh_daemon.proc is not None
+    fresh_daemon.proc.kill()
+    fresh_daemon.proc.wait()
+    assert [pid for pid in tree if not pid_alive(pid)] == []
+    unknown = "pty-" + "0" * 24  # a stored fd no session of the state file has
+    start_on_listener(fresh_daemon, listener, notify, stored={kept.id: master, unknown: os.dup(master)})
+    with Rpc(fresh_daemon.socket) as rpc:
+        assert rpc.call("daemon_info")["sessions"] == 1
+        kept.rpc = rpc
+        assert kept.call("terminal_status")["pid"] == kept.opened["pid"]
+        assert "marker-kept" in kept.transcript()
+        assert kept.send("echo still-$X\n")["viewport"].splitlines()[-2] == "still-kept"
+    assert notify.wait_for(f"FDNAME={unknown}").get("FDSTOREREMOVE") == "1"  # dropped from the store
+    assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
+    assert [pid for pid in tree if pid_alive(pid)] == []
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -621,15 +623,6 @@ def test_processes_the_daemon_could_not_close_in_time_are_killed_once_it_exits(m
     assert [pid for pid in tree if pid_alive(pid)] == []
 
 
-def saved_text(manager: UserManager) -> str:
-    """The transcripts and screens in the state file: what a daemon restarted after a crash starts from."""
-    state = StateFile(manager.socket.parent).read()
-    if state is None:
-        return ""
-    terminals = [s.terminal for s in state.sessions.values() if s.terminal is not None]
-    return "\n".join(line for t in terminals for line in [*t.lines, t.screen.decode(errors="replace")])
-
-
 def daemon_info(manager: UserManager) -> dict[str, Any]:
     """``daemon_info``, or nothing while the daemon is between two processes."""
     try:
@@ -655,7 +648,10 @@ def test_crashed_daemon_is_restarted_and_adopts_every_session(managed: UserManag
         shell.send(f"while kill -0 {crashed} 2>/dev/null; do sleep 0.05; done; echo printed-unread\n", wait=False)
         trees = {s.id: session_pids(s) for s in (shell, repl, doomed)}
     wait_until(
-        lambda: "marker-forty-two" in saved_text(managed) and "answer = 41" in saved_text(managed),
+        lambda: (
+            "marker-forty-two" in saved_text(managed.socket.parent)
+            and "answer = 41" in saved_text(managed.socket.parent)
+        ),
         message="the screens to be saved",
     )
     assert managed.show("ptyd.service", "NFileDescriptorStore") == "3"
