@@ -737,3 +737,38 @@ def test_a_ptyd_started_by_hand_on_the_units_path_leaves_the_socket_unit_working
             manual.kill()
             manual.wait(10)
         managed.systemctl("restart", "ptyd.socket")  # rebinds the path whatever happened to it
+
+
+def unit_processes(manager: UserManager) -> list[int]:
+    """Every process in the user manager's cgroup tree (the manager, the daemon and the sessions)."""
+    procs = [d / "cgroup.procs" for d in [manager.cgroup, *manager.cgroup.rglob("*")] if d.is_dir()]
+    return [int(pid) for path in procs if path.exists() for pid in path.read_text().split()]
+
+
+@pytest.mark.slow
+def test_crash_after_crash_adopts_twenty_full_sessions_with_nothing_growing(managed: UserManager) -> None:
+    with Rpc(managed.socket) as rpc:
+        tok = rpc.call("agent_register")["token"]
+        shells = [Shell(rpc, tok, env={"PS1": "$ "}) for _ in range(20)]
+        for i, s in enumerate(shells):
+            s.send(f"seq -f 'row %g of session {i}' 1 3000; echo done-{i}\n")
+        tree = [pid for s in shells for pid in session_pids(s)]
+    baseline: tuple[int, int] | None = None
+    for round in range(4):  # 5 starts in 10 s is systemd's default start limit: 4 crashes stay under it
+        wait_until(lambda: all(f"done-{i}" in saved_text(managed.socket.parent) for i in range(20)), timeout=30)
+        crashed = managed.main_pid()
+        started = time.monotonic()
+        os.kill(crashed, signal.SIGKILL)
+        wait_until(lambda: daemon_info(managed).get("sessions") == 20, timeout=30, message="the adoption")
+        adopted_s = time.monotonic() - started
+        with Rpc(managed.socket) as rpc:
+            for s in shells:
+                s.rpc = rpc
+                assert s.send(f"echo round-{round}\n")["viewport"].splitlines()[-2] == f"round-{round}"
+        assert managed.show("ptyd.service", "NFileDescriptorStore") == "20"
+        counts = (len(unit_processes(managed)), len(os.listdir(f"/proc/{managed.main_pid()}/fd")))
+        assert counts == (baseline or counts), f"processes and daemon fds {counts}, after the first crash {baseline}"
+        baseline = counts
+        print(f"crash {round + 1}: 20 sessions adopted and served {adopted_s:.2f} s after the SIGKILL")
+    managed.systemctl("stop", "ptyd.service")
+    assert [pid for pid in tree if pid_alive(pid)] == []
