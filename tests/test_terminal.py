@@ -769,3 +769,40 @@ def test_a_flood_of_non_ascii_lines_reaches_the_transcript_whole(cols: int) -> N
         *(data[i : i + 4096] for i in range(0, len(data), 4096))
     )
     assert term.transcript() == [*lines, ""]
+
+
+def unbounded_history(term: Term) -> Term:
+    """``term`` with a Ghostty history far larger than any test's output: no row is ever dropped, nothing is cut."""
+    from ptyd.terminal import ghostty_engine
+
+    t = term.t
+    assert isinstance(t, ghostty_engine.GhosttyTerminal)
+    ghostty_engine._set_size(t._handle, ghostty_engine.lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, 1 << 30)
+    t._history_rows = 1 << 30
+    return term
+
+
+SCROLLERS = {  # output that scrolls many rows for its size, each past the plain count of linefeeds
+    "cursor-forward wraps": "".join(f"\x1b[999C{i % 10}{i % 7}" for i in range(6000)),
+    "tab wraps": "".join("\t" * 40 + f"{i}" for i in range(3000)),
+    "bare linefeeds": "".join(f"{'x' * (i % 50)}\n{'y' * 290}" for i in range(3000)),
+    "index and next line": "".join(f"{i}\x1bD\x1bE" for i in range(5000)),
+    "scroll up": "".join(f"{i}\x1b[50S\x1b[999S" for i in range(300)),
+    "repeat": "".join(f"{i % 10}\x1b[65535b\r\n" for i in range(20)),
+    "wrapped long lines": "".join(f"{i}:" + "é" * 700 + "\r\n" for i in range(1000)),
+}
+
+
+@pytest.mark.parametrize("kind", SCROLLERS)
+@pytest.mark.parametrize("size", [(300, 100), (160, 40), (37, 10)])
+def test_no_scrolled_row_is_lost_however_few_bytes_scroll_it(kind: str, size: tuple[int, int], engine: str) -> None:
+    # Ghostty's history is a page: each write is cut so that what it can scroll fits, whatever scrolls it.
+    if engine != "ghostty":
+        pytest.skip("Ghostty's history only")
+    data = SCROLLERS[kind].encode()
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    cols, rows = size
+    term = Term(cols, rows, lines=1 << 20, max_bytes=1 << 30).feed(*chunks)
+    reference = unbounded_history(Term(cols, rows, lines=1 << 20, max_bytes=1 << 30)).feed(*chunks)
+    assert term.t.scrollback.total == reference.t.scrollback.total > rows
+    assert term.transcript() == reference.transcript()
