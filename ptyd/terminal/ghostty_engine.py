@@ -64,9 +64,10 @@ _GRID_REF = union_fn("ghostty_terminal_grid_ref", "GhosttyResult(*)(GhosttyTermi
 
 def history_size(cols: int, rows: int) -> tuple[int, int]:
     """Ghostty's history byte bound at this size and the rows it then surely holds: the fewest it keeps just after
-    it drops its oldest page, whatever the rows hold (measured once per size with a scratch terminal, scrolling
-    a few rows at a time past three drops, ~2 ms; a drop within a step may have kept up to a step fewer). The bound starts at Ghostty's default (one page) and doubles until
-    the history holds a few screenfuls (one page holds 56 rows at 300x100)."""
+    it drops its oldest page, whatever the rows hold. Measured once per size with a scratch terminal, scrolling a
+    few rows at a time past three drops (~2 ms; a drop within a step may have kept up to a step fewer). The bound
+    starts at Ghostty's default (one page) and doubles until the history holds a few screenfuls (one page holds
+    56 rows at 300x100)."""
     size = (cols, rows)
     cap = 0
     while size not in _HISTORY:
@@ -97,8 +98,8 @@ def max_scrolls(data: bytes, cols: int, room: int) -> int:
 
     A linefeed (LF, VT, FF, IND, NEL) scrolls one. A row wraps after ``cols`` printed cells (a cell takes at least
     a byte), or sooner once a control has moved the cursor right or kept its column (any escape sequence, TAB, a
-    linefeed not after CR): at most one more wrap for each. Bare linefeeds are rare (the tty turns LF into CRLF), so they
-    are told apart only when the bound would otherwise exceed ``room``."""
+    linefeed not after CR): at most one more wrap for each. Bare linefeeds are rare (the tty turns LF into CRLF),
+    so they are told apart only when the bound would otherwise exceed ``room``."""
     lf = data.count(b"\n")
     n = 2 * lf + len(data) // cols + 1
     for control in (b"\x0b", b"\x0c"):
