@@ -670,15 +670,28 @@ def test_bound_never_exceeds_the_budget_and_drops_only_the_marked_lines(lines: l
 
 def render_all(term: Term, chunks: list[bytes], *, fast: bool) -> Term:
     with contextlib.ExitStack() as stack:
-        if not fast:  # every chunk is then "too short" for the fast path: pyte renders all of it
+        if not fast:  # every chunk is then "too short" for the fast path: the emulator renders all of it
             stack.enter_context(mock.patch.object(pyte_engine, "_FAST_MIN_CHARS", sys.maxsize))
+            if term.engine == "ghostty":
+                from ptyd.terminal import ghostty_engine
+
+                stack.enter_context(mock.patch.object(ghostty_engine, "FAST_MIN_BYTES", sys.maxsize))
         term.feed(*chunks)
     return term
 
 
-def count_pyte_chars(term: Term) -> list[int]:
-    pyte_only(term.engine)
+def count_emulated(term: Term) -> list[int]:
+    """Counts what goes through the emulator itself (pyte, or Ghostty), fast path aside."""
     fed = [0]
+    if term.engine == "ghostty":
+        write = term.t._write  # type: ignore[attr-defined]
+
+        def counting_write(data: bytes, *, harvest: bool = True) -> None:
+            fed[0] += len(data)
+            write(data, harvest=harvest)
+
+        term.t._write = counting_write  # type: ignore[attr-defined]
+        return fed
     feed = term.t._stream.feed  # type: ignore[attr-defined]
 
     def counting(text: str) -> None:
@@ -699,10 +712,10 @@ def test_head_capture_of_a_burst_beyond_scrollback_is_contiguous() -> None:
     assert term.t.capture.end_line == len(captured)
 
 
-def test_a_burst_of_plain_lines_mostly_bypasses_pyte() -> None:
+def test_a_burst_of_plain_lines_mostly_bypasses_the_emulator() -> None:
     data = "".join(f"{i}\r\n" for i in range(20_000)).encode()
     term = Term(80, 24, lines=500)
-    fed = count_pyte_chars(term)
+    fed = count_emulated(term)
     render_all(term, [data], fast=True)
     assert fed[0] < len(data) // 20
     assert state(term) == state(render_all(Term(80, 24, lines=500), [data], fast=False))
@@ -714,6 +727,10 @@ bursts = st.one_of(  # long runs of plain lines: what the fast path takes
         lambda ls: "".join(f"{s}\r\n" for s in ls)
     ),
     st.integers(150, 1500).map(lambda n: "".join(f"\x1b[3{n % 8}m{i}\x1b[0m\r\n" for i in range(n))),
+    # Short lines, trailing blanks and colour left set: what a narrow screen's fast path takes.
+    st.lists(st.text(st.sampled_from("ab \x1b[1m"), max_size=7), min_size=600, max_size=1200).map(
+        lambda ls: "".join(f"{s.replace(chr(27), '')}\r\n".replace("[1m", "\x1b[1m") for s in ls)
+    ),
 )
 pieces = st.one_of(
     ascii_text.map(lambda s: s + "\r\n"),
@@ -743,13 +760,13 @@ def sessions(draw: st.DrawFn) -> tuple[int, int, int, int, int, list[bytes]]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(sessions())
-def test_fast_path_renders_what_pyte_renders(session: tuple[int, int, int, int, int, list[bytes]]) -> None:
+def test_fast_path_renders_what_the_emulator_renders(session: tuple[int, int, int, int, int, list[bytes]]) -> None:
     cols, rows, max_lines, max_bytes, capture_bytes, chunks = session
     fast = Term(cols, rows, lines=max_lines, max_bytes=max_bytes)
     slow = Term(cols, rows, lines=max_lines, max_bytes=max_bytes)
     for term in (fast, slow):
         term.t.capture = HeadCapture(0, capture_bytes)  # a send's head, kept even where scrollback drops it
-    fed = count_pyte_chars(fast)
+    fed = count_emulated(fast)
     render_all(fast, chunks, fast=True)
     render_all(slow, chunks, fast=False)
     event("fast path taken" if fed[0] < sum(map(len, chunks)) - 1000 else "fast path not taken")

@@ -31,6 +31,7 @@ from pyghostty import ffi, lib
 from pyghostty.core import init_sized, union_fn
 
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.plain import SGR, all_plain, rows_of
 from ptyd.terminal.sanitize import SOFT_RESET
 
 SLICE = 64 * 1024  # bytes per write between budget checks (~0.2 ms); scrolling output is cut finer
@@ -41,6 +42,8 @@ _SPECIAL = re.compile(rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|!p|[^@-~\x1b]*S|[0-9
 # A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.
 _PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")
 _PARTIAL_MAX = 32  # a longer unfinished sequence is no special one
+FAST_MIN_BYTES = 4096  # a shorter chunk of plain lines is not worth fast-forwarding
+_DECLRMM = 69  # left and right margins: lines would wrap and scroll inside them
 _REP_MAX = 65535  # Ghostty's bound on REP's count
 # Default colours, reported to OSC 10/11 queries: the pyte engine answers the same.
 FOREGROUND = (0xE5, 0xE5, 0xE5)
@@ -195,7 +198,8 @@ class GhosttyTerminal(Terminal):
         # engine (VS16, ZWJ sequences, skin tones and flags are one 2-column cell).
         lib.ghostty_terminal_vt_write(self._handle, b"\x1b[?2027h", 8)
         self._cols, self._rows = cols, rows
-        self._queue: deque[bytes | tuple[bytes]] = deque()  # output, and (sequence,) to act on
+        # Output, plain output (as text) to fast-forward, and (sequence,) to act on.
+        self._queue: deque[bytes | str | tuple[bytes]] = deque()
         self._tail = b""  # a possible start of a special sequence, completed by the next chunk
         self._slice = SLICE  # bytes to try writing at once: what fitted last time, or twice that
         self._history_rows = self._size_history(cols, rows)
@@ -221,6 +225,13 @@ class GhosttyTerminal(Terminal):
         esc = data.rfind(b"\x1b", max(0, len(data) - _PARTIAL_MAX))
         if esc >= 0 and _PARTIAL.match(data, esc):
             data, self._tail = data[:esc], data[esc:]
+        self.backlog += len(data)
+        if len(data) >= FAST_MIN_BYTES and data.isascii():
+            cut = data.rfind(b"\r\n") + 2
+            text = data[:cut].decode()
+            if cut > 1 and all_plain(text):
+                self._queue.append(text)
+                data = data[cut:]
         pos = 0
         if b"\x1b" in data:
             for m in _SPECIAL.finditer(data):
@@ -230,7 +241,6 @@ class GhosttyTerminal(Terminal):
                 pos = m.end()
         if pos < len(data):
             self._queue.append(data[pos:] if pos else data)
-        self.backlog += len(data)
 
     def flush(self) -> None:
         pass  # nothing is held back for speed: Ghostty draws a partial line as fast as a whole one
@@ -247,6 +257,10 @@ class GhosttyTerminal(Terminal):
                 queue.popleft()
                 self._special(item[0])
                 self.backlog -= len(item[0])
+            elif isinstance(item, str):
+                queue.popleft()
+                self._fast_forward(item)
+                self.backlog -= len(item)
             else:
                 chunk = self._fitting(item)
                 if len(item) > len(chunk):
@@ -308,19 +322,51 @@ class GhosttyTerminal(Terminal):
             self.main_screen = (self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self._rows), int(self.vt.cursor[1]))
         self._write(seq)
 
+    def _write_all(self, data: bytes) -> None:
+        while data:
+            chunk = self._fitting(data)
+            self._write(chunk)
+            data = data[len(chunk) :]
+
+    def _fast_forward(self, text: str) -> None:
+        """Plain lines: the first screenful and the last through Ghostty, those between straight to scrollback."""
+        lines = text.split("\r\n")
+        lines.pop()  # text ends with CRLF
+        plain = SGR.sub("", text) if "\x1b" in text else text
+        bare = plain.split("\r\n") if plain is not text else lines
+        rows, cols = self._rows, self._cols
+        if len(lines) < 3 * rows or max(map(len, bare)) > cols or self._alt_active() or self.vt.mode(_DECLRMM):
+            self._write_all(text.encode())
+            return
+        before = self.scrollback.total
+        self._write_all(("\r\n".join(lines[:rows]) + "\r\n").encode())
+        if self.scrollback.total == before or self.vt.cursor != (0, rows - 1):  # a scroll region holds the rows
+            self._write_all(("\r\n".join(lines[rows:]) + "\r\n").encode())
+            return
+        tail = len(lines) - (rows - 1)
+        # What scrolling the rest through would push off the top: the rows above the cursor, then the middle.
+        self._scrolled_off(self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows - 1))
+        self._scrolled_off(rows_of(bare[rows:tail], cols, " \r\n" in plain))
+        pen = "".join(SGR.findall("\r\n".join(lines[rows:tail]))) if plain is not text else ""
+        self._write((pen + "\r\n".join(lines[tail:]) + "\r\n").encode(), harvest=False)
+        self._skip_history()  # what the last screenful pushed into Ghostty's history is copied already
+
     def _fitting(self, data: bytes) -> bytes:
         """The head of ``data`` to write now: the rows it can scroll fit in Ghostty's history beside the mark."""
         room = self._history_rows - 2
         chunk = data[: self._slice]
-        fitted = True
+        cut = False
         while len(chunk) > 1:
             scrolls = max_scrolls(chunk, self._cols, room)
             if scrolls <= room:
                 break
             chunk = chunk[: max(1, min(len(chunk) - 1, len(chunk) * room // scrolls))]
-            fitted = False
-        # Output changes its kind slowly: the next slice tries what fitted, or twice that if all of it did.
-        self._slice = min(SLICE, 2 * len(chunk) if fitted else len(chunk))
+            cut = True
+        # Output changes its kind slowly: the next slice tries what fitted, or twice as much if a whole one did.
+        if cut:
+            self._slice = len(chunk)
+        elif len(data) > len(chunk):
+            self._slice = min(SLICE, 2 * len(chunk))
         return chunk
 
     def _harvest(self) -> None:
@@ -349,6 +395,12 @@ class GhosttyTerminal(Terminal):
         else:
             _TRACK(self._handle, point[0], self._mark)
 
+    def _skip_history(self) -> None:
+        """Mark all of Ghostty's history as copied."""
+        lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_SCROLLBACK_ROWS, self._count)
+        if self._count[0]:
+            self._mark_row(int(self._count[0]) - 1)
+
     def _erase_history(self, *, force: bool = False) -> None:
         """Erase Ghostty's history (ED 3): copied already, or (``force``) rows not to copy."""
         if self._alt_active():
@@ -356,9 +408,7 @@ class GhosttyTerminal(Terminal):
         lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_VT_GROUND, self._ground)
         if not self._ground[0]:  # mid-sequence, ED 3 would become part of it: the page stays until later
             if force:
-                lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_SCROLLBACK_ROWS, self._count)
-                if self._count[0]:
-                    self._mark_row(int(self._count[0]) - 1)
+                self._skip_history()
             return
         lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))
         _unmark(self._mark)
