@@ -25,6 +25,7 @@ READS_PER_WAKEUP = 4  # ...or this many reads: a wake-up trading turns with a fa
 RENDER_BUDGET_S = 0.004  # renderer time per turn of one session
 RENDER_DEFER_S = 0.002  # output that arrives in bulk is rendered in batches (the fast path needs big ones)
 INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and echoes must not wait
+SETTLE_S = 0.05  # output quiet this long: the renderer frees what only a flood needs (Ghostty's history page)
 
 
 @final
@@ -84,6 +85,7 @@ class PtyChannel:
         self._raw = bytearray()  # read, not yet fed to the terminal
         self._rendered = 0  # bytes fed to the terminal and fully rendered
         self._render_scheduled = False
+        self._settle_scheduled = False
         self._render_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._more = False  # the last wake-up stopped with output still waiting to be read
         self._bulk = False  # the last wake-up read output in bulk
@@ -180,8 +182,20 @@ class PtyChannel:
                 elif not fut.done():
                     fut.set_result(None)
             self._render_waiters = waiting
+            if not self._more and not self._settle_scheduled:
+                self._settle_scheduled = True
+                self.loop.call_later(SETTLE_S, self._settle, self.received)
         if not self._reading and self.terminal.backlog < self._max_backlog // 2:
             self._start_reading()
+
+    def _settle(self, received: int) -> None:
+        if self.closed:
+            return
+        if self.received != received or not self.terminal.idle or self._raw:  # not quiet yet: look again later
+            self.loop.call_later(SETTLE_S, self._settle, self.received)
+            return
+        self._settle_scheduled = False
+        self.terminal.settle()
 
     @property
     def bulk(self) -> bool:
