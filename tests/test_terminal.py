@@ -823,3 +823,13 @@ def test_no_scrolled_row_is_lost_however_few_bytes_scroll_it(kind: str, size: tu
     reference = unbounded_history(Term(cols, rows, lines=1 << 20, max_bytes=1 << 30)).feed(*chunks)
     assert term.t.scrollback.total == reference.t.scrollback.total > rows
     assert term.transcript() == reference.transcript()
+
+
+@pytest.mark.parametrize("sequence", ["\x1b[?3h", "\x1b[?3l", "\x1b[?40;3h", "\x1b[?3;4l"])
+def test_column_mode_never_resizes_even_when_allowed(sequence: str) -> None:
+    # Mode 40 lets xterm (and Ghostty) honour DECCOLM; the PTY's size is the agent's to set, whatever the program.
+    # Alone, DECCOLM is ignored; inside a longer mode sequence, Ghostty may still clear the screen.
+    term = Term(20, 5).feed("\x1b[?40h", "keep", sequence, "\r\n" + "x" * 25)
+    assert term.t.cols == 20
+    assert term.rows[1:3] == ["x" * 20, "x" * 5]
+    assert term.rows[0] == "keep" or (term.engine == "ghostty" and ";" in sequence)

@@ -36,9 +36,10 @@ from ptyd.terminal.sanitize import SOFT_RESET
 
 SLICE = 64 * 1024  # bytes per write between budget checks (~0.2 ms); scrolling output is cut finer
 _ERASE_HISTORY = b"\x1b[3J"
-# The sequences acted on before Ghostty sees them (see the module's docstring), and two written alone because
+# The sequences acted on before Ghostty sees them (see the module's docstring; DECCOLM is ignored, as by pyte and
+# by xterm unless told otherwise: it would resize the screen behind the PTY's back), and two written alone because
 # a few bytes of them scroll many rows: SU (up to a screenful; any C0 inside it runs) and REP (up to 65535 cells).
-_SPECIAL = re.compile(rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|!p|[^@-~\x1b]*S|[0-9]*b)|\x1bc")
+_SPECIAL = re.compile(rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|[^@-~\x1b]*S|[0-9]*b)|\x1bc")
 # A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.
 _PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")
 _PARTIAL_MAX = 32  # a longer unfinished sequence is no special one
@@ -216,6 +217,7 @@ class GhosttyTerminal(Terminal):
         self._ground = ffi.new("bool*")
         self._count = ffi.new("size_t*")
         self._screen_tag = ffi.new("int*")
+        self._width = ffi.new("uint16_t*")
 
     # --- input -----------------------------------------------------------------------------------------
 
@@ -284,6 +286,9 @@ class GhosttyTerminal(Terminal):
     def _write(self, data: bytes, *, harvest: bool = True) -> None:
         lib.ghostty_terminal_vt_write(self._handle, data, len(data))
         self.vt._raise_cb_err()
+        lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_COLS, self._width)
+        if self._width[0] != self._cols:  # DECCOLM inside a longer mode sequence: the PTY's size stands
+            lib.ghostty_terminal_resize(self._handle, self._cols, self._rows, 8, 16)
         if harvest:
             self._harvest()
         if self.main_screen is not None and not self._alt_active():
@@ -299,6 +304,8 @@ class GhosttyTerminal(Terminal):
             while count > 0:
                 self._write(b"\x1b[%db" % min(count, most))
                 count -= most
+            return
+        if seq in (b"\x1b[?3h", b"\x1b[?3l"):
             return
         if seq == b"\x1b[!p":  # DECSTR, which Ghostty ignores: the modes it resets, as the pyte engine does
             x, y = self.vt.cursor
