@@ -25,6 +25,7 @@ from ptyd.rpc.openrpc import discover_method
 from ptyd.rpc.server import RpcServer
 from ptyd.service.manifest import Manifest, remove_leftover_cgroups
 from ptyd.service.service import PtyService
+from ptyd.terminal.emulator import engine_name
 
 log = logging.getLogger("ptyd")
 
@@ -181,11 +182,12 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, reload)
         maintenance = loop.create_task(self._maintain(service, reaper))
         log.info(
-            "ptyd %s serving %s (pid %d, containment %s)",
+            "ptyd %s serving %s (pid %d, containment %s, emulator %s)",
             __version__,
             self.socket_path,
             os.getpid(),
             containment.name,
+            engine_name(self.config.emulator),
         )
         systemd.notify(f"READY=1\nSTATUS=serving, 0 sessions\nMAINPID={os.getpid()}")
         await self._stop.wait()
