@@ -790,11 +790,11 @@ def test_a_flood_of_non_ascii_lines_reaches_the_transcript_whole(cols: int) -> N
 
 def unbounded_history(term: Term) -> Term:
     """``term`` with a Ghostty history far larger than any test's output: no row is ever dropped, nothing is cut."""
-    from ptyd.terminal import ghostty_engine
+    from ptyd.terminal import ghostty_engine, ghostty_history
 
     t = term.t
     assert isinstance(t, ghostty_engine.GhosttyTerminal)
-    ghostty_engine._set_size(t._handle, ghostty_engine.lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, 1 << 30)
+    ghostty_history.set_size(t._handle, ghostty_history.lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, 1 << 30)
     t._history_rows = 1 << 30
     return term
 
@@ -833,3 +833,17 @@ def test_column_mode_never_resizes_even_when_allowed(sequence: str) -> None:
     assert term.t.cols == 20
     assert term.rows[1:3] == ["x" * 20, "x" * 5]
     assert term.rows[0] == "keep" or (term.engine == "ghostty" and ";" in sequence)
+
+
+@pytest.mark.parametrize("size", [(30, 4), (12, 4), (10, 3)])
+def test_resizing_after_a_flood_copies_no_row_twice(size: tuple[int, int]) -> None:
+    # Rows already in scrollback may still sit in the emulator's own history, where a resize reflows them.
+    lines = [f"line {i:04d} {'x' * (i % 7)}".rstrip() for i in range(600)]
+    term = Term(20, 5, lines=10_000).feed("".join(f"{line}\r\n" for line in lines))
+    before = term.t.scrollback.total
+    term.t.resize(*size)
+    term.feed("after\r\n")
+    assert term.scrollback[:before] == lines[:before]
+    later = term.scrollback[before:]
+    assert len(later) <= 2 * 5
+    assert all(int(row[5:9]) >= before for row in later if row.startswith("line "))

@@ -4,12 +4,15 @@ Ghostty parses and draws at a few hundred MB/s, answers queries (DSR, DA, colour
 pyte needed a sanitizer for (strings, C0 inside CSI, NEL, intermediates). What stays ours is the transcript:
 
 - Rows that scroll into Ghostty's own scrollback are copied out as text after each write, into ptyd's numbered,
-  memory-bounded ``Scrollback``. A tracked grid reference marks the first row not yet copied; Ghostty moves it
-  as rows scroll and as its history rotates, so the rows past it are exactly the new ones. Ghostty keeps about
-  a page of history (252-542 rows at 160 columns, 56 at 300: measured once per size, ``history_rows``), so each
-  write is cut to what can scroll no more rows than that (``max_scrolls``, counted at C speed): the mark's row is
-  then never dropped. The history is erased (ED 3, ~30 us) only when the queue runs dry, which frees its page
-  while the session is quiet.
+  memory-bounded ``Scrollback``. A tracked grid reference (the mark) sits on the newest history row already
+  copied; Ghostty keeps it on that row as rows scroll and as it drops its oldest pages, so the rows past it are
+  exactly the new ones. Ghostty keeps about a page of history (252-542 rows at 160x40; ``history_size`` measures
+  the floor once per size), and each write is cut so that what it can scroll fits below that floor
+  (``max_scrolls``, counted at C speed): the mark's row is never dropped. Erasing the history (ED 3) is cheap
+  but the next scroll then maps a fresh page (~0.4 ms), so it is erased only once output has been quiet a
+  while (``settle``), which frees the page of an idle session.
+- Runs of plain lines (``plain``) are fast-forwarded: the first screenful and the last go through Ghostty, the
+  rows between go straight to scrollback as text.
 - A few sequences are acted on before Ghostty sees them, split out of the stream as output is queued: ED 2 on the
   main screen (``clear``) and RIS first move the screen's rows into scrollback, ED 3 from the program erases
   nothing of the transcript, and entering the alternate screen keeps a copy of the main screen's rows (Ghostty
@@ -28,9 +31,10 @@ from typing import Any, final
 
 import pyghostty
 from pyghostty import ffi, lib
-from pyghostty.core import init_sized, union_fn
+from pyghostty.core import init_sized
 
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.ghostty_history import GRID_REF, HISTORY_LINES, TRACK, TRACK_SET, history_size, max_scrolls, set_size
 from ptyd.terminal.plain import SGR, all_plain, rows_of
 from ptyd.terminal.sanitize import SOFT_RESET
 
@@ -49,77 +53,6 @@ _REP_MAX = 65535  # Ghostty's bound on REP's count
 # Default colours, reported to OSC 10/11 queries: the pyte engine answers the same.
 FOREGROUND = (0xE5, 0xE5, 0xE5)
 BACKGROUND = (0, 0, 0)
-# Ghostty's history is bounded by its byte bound, left at Ghostty's default (one page, ~400 KiB at any size):
-# more pages would let writes be cut less finely but cost their memory in every session that scrolled. Its line
-# bound is not the one that binds.
-_HISTORY_LINES = 1 << 20
-_HISTORY: dict[tuple[int, int], tuple[int, int]] = {}
-_DROPS = 3
-_STEP = 8
-_MIN_HISTORY_SCREENS = 2  # the history must hold a scroll-up of a screenful (SU, a shrinking resize) and more
-_TRACK = union_fn(
-    "ghostty_terminal_grid_ref_track", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyTrackedGridRef*)"
-)
-_TRACK_SET = union_fn(
-    "ghostty_tracked_grid_ref_set", "GhosttyResult(*)(GhosttyTrackedGridRef, GhosttyTerminal, GhosttyPointS)"
-)
-_GRID_REF = union_fn("ghostty_terminal_grid_ref", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)")
-
-
-def history_size(cols: int, rows: int) -> tuple[int, int]:
-    """Ghostty's history byte bound at this size and the rows it then surely holds: the fewest it keeps just after
-    it drops its oldest page, whatever the rows hold. Measured once per size with a scratch terminal, scrolling a
-    few rows at a time past three drops (~2 ms; a drop within a step may have kept up to a step fewer). The bound
-    starts at Ghostty's default (one page) and doubles until the history holds a few screenfuls (one page holds
-    56 rows at 300x100)."""
-    size = (cols, rows)
-    cap = 0
-    while size not in _HISTORY:
-        scratch = pyghostty.Terminal(cols, rows, scrollback=_HISTORY_LINES)
-        if cap:
-            _set_size(scratch._t[0], lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, cap)
-        else:
-            cap = int(scratch.get("scrollback_max_bytes", "size_t"))
-        kept, drops, last = 1 << 30, 0, 0
-        while drops < _DROPS:
-            scratch.feed(b"x\r\n" * _STEP)
-            held = int(scratch.get("scrollback_rows", "size_t"))
-            if held < last:
-                drops += 1
-            if drops:
-                kept = min(kept, held - _STEP + 1)
-            last = held
-        scratch.close()
-        if kept >= _MIN_HISTORY_SCREENS * rows or cap >= 64 << 20:
-            _HISTORY[size] = (cap, kept)
-        cap = max(2 * cap, 2 << 20)
-    return _HISTORY[size]
-
-
-def max_scrolls(data: bytes, cols: int, room: int) -> int:
-    """At most how many rows writing ``data`` (with no SU or REP in it) can push into the history, counted at C
-    speed.
-
-    A linefeed (LF, VT, FF, IND, NEL) scrolls one. A row wraps after ``cols`` printed cells (a cell takes at least
-    a byte), or sooner once a control has moved the cursor right or kept its column (any escape sequence, TAB, a
-    linefeed not after CR): at most one more wrap for each. Bare linefeeds are rare (the tty turns LF into CRLF),
-    so they are told apart only when the bound would otherwise exceed ``room``."""
-    lf = data.count(b"\n")
-    n = 2 * lf + len(data) // cols + 1
-    for control in (b"\x0b", b"\x0c"):
-        if control in data:
-            n += 2 * data.count(control)
-    if b"\t" in data:
-        n += data.count(b"\t")
-    if b"\x1b" in data:
-        n += data.count(b"\x1b") + data.count(b"\x1bD") + data.count(b"\x1bE")
-    if n > room and lf:
-        n -= data.count(b"\r\n")
-    return n
-
-
-def _set_size(handle: Any, option: int, value: int) -> None:
-    lib.ghostty_terminal_set(handle, option, ffi.new("size_t*", value))
 
 
 @final
@@ -183,7 +116,7 @@ class GhosttyTerminal(Terminal):
         super().__init__(
             cols, rows, scrollback_lines=scrollback_lines, scrollback_bytes=scrollback_bytes, on_reply=on_reply
         )
-        self.vt: Any = pyghostty.Terminal(cols, rows, scrollback=_HISTORY_LINES, fg=FOREGROUND, bg=BACKGROUND)
+        self.vt: Any = pyghostty.Terminal(cols, rows, scrollback=HISTORY_LINES, fg=FOREGROUND, bg=BACKGROUND)
         self.vt.on_reply(on_reply)
         self._handle = self.vt._t[0]
         # The mark: a tracked reference to the newest history row already copied to scrollback (none while the
@@ -398,9 +331,9 @@ class GhosttyTerminal(Terminal):
         point = self._point
         point.tag, point.value.x, point.value.y = lib.GHOSTTY_POINT_TAG_HISTORY, 0, y
         if self._mark[0]:
-            _TRACK_SET(self._mark[0], self._handle, point[0])
+            TRACK_SET(self._mark[0], self._handle, point[0])
         else:
-            _TRACK(self._handle, point[0], self._mark)
+            TRACK(self._handle, point[0], self._mark)
 
     def _skip_history(self) -> None:
         """Mark all of Ghostty's history as copied."""
@@ -433,10 +366,10 @@ class GhosttyTerminal(Terminal):
             return []
         sel, point = self._sel, self._point
         point.tag, point.value.x, point.value.y = tag, 0, start
-        _GRID_REF(self._handle, point[0], self._ref)
+        GRID_REF(self._handle, point[0], self._ref)
         sel.start = self._ref[0]
         point.value.x, point.value.y = self._cols - 1, end - 1
-        _GRID_REF(self._handle, point[0], self._ref)
+        GRID_REF(self._handle, point[0], self._ref)
         sel.end = self._ref[0]
         while True:
             result = lib.ghostty_terminal_selection_format_buf(
@@ -464,6 +397,7 @@ class GhosttyTerminal(Terminal):
 
     def resize(self, cols: int, rows: int) -> None:
         self.process(float("inf"))
+        self.settle()  # rows copied already must not be reflowed into rows that look new
         self.vt.resize(cols, rows)
         self._cols, self._rows = cols, rows
         self._history_rows = self._size_history(cols, rows)
@@ -489,7 +423,7 @@ class GhosttyTerminal(Terminal):
 
     def _size_history(self, cols: int, rows: int) -> int:
         cap, held = history_size(cols, rows)
-        _set_size(self._handle, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, cap)
+        set_size(self._handle, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, cap)
         return held
 
 
