@@ -727,6 +727,14 @@ bursts = st.one_of(  # long runs of plain lines: what the fast path takes
         lambda ls: "".join(f"{s}\r\n" for s in ls)
     ),
     st.integers(150, 1500).map(lambda n: "".join(f"\x1b[3{n % 8}m{i}\x1b[0m\r\n" for i in range(n))),
+    # tree-style lines: box drawing, accents, wide CJK and emoji (the native engine's fast path takes them), now
+    # and then a combining mark or a joiner (it must not).
+    st.lists(st.text(st.sampled_from("aé日😀│├ ─жß"), max_size=6), min_size=600, max_size=1200).map(
+        lambda ls: "".join(f"{s}\r\n" for s in ls)
+    ),
+    st.lists(st.text(st.sampled_from("aé日│ \u0301\u200d"), max_size=5), min_size=600, max_size=900).map(
+        lambda ls: "".join(f"{s}\r\n" for s in ls)
+    ),
     # Short lines, trailing blanks and colour left set: what a narrow screen's fast path takes.
     st.lists(st.text(st.sampled_from("ab \x1b[1m"), max_size=7), min_size=600, max_size=1200).map(
         lambda ls: "".join(f"{s.replace(chr(27), '')}\r\n".replace("[1m", "\x1b[1m") for s in ls)
@@ -745,12 +753,15 @@ pieces = st.one_of(
 
 
 @st.composite
-def sessions(draw: st.DrawFn) -> tuple[int, int, int, int, int, list[bytes]]:
+def sessions(draw: st.DrawFn, floods: bool = False) -> tuple[int, int, int, int, int, list[bytes]]:
     cols = draw(st.integers(8, 40))
     rows = draw(st.integers(2, 10))
     max_lines = draw(st.integers(5, 300))
     max_bytes = draw(st.integers(200, 100_000))
     capture_bytes = draw(st.integers(0, 20_000))
+    if floods:  # runs of lines only, each a chunk of its own, as a program flooding the PTY delivers them
+        parts = draw(st.lists(bursts, min_size=1, max_size=4))
+        return cols, rows, max_lines, max_bytes, capture_bytes, [part.encode() for part in parts]
     parts = draw(st.lists(st.one_of(pieces, pieces, bursts), min_size=1, max_size=16))
     data = "".join(parts).encode()
     cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=4)))
@@ -759,7 +770,7 @@ def sessions(draw: st.DrawFn) -> tuple[int, int, int, int, int, list[bytes]]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(sessions())
+@given(st.one_of(sessions(), sessions(floods=True)))
 def test_fast_path_renders_what_the_emulator_renders(session: tuple[int, int, int, int, int, list[bytes]]) -> None:
     cols, rows, max_lines, max_bytes, capture_bytes, chunks = session
     fast = Term(cols, rows, lines=max_lines, max_bytes=max_bytes)

@@ -11,6 +11,15 @@ import re
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 _PRINTABLE = bytes(range(0x20, 0x7F))
+# Characters that are one cell each (or two, for the wide scripts), stand alone and are never dropped or joined:
+# Latin, Greek, Cyrillic, punctuation, arrows, box drawing, blocks and shapes, kana, CJK ideographs, Hangul
+# syllables, emoji without modifiers. No combining marks, format characters, variation selectors, joiners, skin
+# tones or regional indicators, and no blank but the space.
+_NOT_SIMPLE = re.compile(
+    "[^ -~\r\n\u00a1-\u00ac\u00ae-\u024f\u0386-\u03ce\u0400-\u0482\u048a-\u04ff\u2010-\u2027\u2030-\u205e"
+    "\u2190-\u21ff\u2500-\u25ff\u3041-\u3096\u30a1-\u30fa\u4e00-\u9fff\uac00-\ud7a3"
+    "\U0001f300-\U0001f3fa\U0001f400-\U0001f64f]"
+)
 
 
 def all_plain(text: str) -> bool:
@@ -23,6 +32,16 @@ def all_plain(text: str) -> bool:
     return len(controls) == 2 * crlf + escapes and (not escapes or escapes == len(SGR.findall(text)))
 
 
+def all_simple(text: str) -> str | None:
+    """``text`` without its SGR sequences if it holds nothing but CRLF pairs, SGR and characters that each draw
+    on their own (``_NOT_SIMPLE``); None otherwise."""
+    crlf = text.count("\r\n")
+    if text.count("\r") != crlf or text.count("\n") != crlf:
+        return None
+    bare = SGR.sub("", text) if "\x1b" in text else text
+    return None if _NOT_SIMPLE.search(bare) else bare
+
+
 def rows_of(lines: list[str], cols: int, strip: bool) -> list[str]:
     """Screen rows of plain lines (SGR removed): wrapped at ``cols``, trailing blanks removed if ``strip``."""
     if not strip and (not lines or max(map(len, lines)) <= cols):
@@ -30,7 +49,7 @@ def rows_of(lines: list[str], cols: int, strip: bool) -> list[str]:
     out: list[str] = []
     for line in lines:
         if len(line) <= cols:
-            out.append(line.rstrip())
+            out.append(line.rstrip(" "))
         else:
-            out.extend(line[i : i + cols].rstrip() for i in range(0, len(line), cols))
+            out.extend(line[i : i + cols].rstrip(" ") for i in range(0, len(line), cols))
     return out
