@@ -858,3 +858,14 @@ def test_resizing_after_a_flood_copies_no_row_twice(size: tuple[int, int]) -> No
     later = term.scrollback[before:]
     assert len(later) <= 2 * 5
     assert all(int(row[5:9]) >= before for row in later if row.startswith("line "))
+
+
+def test_backlog_returns_to_zero_after_a_flood_of_non_ascii_lines() -> None:
+    # The channel stops reading the PTY while the backlog is over its bound: it must count what it removes.
+    data = "".join(f"│   ├── naïve-日本語-{i}.txt\r\n" for i in range(3000)).encode()
+    term = Term(80, 24, lines=10_000)
+    for i in range(0, len(data), 4095):
+        term.t.feed(data[i : i + 4095], more=True)
+        assert term.t.backlog > 0
+        term.t.process(float("inf"))
+        assert term.t.backlog == 0

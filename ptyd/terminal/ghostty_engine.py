@@ -172,6 +172,7 @@ class GhosttyTerminal(Terminal):
             except UnicodeDecodeError:
                 text = ""
             if text and all_simple(text) is not None:
+                self.backlog -= cut - first - len(text)  # plain text is counted in characters
                 self._queue_output(data[:first])
                 start = 0
                 while start < len(text):  # in pieces, so that process() keeps to its budget
