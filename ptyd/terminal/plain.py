@@ -2,7 +2,8 @@
 
 Both engines fast-forward runs of them: on a screen that simply scrolls, such a line becomes one row whose text
 is the line without its SGR sequences (or several rows of ``cols`` characters, if it wraps), so the rows that
-scroll off in the middle of a run can go to scrollback without being drawn.
+scroll off in the middle of a run can go to scrollback without being drawn. The native engine also takes lines of
+*simple* characters (``all_simple``: a ``tree`` listing, CJK, emoji without modifiers) that cannot wrap.
 """
 
 from __future__ import annotations
