@@ -30,6 +30,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--print-config", action="store_true", help="print the configuration in effect (defaults and file) and exit"
     )
+    parser.add_argument(
+        "--check-handover",
+        action="store_true",
+        help="read a handover document on stdin and exit 0 if this ptyd can take it over (the running daemon "
+        "runs this before it execs the newly installed ptyd)",
+    )
     parser.add_argument("--version", action="version", version=f"ptyd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     dial = sub.add_parser(
@@ -72,6 +78,10 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         print(f"ptyd: {exc}", file=sys.stderr)
         sys.exit(2)
+    if args.check_handover:
+        from ptyd.handover import check_handover
+
+        sys.exit(check_handover())
     if args.print_config:
         from ptyd.configdoc import toml
 

@@ -69,6 +69,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_read_lines: Size = 10_000
     # Bytes of text in one terminal_read page, so one answer stays a reasonable frame.
     max_read_bytes: Size = 1024 * 1024
+    # A terminal_read page when the caller gives no bounds: the last screenfuls, small enough for a model's context.
+    default_read_lines: Size = 200
+    default_read_bytes: Size = 256 * 1024
 
     # --- readiness ---
     # A send returns after this long even if the program is still busy (wait_reason timeout; output is kept).

@@ -1,4 +1,5 @@
-"""The daemon's life: runtime directory, lock, socket, recovery after a crash, serving, reload and shutdown."""
+"""The daemon's life: runtime directory, lock, socket, recovery after a crash, serving, reload, handover and
+shutdown."""
 
 from __future__ import annotations
 
@@ -13,17 +14,18 @@ import socket
 import stat
 from pathlib import Path
 
-from ptyd import __version__, systemd
-from ptyd.api import Api
+from ptyd import __version__, handover, systemd
 from ptyd.backends.containment import select_containment, set_subreaper
 from ptyd.backends.local import build_registry
 from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.session import LocalSession
 from ptyd.backends.spawn import raise_fd_limit
+from ptyd.backends.state import StateFile, remove_leftover_cgroups
 from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
 from ptyd.rpc.dispatch import Dispatcher
+from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method
 from ptyd.rpc.server import RpcServer
-from ptyd.service.manifest import Manifest, remove_leftover_cgroups
 from ptyd.service.service import PtyService
 from ptyd.terminal.emulator import engine_name
 
@@ -134,35 +136,67 @@ class Daemon:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        activated = systemd.listen_socket()
-        if activated is not None:
-            self.socket_path = activated_path(activated, self._explicit_socket)
-        directory = self.socket_path.parent
-        prepare_runtime_dir(directory)
-        lock_fd = acquire_lock(directory)
+        handed = handover.received()
+        if handed is not None:
+            # The previous daemon exec'd this one: its lock, socket and sessions are ours already.
+            listener = socket.socket(fileno=handed.listen_fd)
+            self.socket_path = Path(listener.getsockname())
+            sock: socket.socket | None = listener
+            lock_fd, activated = handed.lock_fd, handed.socket_activated
+        else:
+            sock = systemd.listen_socket()
+            activated = sock is not None
+            if sock is not None:
+                self.socket_path = activated_path(sock, self._explicit_socket)
+            prepare_runtime_dir(self.socket_path.parent)
+            lock_fd = acquire_lock(self.socket_path.parent)
         try:
-            return await self._serve(loop, activated, directory)
+            return await self._serve(loop, sock, lock_fd, activated, handed)
         finally:
-            os.close(lock_fd)
+            with contextlib.suppress(OSError):
+                os.close(lock_fd)
 
-    async def _serve(self, loop: asyncio.AbstractEventLoop, activated: socket.socket | None, directory: Path) -> int:
+    async def _serve(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket | None,
+        lock_fd: int,
+        activated: bool,
+        handed: handover.DaemonState | None,
+    ) -> int:
+        directory = self.socket_path.parent
         log.debug("fd limit %d", raise_fd_limit())
         if not set_subreaper():
             log.warning("could not become a child subreaper; orphaned session processes go to init")
         instance = hashlib.sha256(str(self.socket_path.resolve()).encode()).hexdigest()[:12]
         containment = select_containment(self.config.containment, instance)
-        manifest = Manifest(directory / "sessions.json")
-        if manifest.recover(containment):
-            await asyncio.sleep(0.05)  # let the killed trees leave their cgroups before removing them
-        remove_leftover_cgroups(containment)
+        state_file = StateFile(directory)
+        if handed is None:
+            if state_file.recover(containment):
+                await asyncio.sleep(0.05)  # let the killed trees leave their cgroups before removing them
+            remove_leftover_cgroups(containment)
         reaper = ChildReaper(loop)
-        service = PtyService(self.config, build_registry(self.config, reaper, containment), manifest, containment.name)
-        write_operator_token(directory, service)
+        service = PtyService(self.config, build_registry(self.config, reaper, containment), containment.name)
+        service.on_change = lambda: state_file.write(handover.snapshot(service, None, "listing"))
+        if handed is not None:
+            count = handover.take_over(
+                handed, service, config=self.config, reaper=reaper, containment=containment, child=True
+            )
+            log.info(
+                "took over %d sessions from ptyd pid %d (handover %d)", count, handed.daemon_pid, service.handovers
+            )
+        service.on_change()
+        if not any(agent.operator for agent in service.agents):
+            write_operator_token(directory, service)
+        if sock is None:  # bound once the dead daemon's leftovers are gone
+            sock = bind_socket(self.socket_path, self.config.listen_backlog)
+        inherited = handover.Inherited(sock.fileno(), lock_fd, activated)
         methods = Api(service).methods()
         methods.append(discover_method(methods, __version__))
         server = RpcServer(Dispatcher(methods, self.config.max_batch), self.config)
-        sock = activated or bind_socket(self.socket_path, self.config.listen_backlog)
-        await server.start(sock)
+        # asyncio closes the socket it serves when it stops: it gets a duplicate, and the listening socket itself
+        # stays open (and listening) across a handover.
+        await server.start(socket.socket(fileno=os.dup(sock.fileno())))
 
         def reload() -> None:
             try:
@@ -177,10 +211,48 @@ class Daemon:
             server.dispatcher.max_batch = config.max_batch
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
 
+        maintenance = loop.create_task(self._maintain(service, reaper))
+        upgrading: set[asyncio.Task[None]] = set()
+
+        async def hand_over() -> None:
+            nonlocal maintenance
+            argv = handover.next_argv()
+            try:
+                sample = handover.snapshot(service, inherited, "saved")
+                await handover.preflight(argv, handover.encode(sample), reaper)
+            except handover.HandoverRefused as exc:
+                service.handover_error = str(exc)
+                log.error("handover refused, still serving: %s", exc)
+                return
+            log.info("handing %d sessions over to %s", service.session_count, " ".join(argv))
+            systemd.notify("RELOADING=1\nSTATUS=handing over")
+            maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await maintenance
+            server.stop_accepting()  # connections are left to the exec, which closes them: clients reconnect
+            state = handover.snapshot(service, inherited, "handover")  # from here on nothing may await
+            try:
+                handover.exec_next(argv, state, handover.kept_fds(state))
+            except OSError as exc:
+                service.handover_error = f"cannot exec {argv[0]}: {exc.strerror}"
+                log.error("handover failed, still serving: %s", service.handover_error)
+                for _, entry in service.entries():
+                    if isinstance(entry.session, LocalSession):
+                        entry.session.channel.release()
+                await server.start(socket.socket(fileno=os.dup(sock.fileno())))
+                maintenance = loop.create_task(self._maintain(service, reaper))
+                systemd.notify("READY=1\nSTATUS=serving")
+
+        def upgrade() -> None:
+            if not upgrading:
+                task = loop.create_task(hand_over(), name="handover")
+                upgrading.add(task)
+                task.add_done_callback(upgrading.discard)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
         loop.add_signal_handler(signal.SIGHUP, reload)
-        maintenance = loop.create_task(self._maintain(service, reaper))
+        loop.add_signal_handler(signal.SIGUSR2, upgrade)
         log.info(
             "ptyd %s serving %s (pid %d, containment %s, emulator %s)",
             __version__,
@@ -189,8 +261,10 @@ class Daemon:
             containment.name,
             engine_name(self.config.emulator),
         )
-        systemd.notify(f"READY=1\nSTATUS=serving, 0 sessions\nMAINPID={os.getpid()}")
+        systemd.notify(f"READY=1\nSTATUS=serving, {service.session_count} sessions\nMAINPID={os.getpid()}")
         await self._stop.wait()
+        for task in upgrading:
+            task.cancel()
 
         grace_us = (self.config.shutdown_grace_ms + 5_000) * 1000
         systemd.notify(f"STOPPING=1\nSTATUS=closing {service.session_count} sessions\nEXTEND_TIMEOUT_USEC={grace_us}")
@@ -209,7 +283,7 @@ class Daemon:
         containment.close()
         with contextlib.suppress(FileNotFoundError):
             (directory / OPERATOR_TOKEN_FILE).unlink()
-        if activated is None:
+        if not inherited.socket_activated:
             with contextlib.suppress(FileNotFoundError):
                 self.socket_path.unlink()
         sock.close()

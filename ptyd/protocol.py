@@ -1,6 +1,6 @@
 """The wire types of ptyd: the single source of truth for every request and response shape.
 
-The method table (``ptyd.api``), ``docs/protocol.md``, the ``rpc.discover`` OpenRPC document and the clients'
+The method table (``ptyd.rpc.methods``), ``docs/protocol.md``, the ``rpc.discover`` OpenRPC document and the clients'
 types all derive from these Structs. Field names are snake_case on the wire. Vocabulary follows the
 TypeScript harness this daemon serves (PtyWaitReason, PtySessionStatus, PtySendResult, ...).
 """
@@ -12,6 +12,9 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from ptyd.config import Config
+
+DEFAULTS = Config()  # documented defaults come from the one place that sets them
 PROTOCOL_VERSION = 2  # 2: exit_code, cwd, password_prompt, ready_basis, relay, unread_input; events
 
 
@@ -125,10 +128,14 @@ class TerminalOpenParams(Base, frozen=True):
         Literal["agent"] | None,
         _d("'agent' adds variables that keep tools from paging or opening editors (see docs)."),
     ] = None
-    cols: Cols | None = None
-    rows: Rows | None = None
-    timeout_ms: Annotated[TimeoutMs | None, _d("Readiness wait bound (default open_timeout_ms).")] = None
-    idle_ms: IdleMs | None = None
+    cols: Annotated[Cols | None, _d(f"Terminal width (default {DEFAULTS.default_cols}).")] = None
+    rows: Annotated[Rows | None, _d(f"Terminal height (default {DEFAULTS.default_rows}).")] = None
+    timeout_ms: Annotated[
+        TimeoutMs | None, _d(f"Readiness wait bound (default {DEFAULTS.open_timeout_ms}: open_timeout_ms).")
+    ] = None
+    idle_ms: Annotated[
+        IdleMs | None, _d(f"Silence that settles as inferred_idle (default {DEFAULTS.default_idle_ms}).")
+    ] = None
 
 
 class SessionInfo(Base, frozen=True):
@@ -178,9 +185,11 @@ class TerminalSendParams(Base, frozen=True):
     token: Token
     session_id: SessionId
     input: Annotated[str, Meta(max_length=1_048_576, description="Text written verbatim (UTF-8).")]
-    timeout_ms: Annotated[TimeoutMs | None, _d("Wait bound (default 30000).")] = None
-    idle_ms: Annotated[IdleMs | None, _d("Silence that settles as inferred_idle (default 3000).")] = None
-    max_bytes: Annotated[MaxBytes | None, _d("Viewport bound (default 32768).")] = None
+    timeout_ms: Annotated[TimeoutMs | None, _d(f"Wait bound (default {DEFAULTS.default_timeout_ms}).")] = None
+    idle_ms: Annotated[
+        IdleMs | None, _d(f"Silence that settles as inferred_idle (default {DEFAULTS.default_idle_ms}).")
+    ] = None
+    max_bytes: Annotated[MaxBytes | None, _d(f"Viewport bound (default {DEFAULTS.default_max_bytes}).")] = None
     wait: Annotated[bool, _d("False: return an operation_id at once; see terminal_output/terminal_wait.")] = True
     request_key: Annotated[
         Name | None, _d("Client idempotency key: a repeat with the same key returns the original operation.")
@@ -291,8 +300,14 @@ class TerminalReadParams(SessionRefParams, frozen=True):
         Annotated[int, Meta(ge=-(2**53), le=2**53)] | None,
         _d("First line; negative counts from the end (-100: the last 100). Default -max_lines."),
     ] = None
-    max_lines: Annotated[Annotated[int, Meta(ge=1, le=100_000)] | None, _d("Default 200.")] = None
-    max_bytes: Annotated[Annotated[int, Meta(ge=256, le=16 * 1024 * 1024)] | None, _d("Default 256 KiB.")] = None
+    max_lines: Annotated[
+        Annotated[int, Meta(ge=1, le=100_000)] | None,
+        _d(f"Default {DEFAULTS.default_read_lines}, at most {DEFAULTS.max_read_lines}."),
+    ] = None
+    max_bytes: Annotated[
+        Annotated[int, Meta(ge=256, le=16 * 1024 * 1024)] | None,
+        _d(f"Default {DEFAULTS.default_read_bytes}, at most {DEFAULTS.max_read_bytes}."),
+    ] = None
 
 
 class TerminalReadResult(Base, frozen=True):
@@ -372,8 +387,8 @@ class TerminalIntegrateParams(SessionRefParams, frozen=True):
     (ready_basis ``shell_integration``) and report ``exit_code`` and ``cwd``. Only bash is supported; other shells
     print a notice and nothing changes."""
 
-    timeout_ms: Annotated[TimeoutMs | None, _d("Wait bound (default 30000).")] = None
-    max_bytes: MaxBytes | None = None
+    timeout_ms: Annotated[TimeoutMs | None, _d(f"Wait bound (default {DEFAULTS.default_timeout_ms}).")] = None
+    max_bytes: Annotated[MaxBytes | None, _d(f"Viewport bound (default {DEFAULTS.default_max_bytes}).")] = None
 
 
 EventKind = Literal["send_settled", "input_wait", "session_exit", "session_closed", "output"]
@@ -447,3 +462,9 @@ class DaemonInfoResult(Base, frozen=True):
     agents: int
     backend_types: list[str]
     containment: Annotated[str, _d("'cgroup' or 'subreaper': how close finds every process of a session.")]
+    handovers: Annotated[
+        int, _d("How many times the sessions were handed to a newly started daemon (SIGUSR2, ptyctl upgrade).")
+    ] = 0
+    handover_error: Annotated[
+        str | None, _d("Why the last handover was refused (the daemon kept serving), if it was.")
+    ] = None

@@ -4,6 +4,7 @@ arrive whole. Real bash sessions, opened the ways callers open them."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,12 +18,20 @@ OPENINGS = {
     "argv norc": {"argv": ["/bin/bash", "--norc", "-i"], "env": {"PS1": "$ "}},
     "argv login": {"argv": ["bash", "-l"], "env": {"PS1": "$ "}},
     "no env": {},
+    "zsh": {"argv": ["zsh", "-i"]},
+    "zsh login": {"argv": ["zsh", "-l"]},
 }
 
 
 @pytest.fixture(params=list(OPENINGS))
-def any_bash(request: pytest.FixtureRequest, rpc: Rpc, token: str) -> Iterator[Shell]:
-    s = Shell(rpc, token, cwd="/", **OPENINGS[request.param])
+def any_bash(request: pytest.FixtureRequest, rpc: Rpc, token: str, tmp_path: Path) -> Iterator[Shell]:
+    params = dict(OPENINGS[request.param])
+    if request.param.startswith("zsh"):
+        if shutil.which("zsh") is None:
+            pytest.skip("zsh is not installed")
+        (tmp_path / ".zshrc").write_text("PROMPT='%# '\nprecmd_functions+=(user_hook)\nuser_hook() { :; }\n")
+        params["env"] = {"HOME": str(tmp_path)}  # a user with a .zshrc (else zsh's new-user wizard runs)
+    s = Shell(rpc, token, cwd="/", **params)
     assert s.opened["wait_reason"] == "stdin_read"
     yield s
     with contextlib.suppress(RpcError, OSError):
@@ -173,3 +182,18 @@ def test_long_line_to_a_raw_mode_program_is_delivered(shell: Shell) -> None:
 def test_the_shell_command_line_itself_may_be_long(shell: Shell) -> None:
     result = shell.send(f"X={'v' * 6000}; echo ${{#X}}\n")
     assert result["viewport"].splitlines()[-2] == "6000"
+
+
+def test_integrate_into_a_shell_ptyd_did_not_set_up(rpc: Rpc, token: str) -> None:
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed")
+    s = Shell(rpc, token, argv=["zsh", "-f"], cwd="/")  # -f: no startup files, so no integration at open
+    try:
+        assert s.send("false\n")["exit_code"] is None
+        installed = s.call("terminal_integrate")
+        assert installed["wait_reason"] == "stdin_read"
+        assert not any("__ptyd" in line for line in s.transcript())  # the installing line erased itself
+        result = s.send("cd /tmp; false\n")
+        assert (result["exit_code"], result["cwd"]) == (1, "/tmp")
+    finally:
+        s.close()

@@ -79,7 +79,7 @@ def test_local_relay_password_prompt(local_relay: Shell) -> None:
     assert result["wait_reason"] == "stdin_read"
     assert result["password_prompt"] is True
     result = local_relay.send("hunter2\n")
-    assert result["password_prompt"] is False
+    assert result["password_prompt"] is False, result
     assert "hunter2" not in result["viewport"]
 
 

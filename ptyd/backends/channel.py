@@ -123,12 +123,13 @@ class PtyChannel:
         self._outbox = bytearray()
         self._writing = False
         self.closed = False
+        self.held = False  # a handover is under way: the output stays in the PTY for the next daemon
         self._start_reading()
 
     # --- output ----------------------------------------------------------------------------------------
 
     def _start_reading(self) -> None:
-        if not self._reading and not self.closed:
+        if not self._reading and not self.closed and not self.held:
             self.loop.add_reader(self._proc.master, self._on_readable)
             self._reading = True
 
@@ -267,6 +268,8 @@ class PtyChannel:
             termios.tcflush(self._proc.slave, termios.TCIFLUSH)
 
     def _flush(self) -> None:
+        if self.held:
+            return
         while self._outbox:
             try:
                 n = os.write(self._proc.master, self._outbox)
@@ -290,6 +293,26 @@ class PtyChannel:
         except OSError:
             return len(self._outbox)
         return len(self._outbox) + int(struct.unpack("i", raw)[0])
+
+    # --- handover --------------------------------------------------------------------------------------
+
+    def hold(self) -> bytes:
+        """Stop reading and writing, render what was read; returns the input not yet written to the PTY."""
+        self.held = True
+        self._stop_reading()
+        if self._writing:
+            self.loop.remove_writer(self._proc.master)
+            self._writing = False
+        if self._raw:
+            self.terminal.feed(bytes(self._raw))
+            self._raw.clear()
+        return bytes(self._outbox)
+
+    def release(self) -> None:
+        """The handover failed: carry on."""
+        self.held = False
+        self._start_reading()
+        self._flush()
 
     # --- end -------------------------------------------------------------------------------------------
 

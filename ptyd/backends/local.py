@@ -12,7 +12,7 @@ from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
 from ptyd.backends.containment import MARKER_VAR, Containment
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.session import LocalSession
-from ptyd.backends.shell_integration import bash_launch
+from ptyd.backends.shell_integration import shell_launch
 from ptyd.backends.spawn import spawn
 from ptyd.config import Config
 from ptyd.errors import InvalidArgument, SpawnFailed
@@ -54,7 +54,7 @@ class LocalBackend:
         cwd = spec.cwd or str(Path.home())
         shell_key = secrets.token_hex(16)
         extra = dict(spec.env)
-        launch = bash_launch(argv, shell_key, extra) if self._config.shell_integration else None
+        launch = shell_launch(argv, shell_key, extra) if self._config.shell_integration else None
         if launch is not None:
             argv = launch.argv
             extra.update(launch.env)  # after the caller's: the secret cannot be chosen by the caller
@@ -85,6 +85,7 @@ class LocalBackend:
             rows=spec.rows,
             shell_key=shell_key,
         )
+        session.watch_exit()
         try:
             op = session.start_send(
                 SendRequest(

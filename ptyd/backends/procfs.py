@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 
@@ -112,47 +112,59 @@ def read_syscall(pid: int, tid: int) -> Syscall | None:
         return None
 
 
-def run_count(pid: int, tid: int) -> int | None:
-    """How many times the thread has been put on a CPU (schedstat's third field): it grows when it wakes."""
+def _schedstat(pid: int, tid: int, field: int) -> int | None:
     try:
         with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-            return int(f.read().split()[2])
+            return int(f.read().split()[field])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def run_count(pid: int, tid: int) -> int | None:
+    """How many times the thread has been put on a CPU (schedstat's third field): it grows when it wakes."""
+    return _schedstat(pid, tid, 2)
 
 
 def cpu_ns(pid: int, tid: int) -> int | None:
     """Time the thread has spent on a CPU, in nanoseconds (schedstat's first field)."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-            return int(f.read().split()[0])
-    except (OSError, IndexError, ValueError):
-        return None
+    return _schedstat(pid, tid, 0)
 
 
-def group_cpu_ns(pids: Iterable[int], pgid: int) -> int:
-    """CPU time of every thread of the processes of group ``pgid`` among ``pids``."""
-    total = 0
+def group_members(pids: Iterable[int], pgid: int) -> Iterator[int]:
+    """The processes of group ``pgid`` among ``pids`` (each checked: a pid may have left the group or died)."""
     for pid in pids:
         stat = read_stat(pid)
-        if stat is None or stat.pgrp != pgid:
-            continue
-        for tid in tasks(pid):
-            total += cpu_ns(pid, tid) or 0
-    return total
+        if stat is not None and stat.pgrp == pgid:
+            yield pid
 
 
 def group_run_counts(pids: Iterable[int], pgid: int) -> dict[tuple[int, int], int]:
     """Run counts of every thread of the processes of group ``pgid`` among ``pids``."""
     out: dict[tuple[int, int], int] = {}
-    for pid in pids:
-        stat = read_stat(pid)
-        if stat is None or stat.pgrp != pgid:
-            continue
+    for pid in group_members(pids, pgid):
         for tid in tasks(pid):
             count = run_count(pid, tid)
             if count is not None:
                 out[(pid, tid)] = count
+    return out
+
+
+def group_cpu_ns(pids: Iterable[int], pgid: int) -> int:
+    """CPU time of every thread of the processes of group ``pgid`` among ``pids``."""
+    return sum(cpu_ns(pid, tid) or 0 for pid in group_members(pids, pgid) for tid in tasks(pid))
+
+
+def group_rchar(pids: Iterable[int], pgid: int) -> dict[int, int]:
+    """Bytes each process of group ``pgid`` among ``pids`` has read (``/proc/PID/io`` rchar, all threads): it
+    grows only when a read returns data, not when a reader wakes and sleeps again (as a canonical-mode tty
+    reader does on every piece of a line that is still incomplete)."""
+    out: dict[int, int] = {}
+    for pid in group_members(pids, pgid):
+        try:
+            with open(f"/proc/{pid}/io", "rb") as f:
+                out[pid] = int(f.readline().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
     return out
 
 

@@ -30,6 +30,10 @@ class SyscallTable:
     timeval: frozenset[int]  # select: its timeout is a timeval (µs), not a timespec
     int_ms: frozenset[int]  # poll, epoll_wait, epoll_pwait: an int of milliseconds
 
+    @property
+    def multiplexed(self) -> frozenset[int]:
+        return self.select | self.poll | self.epoll
+
 
 _TABLES = {
     # Linux UAPI numbers: read, pread64, readv, preadv, preadv2 / select, pselect6 / poll, ppoll /
@@ -140,14 +144,16 @@ def wait_fds(pid: int, call: procfs.Syscall) -> list[int]:
     return []
 
 
-def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> Wait:
+def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> tuple[Wait, tuple[int, ...]]:
+    """How the thread waits on the tty, and the other fds it waits on with it."""
     assert TABLE is not None
-    nr = call.nr
-    if not any(is_tty(pid, fd, tty_rdev) for fd in wait_fds(pid, call)):
-        return Wait.NONE
-    if nr in TABLE.reads:
-        return Wait.DIRECT
-    return _classify(pid, call, Wait.EVENT_LOOP if nr in TABLE.epoll else Wait.DIRECT)
+    fds = wait_fds(pid, call)
+    others = tuple(fd for fd in fds if not is_tty(pid, fd, tty_rdev))
+    if len(others) == len(fds):
+        return Wait.NONE, ()
+    if call.nr in TABLE.reads:
+        return Wait.DIRECT, ()
+    return _classify(pid, call, Wait.EVENT_LOOP if call.nr in TABLE.epoll else Wait.DIRECT), others
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +164,7 @@ class TtyWait:
     pid: int = 0
     call: procfs.Syscall | None = None  # None when judged from wchan alone (no ptrace access)
     multiplexed: bool = False  # waits on other fds too (select/poll/epoll), or cannot be seen (wchan)
+    others: tuple[int, ...] = ()  # the other fds of a multiplexed wait (a relay's pty master, socket, ...)
 
 
 NOT_WAITING = TtyWait(Wait.NONE)
@@ -168,9 +175,10 @@ def secret_prompt(lflag: int) -> bool:
     return not lflag & termios.ECHO and bool(lflag & termios.ICANON)
 
 
-def _local_flags(master_fd: int) -> int | None:
+def local_flags(fd: int) -> int | None:
+    """A terminal's local-mode flags (ECHO, ICANON, ...), or None when unreadable."""
     try:
-        return int(termios.tcgetattr(master_fd)[3])
+        return int(termios.tcgetattr(fd)[3])
     except termios.error:
         return None
 
@@ -203,8 +211,8 @@ def _thread_wait(pid: int, tid: int, tty_rdev: int, master_fd: int) -> TtyWait:
         return _fallback_wait(pid, tid, master_fd)
     if call is None:
         return NOT_WAITING
-    kind = _reads_tty(pid, call, tty_rdev)
-    return TtyWait(kind, pid, call, multiplexed=call.nr not in TABLE.reads) if kind else NOT_WAITING
+    kind, others = _reads_tty(pid, call, tty_rdev)
+    return TtyWait(kind, pid, call, call.nr not in TABLE.reads, others) if kind else NOT_WAITING
 
 
 def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> Wait:
@@ -221,5 +229,5 @@ def _fallback_wait(pid: int, tid: int, master_fd: int) -> TtyWait:
         if wchan.startswith(_TTY_READ_WCHANS[2:]):
             return TtyWait(Wait.EVENT_LOOP, pid, multiplexed=True)
         return NOT_WAITING
-    lflag = _local_flags(master_fd)
+    lflag = local_flags(master_fd)
     return TtyWait(Wait.EVENT_LOOP, pid) if lflag is not None and secret_prompt(lflag) else NOT_WAITING

@@ -2,7 +2,9 @@
 
 uvloop reserves SIGCHLD for its own subprocess support (which ptyd does not use), so exits are noticed through a
 pidfd per watched process, and orphans that the subreaper setting hands to the daemon are collected by the same
-``reap`` (called on every pidfd wake-up, during teardown, and from a slow periodic sweep).
+``reap`` (called on every pidfd wake-up, during teardown, and from a slow periodic sweep). A process the daemon
+adopted after a crash is not its child (its parent, systemd, reaps it): its exit is reported from the pidfd alone,
+without an exit status.
 """
 
 from __future__ import annotations
@@ -33,10 +35,18 @@ class ChildReaper:
         self._watched: dict[int, tuple[int, ExitCallback]] = {}  # pid -> (pidfd, callback)
         self.reaped_orphans = 0
 
-    def watch(self, pid: int, callback: ExitCallback) -> None:
+    def watch(self, pid: int, callback: ExitCallback, *, child: bool = True) -> None:
         pidfd = os.pidfd_open(pid)
         self._watched[pid] = (pidfd, callback)
-        self._loop.add_reader(pidfd, self.reap)
+        self._loop.add_reader(pidfd, self.reap if child else lambda: self._gone(pid))
+
+    def _gone(self, pid: int) -> None:
+        entry = self._watched.pop(pid, None)
+        if entry is not None:
+            pidfd, callback = entry
+            self._loop.remove_reader(pidfd)
+            os.close(pidfd)
+            callback(None, None)
 
     def reap(self) -> None:
         while True:

@@ -44,28 +44,22 @@ class Target:
     pts_index: int | None  # None: the session's own terminal; else the /dev/pts/N of a local relay
     relay: str | None  # the opaque relay in front (its command name), if one is
     hops: int  # local relays followed
+    relays: tuple[int, ...] = ()  # the local relays followed (their pids), outermost first
 
     def flags(self, master_fd: int) -> tuple[int, int | None]:
         """(bytes queued unread on the target's terminal, its local-mode flags or None when unreadable).
         A local relay's slave is opened just for the question and closed at once: holding it would keep the
         relay from seeing its program's terminal close."""
         if self.pts_index is None:
-            return 0, _lflag(master_fd)
+            return 0, readiness.local_flags(master_fd)
         try:
             fd = os.open(f"/dev/pts/{self.pts_index}", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
         except OSError:
             return 0, None
         try:
-            return _queued(fd), _lflag(fd)
+            return _queued(fd), readiness.local_flags(fd)
         finally:
             os.close(fd)
-
-
-def _lflag(fd: int) -> int | None:
-    try:
-        return int(termios.tcgetattr(fd)[3])
-    except termios.error:
-        return None
 
 
 def _queued(fd: int) -> int:
@@ -104,35 +98,81 @@ def _comm(pid: int) -> str:
     return st.comm if st is not None else "relay"
 
 
+KnownRelays = dict[int, tuple[int, int]]  # relay pid -> (its start time, the pty index of its master)
+
+
+def _known_relay(known: KnownRelays, candidates: list[int], pgid: int) -> tuple[int, int] | None:
+    """(pid, pty index) of a relay of group ``pgid`` seen before: a relay is followed even while it is busy copying
+    (out of its wait), or the program behind it would seem to change whenever the relay runs."""
+    for pid in candidates:
+        entry = known.get(pid)
+        if entry is None:
+            continue
+        stat = procfs.read_stat(pid)
+        if stat is not None and stat.starttime == entry[0] and stat.pgrp == pgid:
+            return pid, entry[1]
+        del known[pid]
+    return None
+
+
+def asleep(pid: int) -> bool:
+    """The relay sleeps in its wait (so it has copied what its program wrote): blocked in a multiplexed wait, or
+    merely asleep where its syscall cannot be read."""
+    stat = procfs.read_stat(pid)
+    if stat is None or stat.state != "S":
+        return False
+    for tid in procfs.tasks(pid):
+        try:
+            call = procfs.read_syscall(pid, tid)
+        except PermissionError:
+            return True
+        if call is not None and readiness.TABLE is not None and call.nr in readiness.TABLE.multiplexed:
+            return True
+    return False
+
+
 def innermost(
-    pgid: int, candidates: list[int], tty_rdev: int, master_fd: int, session_pids: Callable[[], list[int]]
+    pgid: int,
+    candidates: list[int],
+    tty_rdev: int,
+    master_fd: int,
+    session_pids: Callable[[], list[int]],
+    known: KnownRelays,
 ) -> Target:
     """Follow local relays from the group ``pgid`` on our terminal inward to the group that really reads."""
     pts: int | None = None
+    relays: list[int] = []
     for hops in range(MAX_DEPTH + 1):
+        known_relay = _known_relay(known, candidates, pgid) if known else None
+        inner = known_relay[1] if known_relay is not None else None
+        relay_pid = known_relay[0] if known_relay is not None else 0
         wait = readiness.group_wait(candidates, pgid, tty_rdev, master_fd if pts is None else -1)
-        if wait.kind == Wait.NONE or not wait.multiplexed:
-            return Target(pgid, tty_rdev, candidates, wait, pts, None, hops)
-        if wait.call is None:  # a multiplexed wait we may not look into: assume the worst
-            return Target(pgid, tty_rdev, candidates, wait, pts, _comm(wait.pid), hops)
-        inner: int | None = None
         opaque = False
-        for fd in readiness.wait_fds(wait.pid, wait.call):
-            target = procfs.fd_target(wait.pid, fd)
-            if target in _PTMX:
-                inner = procfs.pty_index(wait.pid, fd)
-                opaque = opaque or inner is None
-            elif target.startswith("socket:") or (
-                not readiness.is_tty(wait.pid, fd, tty_rdev) and _is_tty_device(wait.pid, fd)
-            ):
-                opaque = True
+        if inner is None:
+            if wait.kind == Wait.NONE or not wait.multiplexed or (wait.call is not None and not wait.others):
+                return Target(pgid, tty_rdev, candidates, wait, pts, None, hops, tuple(relays))
+            if wait.call is None:  # a multiplexed wait we may not look into: assume the worst
+                return Target(pgid, tty_rdev, candidates, wait, pts, _comm(wait.pid), hops, tuple(relays))
+            for fd in wait.others:
+                target = procfs.fd_target(wait.pid, fd)
+                if target in _PTMX:
+                    inner = procfs.pty_index(wait.pid, fd)
+                    relay_pid = wait.pid
+                    opaque = opaque or inner is None
+                elif target.startswith("socket:") or _is_tty_device(wait.pid, fd):
+                    opaque = True
         if inner is not None:
             rdev = _pts_rdev(inner) if hops < MAX_DEPTH else None
             group = _inner_group(session_pids(), rdev) if rdev is not None else None
             if rdev is not None and group is not None:
+                relay_stat = procfs.read_stat(relay_pid)
+                if relay_stat is not None:
+                    known[relay_pid] = (relay_stat.starttime, inner)
+                relays.append(relay_pid)
                 pgid, candidates = group
                 tty_rdev, pts = rdev, inner
                 continue
             opaque = True  # its far side is not in this session (a container's terminal), or nested too deep
-        return Target(pgid, tty_rdev, candidates, wait, pts, _comm(wait.pid) if opaque else None, hops)
+        relay = _comm(wait.pid) if opaque else None
+        return Target(pgid, tty_rdev, candidates, wait, pts, relay, hops, tuple(relays))
     raise AssertionError("unreachable: the last turn returns")

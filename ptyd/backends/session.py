@@ -113,7 +113,10 @@ class LocalSession:
         self._keys: OrderedDict[str, SendOp] = OrderedDict()
         self._drivers: set[asyncio.Task[None]] = set()
         self._closing: asyncio.Task[int] | None = None
-        reaper.watch(spawned.pid, self._on_exit)
+
+    def watch_exit(self, *, child: bool = True) -> None:
+        """Report the program's exit (``child``: the daemon's own child, so its exit status is known)."""
+        self._reaper.watch(self._proc.pid, self._on_exit, child=child)
 
     def _reply(self, data: bytes) -> None:
         self._replies += 1
@@ -185,17 +188,30 @@ class LocalSession:
             self._keys[request.request_key] = op
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
-        self.tracker.begin(wrote_input=bool(data))
+        self.tracker.begin(wrote_input=data)
         self.channel.write(data)
+        self._start_drive(op)
+        return op
+
+    def _start_drive(self, op: SendOp) -> None:
         task = self.loop.create_task(self._drive(op), name=f"send {self.session_id} {op.id}")
         self._drivers.add(task)
         task.add_done_callback(self._drivers.discard)
-        return op
+
+    def resume(self, op: SendOp, *, taken: bool) -> None:
+        """Drive a send the previous daemon started (its input is written already) to its result."""
+        self.active = op
+        self.watch.send_started()
+        self.terminal.capture = op.capture
+        self.tracker.begin(wrote_input=b"" if taken else op.request.input.encode())
+        self._start_drive(op)
 
     def _check_deliverable(self, data: bytes) -> None:
         """Refuse input that a canonical-mode reader would receive cut short: a line over the kernel's limit.
         Lines after the first that a shell will run a command for are held to it too (commands read canonically)."""
         lines = _LINE_ENDS.split(data)
+        if max(len(line) for line in lines) <= CANONICAL_LINE_MAX:
+            return
         target = self.tracker.target()
         lflag = target.flags(self._proc.master)[1] if target is not None else None
         if lflag is not None and lflag & termios.ICANON:
@@ -282,7 +298,7 @@ class LocalSession:
         self.channel.drain()
         await self.channel.rendered()
         text, truncated, lines = viewport(op, self.terminal)
-        target = self.tracker.target() if reason == "stdin_read" else None
+        target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
             operation_id=op.id,
             viewport=text,

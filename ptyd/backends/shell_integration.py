@@ -22,6 +22,7 @@ from typing import final
 MARK = b"\x1b]6973;"
 MAX_MARK = 8192  # longer is not one of ours: passed through as output
 RC_FILE = Path(__file__).with_name("bash_integration.sh")
+ZDOTDIR = Path(__file__).with_name("zsh")  # holds the .zshenv that zsh reads first
 KEY_VAR = "PTYD_SHELL_KEY"
 HOOK_VAR = "PTYD_SHELL_HOOK"
 RC_VAR = "PTYD_SHELL_RC"  # what bash would have loaded: "default", "login" or a file
@@ -94,19 +95,54 @@ def bash_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None
     return Launch([argv[0].lstrip("-"), "--rcfile", str(RC_FILE), "-i"], added)
 
 
+_ZSH_FLAGS = {"-i", "-l", "--login"}
+
+
+def zsh_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None:
+    """Variables that load the integration into an interactive zsh (argv unchanged), or None for anything else
+    (``zsh -c``, a script, ``-f``). zsh reads ``$ZDOTDIR/.zshenv`` first; ptyd's hands ZDOTDIR back to the user's
+    and loads their files before it adds its hooks."""
+    if not argv or os.path.basename(argv[0]).lstrip("-") != "zsh" or any(a not in _ZSH_FLAGS for a in argv[1:]):
+        return None
+    added = {KEY_VAR: key, "ZDOTDIR": str(ZDOTDIR)}
+    user = env.get("ZDOTDIR", os.environ.get("ZDOTDIR"))
+    if user is not None:
+        added["PTYD_USER_ZDOTDIR"] = user
+    return Launch(list(argv), added)
+
+
+def shell_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None:
+    """How to start ``argv`` with the integration, for the shells that have one (bash, zsh)."""
+    return bash_launch(argv, key, env) or zsh_launch(argv, key, env)
+
+
+ZSH_HOOK = (
+    '__ptyd_precmd() { local s=$?; builtin printf \'\\033]6973;%s;D;%s;%s\\007\' "$__ptyd_key" "$s" "$PWD"; '
+    "return $s; }; __ptyd_preexec() { builtin printf '\\033]6973;%s;C\\007' \"$__ptyd_key\"; }; "
+    "precmd_functions=(__ptyd_precmd $precmd_functions); preexec_functions+=(__ptyd_preexec)"
+)
+
+
+def _quoted(code: str) -> str:
+    return "'" + code.replace("'", "'\\''") + "'"
+
+
 def remote_snippet(key: str, prompt_width: int, cols: int) -> str:
-    """One line that installs the hook into the bash at the prompt, then erases its own echo: the rows the
-    prompt and the line take are known here (the prompt's width is the cursor's column)."""
-    erase = "\\033[{rows}F\\033[J"
-    template = (
-        ' if [ -n "${{BASH_VERSION-}}" ]; then __ptyd_key={key}; {hook}; '
-        "builtin printf '{erase}'; else echo 'ptyd: shell integration needs bash'; fi"
-    )
+    """One line that installs the hook into the bash or zsh at the prompt, then erases its own echo: the rows the
+    prompt and the line take are known here (the prompt's width is the cursor's column). Each shell's code is in
+    an ``eval`` string, so any POSIX shell parses the line (and says the integration needs bash or zsh)."""
+    line = ""
     rows = 1
     for _ in range(3):  # the row count's own digits can change the length it is computed from
-        line = template.format(key=key, hook=HOOK, erase=erase.format(rows=rows))
+        erase = f"builtin printf '\\033[{rows}F\\033[J'"
+        bash = _quoted(f"__ptyd_key={key}; {HOOK}; {erase}")
+        zsh = _quoted(f"__ptyd_key={key}; {ZSH_HOOK}; {erase}")
+        line = (
+            f' if [ -n "${{BASH_VERSION-}}" ]; then eval {bash}; elif [ -n "${{ZSH_VERSION-}}" ]; then eval {zsh}; '
+            "else echo 'ptyd: shell integration needs bash or zsh'; fi"
+        )
         rows = (prompt_width + len(line)) // max(cols, 1) + 1
-    return template.format(key=key, hook=HOOK, erase=erase.format(rows=rows)) + "\n"
+    return line + "\n"
 
 
 @dataclass(frozen=True, slots=True)

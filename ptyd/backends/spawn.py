@@ -45,6 +45,16 @@ def raise_fd_limit() -> int:
     return hard
 
 
+def child_nofile() -> tuple[int, int] | None:
+    return _child_nofile
+
+
+def set_child_nofile(limits: tuple[int, int]) -> None:
+    """The limit a previous daemon (before a handover) gave its programs."""
+    global _child_nofile
+    _child_nofile = limits
+
+
 GATE_FD = 3
 GATE = ("/bin/sh", "-c", 'read -r _ <&3 || exit 125; exec 3<&-; exec "$@"', "ptyd-gate")
 

@@ -1,10 +1,12 @@
 """ReadinessTracker: decides, probe by probe, whether the program took a send's input and now waits for more.
 
 Two facts make a program ready. It took the input: the tty's input queue is empty (the innermost terminal's
-too, behind a local relay) and there is evidence that it woke after the write (output, a changed foreground
-group, or a thread of the group having run since); right after a write the input may still sit in the tty's
-flip buffer while the program waits exactly as before, and that old wait must not count. And it waits to read its
-terminal (``readiness``), asked of the kernel for the innermost foreground group (``relay``):
+too, behind a local relay) and there is evidence that it read after the write (output, unless it may be the
+terminal's own echo; a changed foreground group; or the group having read data since, per ``/proc/PID/io``). Right
+after a write the input may still sit in the tty's flip buffer while the program waits exactly as before, and a
+canonical-mode reader is woken by every piece of a line still incomplete: that old wait must not count. And it
+waits to read its terminal (``readiness``), asked of the kernel for the innermost foreground group (``relay``),
+once the local relays in between have copied its last output here:
 
 - a blocking read, or select/poll with a long timeout: at once;
 - an event loop (epoll) on the tty: once that has held ``EVENT_LOOP_SETTLE_S`` with no output;
@@ -20,9 +22,9 @@ from __future__ import annotations
 import re
 import termios
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import final
+from typing import Any, final
 
 from ptyd import protocol as p
 from ptyd.backends import procfs, readiness, relay
@@ -35,6 +37,7 @@ from ptyd.terminal.emulator import Terminal
 
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
 MARK_QUIET_S = 0.03  # after a prompt mark, how long output must pause (the prompt itself follows the mark)
+RELAY_FORWARD_S = 0.005  # behind local relays: how long they must sleep, no output arriving, before settling
 SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this long
 SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share of it
 # The last visible character of a line a prompt ends with: shells, REPLs, debuggers, "Password:", "[y/N]".
@@ -73,10 +76,15 @@ class ReadinessTracker:
         self._expect_answer = False  # input was written: a relay's far side must answer before it can be ready
         self._received_at_write = 0
         self._target_at_write: tuple[int, int] | None = None
-        self._runs_at_write: RunCounts = {}
+        self._activity_at_write: dict[int, int] | RunCounts = {}
+        self._activity: Callable[[list[int], int], dict[int, int] | RunCounts] = procfs.group_run_counts
         self._weak: tuple[float, tuple[int, int]] | None = None  # an event-loop wait: since when, and its mark
         self._poll: tuple[float, RunCounts, int, float] | None = None  # a short poll: since, runs, cpu, timeout
         self._prompt_mark_at: float | None = None
+        self.last_target: Target | None = None  # what the last check() saw
+        self._output_is_evidence = True
+        self._relays: relay.KnownRelays = {}
+        self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -86,7 +94,12 @@ class ReadinessTracker:
         if pgid is None:
             return None
         return relay.innermost(
-            pgid, self._foreground.candidates(pgid), self._proc.tty_rdev, self._proc.master, self._session_pids
+            pgid,
+            self._foreground.candidates(pgid),
+            self._proc.tty_rdev,
+            self._proc.master,
+            self._session_pids,
+            self._relays,
         )
 
     def password_prompt(self, target: Target | None) -> bool:
@@ -102,32 +115,60 @@ class ReadinessTracker:
         return not self._terminal.alt_screen and bool(PASSWORD_TEXT.search(self.cursor_text()))
 
     def cursor_text(self) -> str:
-        """The cursor's row, up to the cursor."""
+        """The cursor's row, up to the cursor (only that row is rendered)."""
         screen = self._terminal.current_screen()
+        y, x = int(screen.cursor.y), int(screen.cursor.x)
+        if not self._terminal.alt_screen:
+            row = screen.main_rows(y, y + 1)
+            return row[0][:x] if row else ""
         rows = screen.visible_rows()
-        y = int(screen.cursor.y)
-        return rows[y][: int(screen.cursor.x)] if y < len(rows) else ""
+        return rows[y][:x] if y < len(rows) else ""
 
     # --- one send ----------------------------------------------------------------------------------------
 
-    def begin(self, wrote_input: bool) -> None:
+    def begin(self, wrote_input: bytes) -> None:
         self.taken = True
         self._expect_answer = False
         self._prompt_mark_at = None
         self._weak = self._poll = None
         if wrote_input:
-            self.mark_write()
+            self.mark_write(wrote_input)
 
-    def mark_write(self) -> None:
+    def mark_write(self, data: bytes = b"") -> None:
         """From now on a wait counts only once the program is seen to have woken (see the module doc)."""
         self.taken = False
         self._expect_answer = True
         self._received_at_write = self._channel.received
         self._prompt_mark_at = None
         self._weak = self._poll = None
-        target = self.target()
-        self._target_at_write = _key(target)
-        self._runs_at_write = procfs.group_run_counts(target.pids, target.pgid) if target is not None else {}
+        self._forwarded = None
+        # Evidence of taking input is having read something since; after a signal (data empty), having run.
+        self._activity = procfs.group_rchar if data else procfs.group_run_counts
+        pgid = self._foreground.pgid()
+        same = self._same_plain_group(pgid)
+        if same is not None and pgid is not None:
+            # The same group as at the last probe, with no relay in front: no need to look for one again.
+            key: tuple[int, int] | None = (self._proc.tty_rdev, pgid)
+            self._activity_at_write = self._activity(same, pgid)
+            lflag = readiness.local_flags(self._proc.master)
+        else:
+            target = self.target()
+            key = _key(target)
+            self._activity_at_write = self._activity(target.pids, target.pgid) if target is not None else {}
+            lflag = target.flags(self._proc.master)[1] if target is not None else None
+        self._target_at_write = key
+        # A canonical terminal with echo on echoes what it receives, before the program reads it: output is no
+        # evidence then, while a written line is still on its way through the line discipline (the tty's queue
+        # counts complete lines only, so a half-processed line reads as empty).
+        echoing = lflag is not None and lflag & termios.ECHO and lflag & termios.ICANON
+        self._output_is_evidence = not (echoing and data[-1:] in (b"\n", b"\r", b"\x04"))
+
+    def _same_plain_group(self, pgid: int | None) -> list[int] | None:
+        """The candidates of ``pgid`` when it is the group the last probe found reading this terminal directly."""
+        last = self.last_target
+        if pgid is None or last is None or last.pts_index is not None or last.relay is not None or last.pgid != pgid:
+            return None
+        return self._foreground.candidates(pgid)
 
     def prompt_mark(self) -> None:
         """The shell's signed prompt mark arrived (it precedes the prompt it announces)."""
@@ -135,23 +176,34 @@ class ReadinessTracker:
 
     def check(self) -> Verdict:
         """Is the program ready for more input now?"""
-        if self._channel.input_queued():
-            self.taken = True  # seen queued: the wait after it is read is a new one
-            return NOT_READY
-        target = self.target()
+        queued = self._channel.input_queued()
+        pgid = self._foreground.pgid()
+        # Evidence is read before the wait, or a wait seen before the program read would pass for one after it.
+        # With the same group in front as last time and no relay, that order is cheap; otherwise look twice.
+        same = self._same_plain_group(pgid) if not (self.taken or queued) else None
+        read_first = same is not None and _grew(self._activity_at_write, self._activity(same, pgid or 0))
+        target = self.last_target = self.target()
         if target is None:
+            return NOT_READY
+        if queued:
+            # Seen queued on its own terminal, the program's next wait is a new one. A relay reads this terminal,
+            # so there the input is not even on the program's terminal yet.
+            self.taken = self.taken or target.pts_index is None
             return NOT_READY
         if target.pts_index is not None and target.flags(self._proc.master)[0]:
             self.taken = True  # still queued on the relay's terminal
             return NOT_READY
         if not self.taken and (
-            self._channel.received > self._received_at_write
+            read_first
+            or (self._output_is_evidence and self._channel.received > self._received_at_write)
             or _key(target) != self._target_at_write
-            or ran_since(self._runs_at_write, procfs.group_run_counts(target.pids, target.pgid))
         ):
             self.taken = True
-            # The wait seen above may predate the evidence (the program woke in between): look again.
-            target = self.target()
+        elif (
+            not self.taken and same is None and _grew(self._activity_at_write, self._activity(target.pids, target.pgid))
+        ):
+            self.taken = True
+            target = self.last_target = self.target()  # the wait seen above may predate the evidence
             if target is None:
                 return NOT_READY
         if target.relay is not None:
@@ -164,13 +216,30 @@ class ReadinessTracker:
             self._weak = None
         if kind != Wait.TIMED:
             self._poll = None
-        if kind == Wait.DIRECT:
-            return Verdict(True, "kernel")
-        if kind == Wait.EVENT_LOOP:
-            return Verdict(True, "kernel") if self._held_event_loop(target) else NOT_READY
-        if kind == Wait.TIMED:
-            return Verdict(True, "kernel") if self._short_poll_cycled(target) else NOT_READY
-        return NOT_READY
+        waiting = (
+            kind == Wait.DIRECT
+            or (kind == Wait.EVENT_LOOP and self._held_event_loop(target))
+            or (kind == Wait.TIMED and self._short_poll_cycled(target))
+        )
+        if not waiting or not self._relays_forwarded(target):
+            return NOT_READY
+        return Verdict(True, "kernel")
+
+    def _relays_forwarded(self, target: Target) -> bool:
+        """Behind local relays, the program's last output (its prompt) reaches this terminal only once every relay
+        copied it. A write reaches the relay's side through the kernel's flip buffer, a worker's turn later, so
+        each relay must be seen asleep in its wait, and stay so with no output arriving, for RELAY_FORWARD_S."""
+        if not target.relays:
+            return True
+        if not all(relay.asleep(pid) for pid in target.relays):
+            self._forwarded = None
+            return False
+        mark = (self._channel.received, target.pgid)
+        now = time.monotonic()
+        if self._forwarded is None or self._forwarded[1] != mark:
+            self._forwarded = (now, mark)
+            return False
+        return now - self._forwarded[0] >= RELAY_FORWARD_S
 
     def _held_event_loop(self, target: Target) -> bool:
         now = time.monotonic()
@@ -210,6 +279,10 @@ class ReadinessTracker:
         if self._terminal.alt_screen or PROMPT_END.search(self.cursor_text()):
             return Verdict(True, "relay_quiet", target.relay)
         return NOT_READY
+
+
+def _grew(before: Mapping[Any, int], now: Mapping[Any, int]) -> bool:
+    return any(value > before.get(key, value) for key, value in now.items())
 
 
 def _key(target: Target | None) -> tuple[int, int] | None:

@@ -78,7 +78,7 @@ class SessionWatch:
 
     async def _watch_input(self) -> None:
         try:
-            self._tracker.begin(wrote_input=False)
+            self._tracker.begin(wrote_input=b"")
             interval = 0.001
             while not self._busy() and time.monotonic() - self._channel.last_output < WATCH_GIVE_UP_S:
                 await asyncio.sleep(interval)

@@ -22,7 +22,7 @@ import msgspec
 
 from ptyd import __version__
 from ptyd import protocol as p
-from ptyd.api import Api
+from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
 
 TARGET = Path(__file__).resolve().parents[2] / "clients" / "python" / "ptyd_client" / "types.py"

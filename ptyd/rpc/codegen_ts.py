@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ptyd import __version__
-from ptyd.api import Api
 from ptyd.protocol import PROTOCOL_VERSION
+from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import sys
 from typing import Any
 
 from ptyd import __version__
-from ptyd.api import Api
 from ptyd.errors import ERROR_CLASSES
+from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method, openrpc_document
 
 INTRO = """\

@@ -50,6 +50,10 @@ class AgentRegistry:
         self._by_digest[agent.digest] = agent
         return agent, token
 
+    def adopt(self, agent: Agent) -> None:
+        """An agent handed over by the previous daemon: its token (kept as a digest) goes on working."""
+        self._by_digest[agent.digest] = agent
+
     def authenticate(self, token: str | None) -> Agent:
         if not token:
             raise Unauthorized("a token is required")

@@ -7,23 +7,44 @@ and an id that is unknown, closed, or another agent's gives the same ``session_n
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 import secrets
+import signal as signals
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import final
 
 from ptyd import __version__
 from ptyd import protocol as p
-from ptyd.backends.base import PtyBackend, PtyBackendSession, SpawnSpec
+from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
+from ptyd.backends.state import AgentState
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry
 from ptyd.service.events import EventHub, Sink
-from ptyd.service.manifest import Manifest
 
 log = logging.getLogger("ptyd.service")
+
+
+def _seconds(ms: int | None, default_ms: int) -> float:
+    return (ms if ms is not None else default_ms) / 1000
+
+
+def parse_signal(value: str | int) -> int:
+    """A signal number from a name (``SIGINT``, ``int``) or a number."""
+    if isinstance(value, int):
+        return value
+    name = value.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(signals.Signals[name])
+    except KeyError:
+        raise InvalidArgument(f"unknown signal {value!r}", field="signal") from None
 
 
 @dataclass(slots=True, eq=False)
@@ -38,13 +59,15 @@ class PtyService:
         self,
         config: Config,
         backends: dict[str, PtyBackend],
-        manifest: Manifest,
         containment_name: str,
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self.backends = backends
-        self.manifest = manifest
+        self.on_change = on_change  # the set of sessions changed: the daemon rewrites its state file
         self.containment_name = containment_name
+        self.handovers = 0  # how many times the sessions were handed to a new daemon (this one included)
+        self.handover_error: str | None = None
         self.agents = AgentRegistry(config.max_agents)
         self._sessions: dict[str, Entry] = {}
         self._opening = 0
@@ -138,8 +161,7 @@ class PtyService:
         self._sessions[spec.session_id] = Entry(session, agent)
         agent.session_ids.add(spec.session_id)
         self._listen(spec.session_id)
-        if session.pid is not None:
-            self.manifest.add(spec.session_id, session.pid, session.cgroup)
+        self.on_change()
         log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
         return session
 
@@ -168,9 +190,53 @@ class PtyService:
             owner.closed_ids[session_id] = None
             while len(owner.closed_ids) > self.config.closed_ids_remembered:
                 owner.closed_ids.popitem(last=False)
-            self.manifest.remove(session_id)
+            self.on_change()
             log.info("closed %s (%r); %d processes signalled", session_id, reason, killed)  # %r: no forged lines
         return True, killed
+
+    # --- operations: request building and every default live here, not in the rpc layer ----------------------
+
+    def send(self, agent: Agent, params: p.TerminalSendParams) -> SendOperation:
+        cfg = self.config
+        return self.session(agent, params.session_id).start_send(
+            SendRequest(
+                input=params.input,
+                timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
+                idle_s=_seconds(params.idle_ms, cfg.default_idle_ms),
+                max_bytes=params.max_bytes or cfg.default_max_bytes,
+                request_key=params.request_key,
+            )
+        )
+
+    def integrate(self, agent: Agent, params: p.TerminalIntegrateParams) -> SendOperation:
+        session = self.session(agent, params.session_id)
+        cfg = self.config
+        return session.start_send(
+            SendRequest(
+                input=session.integration_input(),
+                timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
+                idle_s=cfg.default_idle_ms / 1000,
+                max_bytes=params.max_bytes or cfg.default_max_bytes,
+                request_key=None,
+            )
+        )
+
+    async def wait(self, agent: Agent, params: p.TerminalWaitParams) -> p.TerminalWaitResult:
+        timeout = None if params.timeout_ms is None else params.timeout_ms / 1000
+        return await self.session(agent, params.session_id).wait(timeout)
+
+    async def read(self, agent: Agent, params: p.TerminalReadParams) -> p.TerminalReadResult:
+        cfg = self.config
+        max_lines = min(params.max_lines or cfg.default_read_lines, cfg.max_read_lines)
+        max_bytes = min(params.max_bytes or cfg.default_read_bytes, cfg.max_read_bytes)
+        return await self.session(agent, params.session_id).read(params.start_line, max_lines, max_bytes)
+
+    def signal(self, agent: Agent, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
+        return self.session(agent, params.session_id).signal(parse_signal(params.signal))
+
+    def resize(self, agent: Agent, params: p.TerminalResizeParams) -> p.SessionInfo:
+        self.session(agent, params.session_id).resize(params.cols, params.rows)
+        return self.describe(agent, params.session_id)
 
     # --- events --------------------------------------------------------------------------------------------
 
@@ -204,6 +270,52 @@ class PtyService:
         for session_id in self._sessions:
             self._listen(session_id)
 
+    # --- handover ------------------------------------------------------------------------------------------
+
+    def entries(self) -> Iterator[tuple[str, Entry]]:
+        return iter(list(self._sessions.items()))
+
+    def agent_states(self) -> builtins.list[AgentState]:
+        now = time.monotonic()
+        return [
+            AgentState(
+                agent_id=a.agent_id,
+                name=a.name,
+                digest=a.digest,
+                operator=a.operator,
+                closed_ids=list(a.closed_ids),
+                idle_s=now - a.last_seen,
+            )
+            for a in self.agents
+        ]
+
+    def adopt(self, agents: Iterable[AgentState], sessions: Iterable[tuple[str, str, PtyBackendSession]]) -> None:
+        """Take over the agents and the (session id, owner id, session) a previous daemon handed over."""
+        now = time.monotonic()
+        by_id: dict[str, Agent] = {}
+        for state in agents:
+            agent = Agent(
+                agent_id=state.agent_id,
+                name=state.name,
+                digest=state.digest,
+                operator=state.operator,
+                closed_ids=OrderedDict.fromkeys(state.closed_ids),
+                last_seen=now - state.idle_s,
+            )
+            self.agents.adopt(agent)
+            by_id[agent.agent_id] = agent
+        for session_id, owner_id, session in sessions:
+            owner = by_id.get(owner_id)
+            if owner is None:
+                log.warning("session %s has no owner after the handover; closing it", session_id)
+                task = asyncio.get_running_loop().create_task(session.close("no owner after a handover"))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                continue
+            self._sessions[session_id] = Entry(session, owner)
+            owner.session_ids.add(session_id)
+        self.on_change()
+
     async def shutdown(self) -> None:
         ids = list(self._sessions)
         if ids:
@@ -220,6 +332,8 @@ class PtyService:
             agents=sum(not agent.operator for agent in self.agents),  # ptyctl's operator is not an agent
             backend_types=sorted(self.backends),
             containment=self.containment_name,
+            handovers=self.handovers,
+            handover_error=self.handover_error,
         )
 
     @property

@@ -17,6 +17,13 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol, final
 
+from ptyd.terminal.replay import (
+    TerminalState,
+    main_screen_prefix,
+    restore_scrollback,
+    scrollback_state,
+    title_suffix,
+)
 from ptyd.terminal.scrollback import Scrollback, utf8_len
 
 ENGINES = ("ghostty", "pyte")
@@ -170,6 +177,49 @@ class Terminal:
     @property
     def alt_screen(self) -> bool:
         raise NotImplementedError
+
+    def _dump_screen(self) -> bytes:
+        """VT sequences that draw the active screen, its modes and cursor (see ``replay``)."""
+        raise NotImplementedError
+
+    def _main_under_alt(self) -> tuple[list[str], tuple[int, int]] | None:
+        """The main screen's rows and cursor while the alternate screen is active, else None."""
+        raise NotImplementedError
+
+    def _replay(self, data: bytes, state: TerminalState) -> None:
+        """Draw ``data`` on this fresh terminal: nothing reaches the transcript, no query is answered."""
+        raise NotImplementedError
+
+    # --- handover --------------------------------------------------------------------------------------------
+
+    def snapshot(self, *, render: bool = True, max_lines: int | None = None) -> TerminalState:
+        """The transcript and the screen, for the next daemon. ``render``: render everything queued first (a
+        handover, with the reader paused); otherwise what is rendered now (a periodic save). ``max_lines``: keep
+        only the last lines of scrollback."""
+        if render:
+            self.flush()
+            self.process(float("inf"))
+        screen = self.current_screen()
+        data = self._dump_screen()
+        first, lines = scrollback_state(self.scrollback, max_lines)
+        main = self._main_under_alt()
+        return TerminalState(
+            cols=self.cols,
+            rows=self.rows,
+            first=first,
+            lines=lines,
+            screen=data,
+            main_rows=main[0] if main is not None else None,
+            main_cursor=main[1] if main is not None else None,
+            title=str(screen.title),
+        )
+
+    def restore(self, state: TerminalState) -> None:
+        """Take over ``state`` on this new terminal of the same size, before any output is fed to it."""
+        self._replay(main_screen_prefix(state) + state.screen + title_suffix(state.title), state)
+        restore_scrollback(self.scrollback, state.first, state.lines)
+        self._generation += 1
+        self._used_cache = None
 
     # --- transcript ----------------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from pyghostty.core import init_sized
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.ghostty_history import GRID_REF, HISTORY_LINES, TRACK, TRACK_SET, history_size, max_scrolls, set_size
 from ptyd.terminal.plain import SGR, all_simple, rows_of
+from ptyd.terminal.replay import TerminalState
 from ptyd.terminal.sanitize import SOFT_RESET
 
 SLICE = 64 * 1024  # bytes per write between budget checks (~0.2 ms); scrolling output is cut finer
@@ -413,6 +414,33 @@ class GhosttyTerminal(Terminal):
             self._screen = GhosttyScreen(self)
         return self._screen
 
+    # --- handover ----------------------------------------------------------------------------------------
+
+    def _dump_screen(self) -> bytes:
+        self._harvest()
+        lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))  # copied out above
+        _unmark(self._mark)
+        self._screen = None
+        return _vt_dump(self._handle)
+
+    def _main_under_alt(self) -> tuple[list[str], tuple[int, int]] | None:
+        if self.main_screen is None:
+            return None
+        return list(self.main_screen[0]), (0, self.main_screen[1])
+
+    def _replay(self, data: bytes, state: TerminalState) -> None:
+        self.vt.on_reply(None)
+        try:
+            self._write(data, harvest=False)
+            lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))
+        finally:
+            self.vt.on_reply(self._on_reply)
+        _unmark(self._mark)
+        self._screen = None
+        if state.main_rows is not None and self._alt_active():
+            rows = (state.main_rows + [""] * self._rows)[: self._rows]
+            self.main_screen = (rows, (state.main_cursor or (0, 0))[1])
+
     # --- geometry ----------------------------------------------------------------------------------------
 
     def resize(self, cols: int, rows: int) -> None:
@@ -456,6 +484,38 @@ def _unmark(mark: Any) -> None:
 def _free(mark: Any, terminal: Any) -> None:
     _unmark(mark)  # the mark points into the terminal: it goes first
     lib.ghostty_terminal_free(terminal)
+
+
+def _vt_dump(handle: Any) -> bytes:
+    """Ghostty's own VT formatter over the whole terminal: cells with their styles, modes, scroll region, tab
+    stops, charsets and the cursor (the palette is left out: ptyd never changes it)."""
+    opts = init_sized("GhosttyFormatterTerminalOptions")
+    opts.emit = lib.GHOSTTY_FORMATTER_FORMAT_VT
+    opts.unwrap, opts.trim = False, False
+    extra = opts.extra
+    extra.size = ffi.sizeof("GhosttyFormatterTerminalExtra")
+    extra.modes = extra.scrolling_region = extra.tabstops = extra.pwd = extra.keyboard = True
+    extra.screen.size = ffi.sizeof("GhosttyFormatterScreenExtra")
+    screen = extra.screen
+    screen.cursor = screen.style = screen.hyperlink = screen.protection = screen.kitty_keyboard = True
+    screen.charsets = True
+    formatter = ffi.new("GhosttyFormatter*")
+    if lib.ghostty_formatter_terminal_new(ffi.NULL, formatter, handle, opts[0]) != lib.GHOSTTY_SUCCESS:
+        raise RuntimeError("libghostty-vt could not create a formatter")
+    try:
+        size = 64 * 1024
+        while True:
+            buf = ffi.new("uint8_t[]", size)
+            written = ffi.new("size_t*")
+            result = lib.ghostty_formatter_format_buf(formatter[0], buf, size, written)
+            if result != lib.GHOSTTY_OUT_OF_SPACE:
+                break
+            size = max(2 * size, int(written[0]))
+        if result != lib.GHOSTTY_SUCCESS:
+            raise RuntimeError(f"libghostty-vt could not format the screen ({result})")
+        return bytes(ffi.buffer(buf, written[0]))
+    finally:
+        lib.ghostty_formatter_free(formatter[0])
 
 
 def _trimmed(rows: list[str]) -> list[str]:

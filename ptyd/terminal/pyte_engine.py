@@ -20,6 +20,7 @@ from typing import final
 
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.plain import SGR, all_plain, rows_of
+from ptyd.terminal.replay import TerminalState, pyte_redraw
 from ptyd.terminal.sanitize import Sanitizer
 from ptyd.terminal.screen import TerminalScreen
 from ptyd.terminal.stream import TerminalStream
@@ -216,6 +217,28 @@ class PyteTerminal(Terminal):
 
     def _reply(self, data: str) -> None:
         self._on_reply(data.encode())
+
+    # --- handover ----------------------------------------------------------------------------------------
+
+    def _dump_screen(self) -> bytes:
+        return pyte_redraw(self.current_screen())
+
+    def _main_under_alt(self) -> tuple[list[str], tuple[int, int]] | None:
+        screen = self.current_screen()
+        if not screen.alt:
+            return None
+        return screen.main_rows(), (0, screen.main_cursor_y)
+
+    def _replay(self, data: bytes, state: TerminalState) -> None:
+        screen = self.screen
+        scroll_off, reply = screen._on_scroll_off, screen._on_reply
+        screen._on_scroll_off = lambda _rows: None
+        screen._on_reply = lambda _data: None
+        try:
+            self._stream.feed(data.decode(errors="replace"))
+        finally:
+            screen._on_scroll_off, screen._on_reply = scroll_off, reply
+        self._generation += 1
 
     # --- geometry ----------------------------------------------------------------------------------------
 

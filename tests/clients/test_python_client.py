@@ -71,7 +71,7 @@ def test_generated_types_match_the_daemons_wire_types() -> None:
 
 
 def test_open_and_send_options_are_the_daemons_params() -> None:
-    from ptyd.api import Api
+    from ptyd.rpc.methods import Api
     from ptyd.rpc.openrpc import openrpc_document
 
     document = openrpc_document(Api(None).methods(), "test")  # type: ignore[arg-type]

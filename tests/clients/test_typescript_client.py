@@ -20,7 +20,7 @@ NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed (Debian: apt-get install nodejs npm)")
 
 # Every test file but limits.test.js, which needs a daemon configured for it.
-SUITE = ["client", "discovery", "framing", "reconnect"]
+SUITE = ["client", "conformance", "discovery", "events", "framing", "reconnect"]
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 90) -> str:

@@ -55,7 +55,7 @@ SESSION_METHODS = [
 
 
 def test_every_method_that_takes_a_token_is_listed_here() -> None:
-    from ptyd.api import Api
+    from ptyd.rpc.methods import Api
     from ptyd.rpc.openrpc import openrpc_document
 
     doc = openrpc_document(Api(None).methods(), "x")  # type: ignore[arg-type]

@@ -19,8 +19,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from conftest import Daemon, Rpc, RpcError
-from ptyd.api import Api
 from ptyd.config import Config
+from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
 
 from .conftest import OwnSession

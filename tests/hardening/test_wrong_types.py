@@ -15,7 +15,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from conftest import Daemon, Rpc
-from ptyd.api import Api
+from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
 
 from .conftest import OwnSession

@@ -13,13 +13,17 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from ptyd_client import __version__, core, remote, render
 from ptyd_client.client import Client
 from ptyd_client.errors import (
+    ConnectionLost,
     DaemonUnavailable,
     PtydError,
     SessionBusy,
@@ -103,6 +107,35 @@ def cmd_status(ctx: Context) -> int:
     info = ctx.client(token=False).daemon_info()
     ctx.emit({"running": True, "socket": str(ctx.target), **info}, render.daemon_status(info, str(ctx.target)))
     return EXIT_OK
+
+
+def cmd_upgrade(ctx: Context) -> int:
+    """SIGUSR2 to the daemon, then wait until the newly installed ptyd serves its sessions (or the old one says
+    why it refused). Local only: the signal goes to a process of this machine."""
+    if isinstance(ctx.target, remote.SshHost):
+        raise Usage(f"upgrade signals a local daemon: run `ptyctl upgrade` on {ctx.target.url} itself")
+    before = ctx.client(token=False).daemon_info()
+    os.kill(before["pid"], signal.SIGUSR2)
+    deadline = time.monotonic() + ctx.args.timeout
+    while True:
+        try:
+            with Client(ctx.target, None) as probe:
+                info = probe.daemon_info()
+        except (DaemonUnavailable, ConnectionLost):
+            info = None  # the connection dropped while the daemon execs: ask again
+        if info is not None and info.get("handovers", 0) > before.get("handovers", 0):
+            text = f"ptyd {before['version']} -> {info['version']} (pid {info['pid']}), sessions: {info['sessions']}"
+            ctx.emit({"from": before, **info}, text)
+            return EXIT_OK
+        if (
+            info is not None
+            and info.get("handover_error")
+            and info.get("handover_error") != before.get("handover_error")
+        ):
+            return fail(ctx.json, EXIT_DAEMON_ERROR, "handover_refused", str(info["handover_error"]), {})
+        if time.monotonic() > deadline:
+            return fail(ctx.json, EXIT_DAEMON_ERROR, "timeout", "the new daemon did not answer in time", {})
+        time.sleep(0.05)
 
 
 def cmd_ls(ctx: Context) -> int:
@@ -283,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     command("status", cmd_status, "is the daemon up? version, pid, uptime, totals")
+    p = command("upgrade", cmd_upgrade, "hand every session to the newly installed ptyd; print the new version")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="give up after (default 60)")
     command("ls", cmd_ls, "every agent's sessions")
     p = command("open", cmd_open, "open a session and print its id")
     p.add_argument("--name", help="display name")

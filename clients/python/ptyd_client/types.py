@@ -220,7 +220,7 @@ class TerminalUnsubscribeResult(TypedDict):
     """False when the subscription was unknown or already ended."""
 
 
-class DaemonInfoResult(TypedDict):
+class DaemonInfoResult(TypedDict, total=False):
     version: str
     protocol_version: int
     pid: int
@@ -230,6 +230,10 @@ class DaemonInfoResult(TypedDict):
     backend_types: list[str]
     containment: str
     """'cgroup' or 'subreaper': how close finds every process of a session."""
+    handovers: int
+    """How many times the sessions were handed to a newly started daemon (SIGUSR2, ptyctl upgrade)."""
+    handover_error: str | None
+    """Why the last handover was refused (the daemon kept serving), if it was."""
 
 
 EventKind: TypeAlias = Literal["input_wait", "output", "send_settled", "session_closed", "session_exit"]

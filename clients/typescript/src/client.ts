@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { Connection } from "./connection.js";
 import { resolveHost, resolveSocketPath, resolveToken, type Environment, type SshHost } from "./discovery.js";
 import { ConnectionLostError, ProtocolError, UnauthorizedError } from "./errors.js";
+import { EventStream, type SubscribeOptions } from "./events.js";
 import type {
   AgentRegisterResult,
   AgentReleaseResult,
@@ -24,11 +25,13 @@ import type {
   TerminalScreenResult,
   TerminalCancelResult,
   TerminalCloseResult,
+  TerminalIntegrateParams,
   TerminalOpenResult,
   TerminalOutputResult,
   TerminalReadResult,
   TerminalSendParams,
   TerminalSignalResult,
+  TerminalUnsubscribeResult,
   TerminalWaitResult,
 } from "./protocol.js";
 import { SendOperation, Session } from "./session.js";
@@ -51,6 +54,9 @@ export interface ClientOptions {
 
 /** Options of one send: everything but the session, the input and `wait` (see {@link PtySendRequest}). */
 export type SendOptions = Omit<PtySendRequest, "input" | "wait">;
+
+/** Options of `terminal_integrate`: its wait and viewport bounds. */
+export type IntegrateOptions = Omit<TerminalIntegrateParams, "token" | "session_id">;
 
 /** `rpc.discover`: an OpenRPC 1.3 document (not typed further here: `protocol.ts` is generated from it). */
 export type OpenRpcDocument = Record<string, unknown>;
@@ -85,6 +91,7 @@ export class PtydClient {
   /** The agent token sent with every `terminal_*` call (set by {@link agentRegister} if unset). */
   token: string | undefined;
   private connection: Connection | undefined;
+  private readonly streams = new Map<string, EventStream>();
   private connecting: Promise<Connection> | undefined;
   private closed = false;
 
@@ -103,11 +110,15 @@ export class PtydClient {
     return this.connection?.isOpen ?? false;
   }
 
-  /** Close the connection; requests in flight reject with `ConnectionLostError`. The client cannot be reused. */
+  /**
+   * Close the connection and every event stream of this client; requests in flight reject with
+   * `ConnectionLostError`. The client cannot be reused.
+   */
   close(): void {
     this.closed = true;
     this.connection?.close();
     this.connection = undefined;
+    for (const stream of this.streams.values()) stream.close();
   }
 
   /**
@@ -125,12 +136,15 @@ export class PtydClient {
     }
   }
 
+  /** A new connection to the daemon: its socket, or `ssh host ptyd dial-stdio`. */
+  private dial(): Promise<Connection> {
+    return this.host ? Promise.resolve(Connection.openSsh(this.host, this.env)) : Connection.open(this.socketPath);
+  }
+
   private connect(): Promise<Connection> {
     if (this.closed) return Promise.reject(new Error("this PtydClient was closed"));
     if (this.connection?.isOpen) return Promise.resolve(this.connection);
-    this.connecting ??= (
-      this.host ? Promise.resolve(Connection.openSsh(this.host, this.env)) : Connection.open(this.socketPath)
-    )
+    this.connecting ??= this.dial()
       .then((connection) => {
         if (this.closed) connection.close();
         else this.connection = connection;
@@ -305,6 +319,37 @@ export class PtydClient {
   terminalClose(sessionId: string, reason?: string): Promise<TerminalCloseResult> {
     const params = reason === undefined ? this.ref(sessionId) : { ...this.ref(sessionId), reason };
     return this.call("terminal_close", params);
+  }
+
+  /** `terminal_integrate`: install shell integration into the bash now at the prompt (say, one reached by ssh). */
+  terminalIntegrate(sessionId: string, options: IntegrateOptions = {}): Promise<SendResult> {
+    return this.call("terminal_integrate", { ...options, ...this.ref(sessionId) });
+  }
+
+  // --- events ----------------------------------------------------------------------------------------------
+
+  /**
+   * `terminal_subscribe` on a connection of its own: `terminal_event`s of one session (`sessionId`) or of every
+   * session of the agent, current and future; with `output: true` also their completed output lines. Iterate the
+   * stream (`for await`), await `stream.next()`, or pass `onEvent`. Closing the stream ends the subscription.
+   */
+  async subscribe(options: SubscribeOptions = {}): Promise<EventStream> {
+    if (this.closed) throw new Error("this PtydClient was closed");
+    const stream = await EventStream.open(() => this.dial(), this.requireToken(), options);
+    this.streams.set(stream.subscriptionId, stream);
+    void stream.ended.then(() => this.streams.delete(stream.subscriptionId));
+    return stream;
+  }
+
+  /**
+   * `terminal_unsubscribe`: end one of this client's subscriptions (on its own connection, which then closes);
+   * `unsubscribed: false` when it is unknown or already ended.
+   */
+  async terminalUnsubscribe(subscriptionId: string): Promise<TerminalUnsubscribeResult> {
+    const stream = this.streams.get(subscriptionId);
+    if (stream !== undefined) return { unsubscribed: await stream.unsubscribe() };
+    // Subscriptions belong to the connection that made them: the client's own connection holds none.
+    return this.call("terminal_unsubscribe", { token: this.requireToken(), subscription_id: subscriptionId });
   }
 
   /** `daemon_info`: version, protocol version, pid and totals (with the token when the client has one). */

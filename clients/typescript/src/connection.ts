@@ -81,6 +81,12 @@ class SshStream extends EventEmitter implements ByteStream {
   }
 }
 
+/** A JSON-RPC notification the daemon sent (a request without an id): `terminal_event` on a subscribed connection. */
+export interface Notification {
+  readonly method: string;
+  readonly params: unknown;
+}
+
 interface Pending {
   readonly method: string;
   /** UTF-8 size of the request frame, to match a `frame_too_large` answer (it has no id) to its request. */
@@ -95,6 +101,11 @@ export class Connection {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closedBy: Error | undefined;
+  private held = false;
+  /** Called with each notification; without a handler, notifications are ignored. */
+  onNotification: ((notification: Notification) => void) | undefined;
+  /** Called once when the socket closes, with what closed it. */
+  onClose: ((cause: Error) => void) | undefined;
 
   private constructor(
     private readonly socket: ByteStream,
@@ -180,7 +191,11 @@ export class Connection {
       this.abort(new ProtocolError(`ptyd sent a response this client did not ask for: ${JSON.stringify(message)}`));
       return;
     }
-    const response = message as { id?: unknown; result?: unknown; error?: WireError };
+    const response = message as { id?: unknown; method?: unknown; params?: unknown; result?: unknown; error?: WireError };
+    if (typeof response.method === "string" && !("id" in response)) {
+      this.onNotification?.({ method: response.method, params: response.params });
+      return;
+    }
     const pending = typeof response.id === "number" ? this.pending.get(response.id) : undefined;
     if (pending === undefined) {
       this.unmatched(response);
@@ -212,7 +227,7 @@ export class Connection {
   }
 
   private settled(): void {
-    if (this.pending.size === 0) this.socket.unref();
+    if (this.pending.size === 0 && !this.held) this.socket.unref();
   }
 
   /** The stream can no longer be trusted: fail every request with `error` and close. */
@@ -230,5 +245,13 @@ export class Connection {
       pending.reject(cause instanceof DaemonUnavailableError ? cause : new ConnectionLostError(pending.method, cause));
     }
     this.pending.clear();
+    this.onClose?.(this.closedBy);
+  }
+
+  /** Keep the process alive while `held` (someone awaits an event), as an awaited answer does. */
+  hold(held: boolean): void {
+    this.held = held;
+    if (held) this.socket.ref();
+    else this.settled();
   }
 }

@@ -10,7 +10,13 @@
  * ```
  */
 
-export { PtydClient, type ClientOptions, type OpenRpcDocument, type SendOptions } from "./client.js";
+export {
+  PtydClient,
+  type ClientOptions,
+  type IntegrateOptions,
+  type OpenRpcDocument,
+  type SendOptions,
+} from "./client.js";
 export {
   parseSshHost,
   resolveHost,
@@ -21,6 +27,7 @@ export {
   type SshHost,
 } from "./discovery.js";
 export * from "./errors.js";
+export { EventStream, type SubscribeOptions } from "./events.js";
 export { LineDecoder } from "./framing.js";
 export * from "./protocol.js";
 export { SendOperation, Session } from "./session.js";

@@ -51,6 +51,13 @@ export interface DaemonInfoResult {
   backend_types: string[];
   /** 'cgroup' or 'subreaper': how close finds every process of a session. */
   containment: string;
+  /**
+   * How many times the sessions were handed to a newly started daemon (SIGUSR2, ptyctl upgrade).
+   * @defaultValue `0`
+   */
+  handovers?: number;
+  /** Why the last handover was refused (the daemon kept serving), if it was. */
+  handover_error?: string | null;
 }
 
 /** The top-level program has exited; `signal` names the signal that killed it, if one did. */
@@ -248,7 +255,7 @@ export interface TerminalIntegrateParams {
    */
   timeout_ms?: number | null;
   /**
-   * UTF-8 byte bound of the returned viewport.
+   * Viewport bound (default 32768).
    * Bounds: >= 256, <= 4194304.
    */
   max_bytes?: number | null;
@@ -299,22 +306,22 @@ export interface TerminalOpenParams {
   /** 'agent' adds variables that keep tools from paging or opening editors (see docs). */
   profile?: "agent" | null;
   /**
-   * Terminal width in cells.
+   * Terminal width (default 160).
    * Bounds: >= 2, <= 1000.
    */
   cols?: number | null;
   /**
-   * Terminal height in cells.
+   * Terminal height (default 40).
    * Bounds: >= 2, <= 500.
    */
   rows?: number | null;
   /**
-   * Readiness wait bound (default open_timeout_ms).
+   * Readiness wait bound (default 10000: open_timeout_ms).
    * Bounds: >= 0, <= 3600000.
    */
   timeout_ms?: number | null;
   /**
-   * Silence after which the wait settles as inferred_idle.
+   * Silence that settles as inferred_idle (default 3000).
    * Bounds: >= 1, <= 3600000.
    */
   idle_ms?: number | null;
@@ -375,12 +382,12 @@ export interface TerminalReadParams {
    */
   start_line?: number | null;
   /**
-   * Default 200.
+   * Default 200, at most 10000.
    * Bounds: >= 1, <= 100000.
    */
   max_lines?: number | null;
   /**
-   * Default 256 KiB.
+   * Default 262144, at most 1048576.
    * Bounds: >= 256, <= 16777216.
    */
   max_bytes?: number | null;

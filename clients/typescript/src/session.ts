@@ -1,6 +1,7 @@
 /** Handles: a `Session` on one PTY session, a `SendOperation` on one background send. */
 
-import type { PtydClient, SendOptions } from "./client.js";
+import type { IntegrateOptions, PtydClient, SendOptions } from "./client.js";
+import type { EventStream, SubscribeOptions } from "./events.js";
 import type {
   PtyReadRequest,
   PtySignal,
@@ -76,6 +77,16 @@ export class Session {
   /** SIGINT the current send's foreground group; false when no send was active. */
   async cancel(): Promise<boolean> {
     return (await this.client.terminalCancel(this.id)).cancelled;
+  }
+
+  /** Install shell integration into the bash now at the prompt; afterwards sends report `exit_code` and `cwd`. */
+  integrate(options: IntegrateOptions = {}): Promise<SendResult> {
+    return this.client.terminalIntegrate(this.id, options);
+  }
+
+  /** This session's events on a connection of their own (see {@link PtydClient.subscribe}). */
+  subscribe(options: Omit<SubscribeOptions, "sessionId"> = {}): Promise<EventStream> {
+    return this.client.subscribe({ ...options, sessionId: this.id });
   }
 
   /** End the session's whole process tree and forget it; closing twice is not an error. */

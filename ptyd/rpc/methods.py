@@ -1,41 +1,25 @@
 """The method table: each RPC method's params type, result type and handler, binding the protocol to PtyService.
 
-Handler docstrings come from the params Structs (``ptyd.protocol``), which is where the protocol docs and the
-OpenRPC document read them.
+Handlers only authenticate and hand the typed params to the service, which builds requests and applies defaults.
+Their documentation comes from the params Structs (``ptyd.protocol``), where the protocol docs and the OpenRPC
+document read it.
 """
 
 from __future__ import annotations
 
 import inspect
-import signal as _signal
 from typing import Any
 
 from ptyd import protocol as p
-from ptyd.backends.base import SendRequest
 from ptyd.errors import InvalidArgument
 from ptyd.rpc.dispatch import Method, notification
 from ptyd.rpc.server import Peer
 from ptyd.service.service import PtyService
 
 
-def parse_signal(value: str | int) -> int:
-    if isinstance(value, int):
-        return value
-    name = value.upper()
-    if not name.startswith("SIG"):
-        name = "SIG" + name
-    try:
-        return int(_signal.Signals[name])
-    except KeyError:
-        raise InvalidArgument(f"unknown signal {value!r}", field="signal") from None
-
-
 class Api:
     def __init__(self, service: PtyService) -> None:
         self.service = service
-
-    def _ms(self, value: int | None, default: int) -> float:
-        return (value if value is not None else default) / 1000
 
     # --- agents ----------------------------------------------------------------------------------------
 
@@ -68,18 +52,7 @@ class Api:
         )
 
     async def terminal_send(self, _: Any, params: p.TerminalSendParams) -> p.SendResult | p.SendStarted:
-        agent = self.service.authenticate(params.token)
-        session = self.service.session(agent, params.session_id)
-        cfg = self.service.config
-        op = session.start_send(
-            SendRequest(
-                input=params.input,
-                timeout_s=self._ms(params.timeout_ms, cfg.default_timeout_ms),
-                idle_s=self._ms(params.idle_ms, cfg.default_idle_ms),
-                max_bytes=params.max_bytes or cfg.default_max_bytes,
-                request_key=params.request_key,
-            )
-        )
+        op = self.service.send(self.service.authenticate(params.token), params)
         if not params.wait:
             return p.SendStarted(operation_id=op.id)
         return await op.result()
@@ -89,29 +62,14 @@ class Api:
         return await self.service.session(agent, params.session_id).output()
 
     async def terminal_wait(self, _: Any, params: p.TerminalWaitParams) -> p.TerminalWaitResult:
-        agent = self.service.authenticate(params.token)
-        session = self.service.session(agent, params.session_id)
-        timeout = None if params.timeout_ms is None else params.timeout_ms / 1000
-        return await session.wait(timeout)
+        return await self.service.wait(self.service.authenticate(params.token), params)
 
     async def terminal_cancel(self, _: Any, params: p.TerminalCancelParams) -> p.TerminalCancelResult:
         agent = self.service.authenticate(params.token)
         return p.TerminalCancelResult(cancelled=self.service.session(agent, params.session_id).cancel())
 
     async def terminal_integrate(self, _: Any, params: p.TerminalIntegrateParams) -> p.SendResult:
-        agent = self.service.authenticate(params.token)
-        session = self.service.session(agent, params.session_id)
-        cfg = self.service.config
-        op = session.start_send(
-            SendRequest(
-                input=session.integration_input(),
-                timeout_s=self._ms(params.timeout_ms, cfg.default_timeout_ms),
-                idle_s=cfg.default_idle_ms / 1000,
-                max_bytes=params.max_bytes or cfg.default_max_bytes,
-                request_key=None,
-            )
-        )
-        return await op.result()
+        return await self.service.integrate(self.service.authenticate(params.token), params).result()
 
     async def terminal_subscribe(self, peer: Peer, params: p.TerminalSubscribeParams) -> p.TerminalSubscribeResult:
         agent = self.service.authenticate(params.token)
@@ -135,26 +93,17 @@ class Api:
         return p.TerminalUnsubscribeResult(unsubscribed=self.service.unsubscribe(agent, params.subscription_id))
 
     async def terminal_read(self, _: Any, params: p.TerminalReadParams) -> p.TerminalReadResult:
-        agent = self.service.authenticate(params.token)
-        session = self.service.session(agent, params.session_id)
-        cfg = self.service.config
-        max_lines = min(params.max_lines or 200, cfg.max_read_lines)
-        max_bytes = min(params.max_bytes or 256 * 1024, cfg.max_read_bytes)
-        return await session.read(params.start_line, max_lines, max_bytes)
+        return await self.service.read(self.service.authenticate(params.token), params)
 
     async def terminal_screen(self, _: Any, params: p.TerminalScreenParams) -> p.TerminalScreenResult:
         agent = self.service.authenticate(params.token)
         return await self.service.session(agent, params.session_id).screen()
 
     async def terminal_signal(self, _: Any, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
-        agent = self.service.authenticate(params.token)
-        session = self.service.session(agent, params.session_id)
-        return session.signal(parse_signal(params.signal))
+        return self.service.signal(self.service.authenticate(params.token), params)
 
     async def terminal_resize(self, _: Any, params: p.TerminalResizeParams) -> p.SessionInfo:
-        agent = self.service.authenticate(params.token)
-        self.service.session(agent, params.session_id).resize(params.cols, params.rows)
-        return self.service.describe(agent, params.session_id)
+        return self.service.resize(self.service.authenticate(params.token), params)
 
     async def terminal_status(self, _: Any, params: p.TerminalStatusParams) -> p.SessionInfo:
         agent = self.service.authenticate(params.token)

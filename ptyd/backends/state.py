@@ -1,0 +1,209 @@
+"""The daemon's state as one versioned document: what a handover hands to the next daemon, and the state file.
+
+The state file (``sessions.json`` in the runtime directory, 0600) names every live session's process tree, fenced by
+start time, and is rewritten as sessions come and go. After a crash in the foreground the next daemon reads it
+and kills exactly the trees the dead one left (``recover``); under systemd, where the PTYs are kept in the
+service's file descriptor store, it adopts them instead, with the screens it last saved. A planned handover
+carries the same document, complete (every transcript, screen and operation), through a memfd across exec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import final
+
+import msgspec
+
+from ptyd.backends import procfs
+from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, signal_fenced
+from ptyd.terminal.replay import TerminalState
+
+log = logging.getLogger("ptyd.state")
+
+STATE_VERSION = 1  # bumped on any change a previous daemon's document cannot be read with
+STATE_FILE = "sessions.json"
+
+
+class _State(msgspec.Struct, kw_only=True):
+    pass
+
+
+class OpState(_State):
+    """One send: in flight (its drive restarts in the next daemon) or settled (its result is kept)."""
+
+    id: str
+    input_len: int
+    timeout_s: float
+    idle_s: float
+    max_bytes: int
+    request_key: str | None
+    started: float  # CLOCK_MONOTONIC, the same clock in every process of the machine
+    deadline: float
+    anchor: int
+    output_line: int
+    capture_lines: list[str]
+    capture_room: int
+    capture_end: int
+    exit_code: int | None = None
+    taken: bool = True  # the program was seen to take the input
+    result: bytes | None = None  # the settled SendResult, as JSON
+
+
+class SessionState(_State):
+    session_id: str
+    type: str
+    name: str | None
+    pid: int
+    starttime: int | None
+    cgroup: str | None
+    owner: str  # agent id
+    tty_rdev: int = 0
+    master_fd: int = -1  # -1 in the state file: the fds come from systemd's store by name
+    slave_fd: int = -1
+    shell_key: str = ""
+    created_at_ms: int = 0
+    motd: str = ""
+    open_wait_reason: str = "timeout"
+    command_running: bool = False
+    prompt_cwd: str | None = None
+    exit_code: int | None = None
+    exit_signal: str | None = None
+    exited: bool = False
+    outbox: bytes = b""  # input written by the caller, not yet taken by the PTY
+    terminal: TerminalState | None = None
+    active: OpState | None = None
+    last: OpState | None = None
+    keyed: list[OpState] = msgspec.field(default_factory=list)  # settled ops remembered by request_key
+
+
+class AgentState(_State):
+    agent_id: str
+    name: str | None
+    digest: bytes  # SHA-256 of the token: the token itself is never kept
+    operator: bool
+    closed_ids: list[str]
+    idle_s: float  # seconds since its last call
+
+
+class DaemonState(_State):
+    daemon_pid: int
+    version: int = STATE_VERSION
+    handovers: int = 0
+    listen_fd: int = -1
+    lock_fd: int = -1
+    socket_activated: bool = False  # systemd owns the socket file: the daemon never removes it
+    child_nofile: tuple[int, int] | None = None  # the fd limit programs get (the one the first daemon started with)
+    agents: list[AgentState] = msgspec.field(default_factory=list)
+    sessions: dict[str, SessionState] = msgspec.field(default_factory=dict)
+
+
+class _Version(msgspec.Struct):
+    version: int = 0
+
+
+_msgpack = msgspec.msgpack.Encoder()
+_json = msgspec.json.Encoder()
+_from_msgpack = msgspec.msgpack.Decoder(DaemonState)
+_from_json = msgspec.json.Decoder(DaemonState)
+_version_msgpack = msgspec.msgpack.Decoder(_Version)
+_version_json = msgspec.json.Decoder(_Version)
+
+
+class StateError(Exception):
+    """The document cannot be read by this daemon (another format version, or damaged)."""
+
+
+def encode(state: DaemonState, *, binary: bool = True) -> bytes:
+    """msgpack for a handover (fast, binary); JSON for the state file (readable by an operator)."""
+    return _msgpack.encode(state) if binary else _json.encode(state)
+
+
+def decode(data: bytes, *, binary: bool = True) -> DaemonState:
+    try:
+        version = (_version_msgpack if binary else _version_json).decode(data).version
+    except msgspec.DecodeError as exc:
+        raise StateError(f"unreadable state document: {exc}") from None
+    if version != STATE_VERSION:
+        raise StateError(f"state format {version}; this ptyd reads format {STATE_VERSION}")
+    try:
+        return _from_msgpack.decode(data) if binary else _from_json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise StateError(f"unreadable state document: {exc}") from None
+
+
+@final
+class StateFile:
+    """The state file in the runtime directory, rewritten whole (atomically) whenever it changes."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / STATE_FILE
+
+    def write(self, state: DaemonState) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(encode(state, binary=False))
+        os.replace(tmp, self.path)
+
+    def read(self) -> DaemonState | None:
+        try:
+            return decode(self.path.read_bytes(), binary=False)
+        except FileNotFoundError:
+            return None
+        except (OSError, StateError) as exc:
+            log.warning("ignoring the state file %s: %s", self.path, exc)
+            return None
+
+    def recover(self, containment: Containment, keep: set[str] | None = None) -> int:
+        """Kill what a dead daemon left, but the sessions in ``keep`` (adopted); returns processes killed."""
+        killed = 0
+        handled: set[str] = set()
+        state = self.read()
+        for session in state.sessions.values() if state is not None else []:
+            if keep is not None and session.session_id in keep:
+                if session.cgroup is not None:
+                    handled.add(session.cgroup)
+                continue
+            if session.cgroup is not None and os.path.isdir(session.cgroup):
+                scope = CgroupScope(Path(session.cgroup))
+                killed += len(scope.pids())
+                scope.kill_all()
+                handled.add(session.cgroup)
+                continue
+            killed += _kill_marked(session.session_id, session.pid, session.starttime)
+        if isinstance(containment, CgroupContainment):
+            for scope in containment.leftovers():
+                if scope.cgroup not in handled:
+                    killed += len(scope.pids())
+                    scope.kill_all()
+        if killed:
+            log.warning("killed %d processes left by a previous daemon", killed)
+        return killed
+
+
+def _kill_marked(session_id: str, pid: int, starttime: int | None) -> int:
+    marker = f"{MARKER_VAR}={session_id}".encode()
+    top = procfs.read_stat(pid)
+    # The session id of the dead tree is only meaningful while its leader is the same process.
+    session = pid if top is not None and top.starttime == starttime else None
+    killed = 0
+    for candidate in procfs.all_pids():
+        stat = procfs.read_stat(candidate)
+        if stat is None or candidate == os.getpid():
+            continue
+        mine = (session is not None and stat.session == session) or procfs.environ_has(candidate, marker)
+        if mine and signal_fenced(candidate, stat.starttime, signal.SIGKILL):
+            killed += 1
+    return killed
+
+
+def remove_leftover_cgroups(containment: Containment, keep: set[str] | None = None) -> None:
+    if isinstance(containment, CgroupContainment):
+        for scope in containment.leftovers():
+            if keep is None or scope.cgroup not in keep:
+                with contextlib.suppress(OSError):
+                    scope.remove()

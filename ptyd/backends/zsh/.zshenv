@@ -1,0 +1,19 @@
+# ptyd shell integration for zsh (see ptyd/backends/shell_integration.py): zsh starts with ZDOTDIR pointing here.
+# Hand ZDOTDIR back to the user's (so .zprofile, .zshrc and .zlogin are theirs), load their .zshenv, then, for an
+# interactive shell, add the prompt marks as the first precmd hook and a preexec hook. PS1 is left alone.
+if [[ -n "${PTYD_USER_ZDOTDIR+set}" ]]; then
+  ZDOTDIR=$PTYD_USER_ZDOTDIR
+else
+  unset ZDOTDIR
+fi
+unset PTYD_USER_ZDOTDIR
+typeset -g __ptyd_key=${PTYD_SHELL_KEY-}
+unset PTYD_SHELL_KEY
+[[ -r "${ZDOTDIR:-$HOME}/.zshenv" ]] && builtin source "${ZDOTDIR:-$HOME}/.zshenv"
+if [[ -o interactive && -n "$__ptyd_key" ]]; then
+  __ptyd_precmd() { local s=$?; builtin printf '\033]6973;%s;D;%s;%s\007' "$__ptyd_key" "$s" "$PWD"; return $s }
+  __ptyd_preexec() { builtin printf '\033]6973;%s;C\007' "$__ptyd_key" }
+  typeset -ga precmd_functions preexec_functions
+  precmd_functions=(__ptyd_precmd $precmd_functions)
+  preexec_functions+=(__ptyd_preexec)
+fi

@@ -1,0 +1,219 @@
+"""A planned handover: the daemon execs the currently installed ptyd in its own place and hands it every session.
+
+Exec keeps the pid, so the sessions' programs stay the daemon's children (their exit statuses are still its to
+collect) and systemd's MainPID does not change; the listening socket stays open across the exec, so a client
+that connects meanwhile waits in its backlog instead of being refused. What is inherited: the listening socket,
+the lock, each session's PTY master and slave, and a memfd holding the state document (``backends.state``).
+
+Before anything is stopped, the new ptyd is run once as a pre-flight (``ptyd --check-handover``, given a
+document of the same format): if it cannot import, or cannot read the document, the old daemon keeps serving
+and says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+from ptyd.backends import spawn
+from ptyd.backends.containment import Containment
+from ptyd.backends.handover import adopt, session_state
+from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.session import LocalSession
+from ptyd.backends.state import DaemonState, SessionState, StateError, decode, encode
+
+__all__ = ["DaemonState", "HandoverRefused", "Inherited", "encode", "exec_next", "next_argv", "preflight", "snapshot"]
+from ptyd.config import Config
+from ptyd.service.service import PtyService
+
+log = logging.getLogger("ptyd.handover")
+
+HANDOVER_ENV = "PTYD_HANDOVER_FD"
+PREFLIGHT_TIMEOUT_S = 30.0  # a cold interpreter importing the daemon on a loaded machine takes ~1 s
+
+
+class HandoverRefused(Exception):
+    """The new ptyd cannot take over; the message says why. The running daemon carries on."""
+
+
+def next_argv() -> list[str]:
+    """The command that starts the currently installed ptyd with this daemon's arguments: the console script
+    when it was started by one (its shebang names the installed interpreter), else ``python -m ptyd``."""
+    script = sys.argv[0]
+    if os.path.basename(script) != "__main__.py" and not script.endswith(".py") and os.access(script, os.X_OK):
+        return [script, *sys.argv[1:]]
+    return [sys.executable, "-m", "ptyd", *sys.argv[1:]]
+
+
+@dataclass(slots=True)
+class Inherited:
+    """The daemon's own fds that cross the exec."""
+
+    listen_fd: int
+    lock_fd: int
+    socket_activated: bool
+
+
+def snapshot(
+    service: PtyService, inherited: Inherited | None, depth: Literal["handover", "saved", "listing"]
+) -> DaemonState:
+    """The daemon's state, to the ``depth`` of ``backends.handover.session_state``; "handover" holds every
+    session's channel (nothing may be awaited between it and the exec)."""
+    sessions: dict[str, SessionState] = {}
+    for session_id, entry in service.entries():
+        if isinstance(entry.session, LocalSession):
+            sessions[session_id] = session_state(entry.session, entry.owner.agent_id, depth)
+    return DaemonState(
+        daemon_pid=os.getpid(),
+        handovers=service.handovers,
+        listen_fd=inherited.listen_fd if inherited is not None else -1,
+        lock_fd=inherited.lock_fd if inherited is not None else -1,
+        socket_activated=inherited.socket_activated if inherited is not None else False,
+        child_nofile=spawn.child_nofile(),
+        agents=service.agent_states(),
+        sessions=sessions,
+    )
+
+
+def _memfd(data: bytes, name: str) -> int:
+    fd = os.memfd_create(name, 0)  # no MFD_CLOEXEC: the next program reads it
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+async def preflight(argv: list[str], document: bytes, reaper: ChildReaper) -> None:
+    """Run the new ptyd with ``--check-handover`` on ``document``; raise HandoverRefused with its reason."""
+    stdin = _memfd(document, "ptyd-preflight")
+    read_end, write_end = os.pipe()
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[tuple[int | None, str | None]] = loop.create_future()
+    try:
+        try:
+            pid = os.posix_spawn(  # noqa: ASYNC221 - returns at once; the exit is awaited through the reaper
+                argv[0],
+                [*argv, "--check-handover"],
+                {k: v for k, v in os.environ.items() if k != HANDOVER_ENV},
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, stdin, 0),
+                    (os.POSIX_SPAWN_DUP2, write_end, 1),
+                    (os.POSIX_SPAWN_DUP2, write_end, 2),
+                ],
+            )
+        except OSError as exc:
+            raise HandoverRefused(f"cannot start {argv[0]}: {exc.strerror}") from None
+        os.close(write_end)
+        write_end = -1
+
+        def done(code: int | None, sig: str | None) -> None:
+            if not exited.done():
+                exited.set_result((code, sig))
+
+        reaper.watch(pid, done)
+        try:
+            code, sig = await asyncio.wait_for(exited, PREFLIGHT_TIMEOUT_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+            raise HandoverRefused(f"the new ptyd did not answer within {PREFLIGHT_TIMEOUT_S:.0f} s") from None
+        os.set_blocking(read_end, False)
+        with contextlib.suppress(BlockingIOError):
+            said = os.read(read_end, 4096).decode(errors="replace").strip()
+        if code != 0:
+            reason = said.splitlines()[-1] if said else f"exit {code if sig is None else sig}"
+            raise HandoverRefused(f"the new ptyd refused: {reason}")
+        log.info("pre-flight: %s", said)
+    finally:
+        for fd in (stdin, read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
+
+
+def check_handover() -> int:
+    """``ptyd --check-handover``: import everything the daemon runs and read the document on stdin."""
+    import ptyd.daemon  # noqa: F401 - the daemon and every module it imports must import
+    from ptyd import __version__
+    from ptyd.terminal.emulator import engine_name
+
+    try:
+        state = decode(sys.stdin.buffer.read())
+    except StateError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"ptyd {__version__} can take over {len(state.sessions)} sessions (engine {engine_name()})")
+    return 0
+
+
+def exec_next(argv: list[str], state: DaemonState, fds: list[int]) -> None:
+    """Replace this process with the new ptyd; returns only if the exec failed (the caller carries on)."""
+    document = _memfd(encode(state), "ptyd-handover")
+    for fd in fds:
+        os.set_inheritable(fd, True)
+    os.environ[HANDOVER_ENV] = str(document)
+    try:
+        os.execv(argv[0], argv)  # noqa: S606 - the installed ptyd, with this daemon's own arguments
+    except OSError:
+        os.environ.pop(HANDOVER_ENV, None)
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(fd, False)
+        os.close(document)
+        raise
+
+
+def kept_fds(state: DaemonState) -> list[int]:
+    fds = [state.listen_fd, state.lock_fd]
+    for session in state.sessions.values():
+        fds += [session.master_fd, session.slave_fd]
+    return [fd for fd in fds if fd >= 0]
+
+
+def received() -> DaemonState | None:
+    """The document the previous daemon handed over, if this process is its successor."""
+    value = os.environ.pop(HANDOVER_ENV, None)
+    if value is None:
+        return None
+    fd = int(value)
+    with os.fdopen(fd, "rb") as f:
+        state = decode(f.read())
+    for fd in kept_fds(state):
+        os.set_inheritable(fd, False)  # not into the sessions started from now on
+    if state.child_nofile is not None:
+        spawn.set_child_nofile(state.child_nofile)
+    return state
+
+
+def take_over(
+    state: DaemonState,
+    service: PtyService,
+    *,
+    config: Config,
+    reaper: ChildReaper,
+    containment: Containment,
+    child: bool,
+    fds: dict[str, tuple[int, int]] | None = None,
+) -> int:
+    """Adopt every session in ``state`` into ``service``; returns how many. ``fds``: master and slave by session
+    id, where they do not come from the document (systemd's store)."""
+    adopted = []
+    for session_id, session in state.sessions.items():
+        master, slave = fds.get(session_id, (-1, -1)) if fds is not None else (session.master_fd, session.slave_fd)
+        if master < 0 or slave < 0:
+            log.warning("no PTY for session %s; it is not adopted", session_id)
+            continue
+        live = adopt(session, master, slave, config=config, reaper=reaper, containment=containment, child=child)
+        adopted.append((session_id, session.owner, live))
+    service.adopt(state.agents, adopted)
+    service.handovers = state.handovers + (1 if child else 0)
+    return len(adopted)

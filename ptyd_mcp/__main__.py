@@ -1,0 +1,3 @@
+from ptyd_mcp.cli import main
+
+main()

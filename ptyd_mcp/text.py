@@ -1,0 +1,146 @@
+"""The text a model reads for each result and error: the terminal's own text, then one line on why and what next.
+
+Results are read defensively (``.get``): fields the daemon added in protocol 2 (``exit_code``, ``cwd``,
+``password_prompt``, ``ready_basis``, ``relay``, ``unread_input``) are used when present and ignored when not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ptyd_client import (
+    ConnectionLost,
+    DaemonUnavailable,
+    InternalError,
+    InvalidParams,
+    LimitExceeded,
+    PtydError,
+    SessionBusy,
+    SessionExited,
+    SessionNotFound,
+    SpawnFailed,
+)
+
+Result = Mapping[str, Any]
+
+
+def _program(result: Result) -> str:
+    foreground = result.get("foreground")
+    return f"`{foreground['name']}`" if isinstance(foreground, Mapping) else "the program"
+
+
+def exit_phrase(status: Any) -> str:
+    """How a session's program ended, from its ``SessionStatus``."""
+    if not isinstance(status, Mapping) or status.get("kind") != "exited":
+        return "exited"
+    if status.get("signal"):
+        return f"killed by {status['signal']}"
+    return f"exited with code {status.get('exit_code')}"
+
+
+def password_callout(session_id: str) -> str:
+    return (
+        f"PASSWORD PROMPT: the program in session {session_id} is asking for a password or another secret "
+        "(the terminal does not echo it). Do not guess one and do not type one you were not given: ask the "
+        f"human to type it themselves (`ptyctl attach {session_id}`, Ctrl-] detaches), then continue with "
+        "terminal_send input ''."
+    )
+
+
+def why(result: Result, session_id: str) -> str:
+    """One line: why a send returned, with what to do next where that is not obvious."""
+    reason = result.get("wait_reason")
+    program = _program(result)
+    if reason == "stdin_read":
+        line = f"[stdin_read: {program} is waiting for input"
+        if result.get("exit_code") is not None:
+            line += f"; the last command exited with code {result['exit_code']}"
+        if result.get("cwd"):
+            line += f"; cwd {result['cwd']}"
+        if result.get("ready_basis") == "relay_quiet":
+            relay = result.get("relay") or "a relay"
+            line += (
+                f" (judged through {relay}: the far side drew a prompt and went quiet, which ptyd cannot check "
+                "exactly; terminal_integrate at a remote bash prompt makes it exact)"
+            )
+        line += "]"
+    elif reason == "inferred_idle":
+        line = (
+            f"[inferred_idle: no output for a while, but {program} is not waiting for input: it may still be "
+            "working. Look at the output; send input '' to wait longer, or Ctrl-C ('\\u0003') to stop it]"
+        )
+    elif reason == "timeout":
+        line = (
+            f"[timeout: {program} is still running (its output keeps being recorded). Send input '' to keep "
+            "waiting, terminal_screen to look, or Ctrl-C ('\\u0003') to interrupt]"
+        )
+    elif reason == "session_exit":
+        line = (
+            f"[session_exit: the session's program ended (it {exit_phrase(result.get('session_status'))}). "
+            f"terminal_read shows all output; terminal_close {session_id} when done]"
+        )
+    else:
+        line = f"[{reason}]"
+    notes = []
+    if result.get("alt_screen"):
+        notes.append(f"{program} is a full-screen program: the text above is its whole screen")
+    if result.get("truncated"):
+        lines = result.get("lines")
+        where = f" from start_line {lines['start_line']}" if isinstance(lines, Mapping) else ""
+        notes.append(f"output was cut: terminal_read{where} shows the rest")
+    if result.get("unread_input"):
+        notes.append(f"{result['unread_input']} bytes of the input are not read by the program yet")
+    if notes:
+        line += " (" + "; ".join(notes) + ")"
+    if result.get("password_prompt"):
+        line += "\n" + password_callout(session_id)
+    return line
+
+
+def send(result: Result, session_id: str) -> str:
+    """A settled send: its viewport, then why it returned."""
+    viewport = str(result.get("viewport", ""))
+    return f"{viewport}\n{why(result, session_id)}" if viewport else why(result, session_id)
+
+
+def error(exc: PtydError | DaemonUnavailable, session_id: str | None) -> str:
+    """What went wrong, said so that the model knows its next step."""
+    sid = session_id or "?"
+    if isinstance(exc, SessionNotFound):
+        return (
+            f"No session {sid} for this agent: it was closed, it belongs to another agent name, or the daemon "
+            "restarted since. Call terminal_list to see your sessions, or terminal_open to start a new one."
+        )
+    if isinstance(exc, SessionBusy):
+        op = f" ({exc.operation_id})" if exc.operation_id else ""
+        return (
+            f"Session {sid} is still running an earlier send{op}. Call terminal_wait to wait for it, terminal_output "
+            "for its output so far, or terminal_cancel to interrupt it (Ctrl-C)."
+        )
+    if isinstance(exc, SessionExited):
+        return (
+            f"The program of session {sid} has exited: it takes no more input. terminal_read shows its output; "
+            f"terminal_close {sid}, then terminal_open a new session."
+        )
+    if isinstance(exc, InvalidParams):
+        return f"Invalid arguments: {exc.message}. {_detail(exc)}".rstrip()
+    if isinstance(exc, SpawnFailed):
+        return f"The program could not be started: {exc.message} {_detail(exc)}".rstrip()
+    if isinstance(exc, LimitExceeded):
+        return f"{exc.message} Close sessions you no longer need (terminal_list, terminal_close) and try again."
+    if isinstance(exc, InternalError):
+        return f"ptyd failed internally (incident {exc.incident}); the daemon's log has the details. Try again."
+    if isinstance(exc, ConnectionLost):
+        return f"{exc} Check with terminal_list before repeating it."
+    if isinstance(exc, DaemonUnavailable):
+        return (
+            f"{exc}. ptyd, the daemon that owns the terminals, must be running: ask the human to start it "
+            "(`ptyd` in a terminal, or `systemctl --user start ptyd.socket`), then try again."
+        )
+    return f"{exc.message} ({exc.kind}) {_detail(exc)}".rstrip()
+
+
+def _detail(exc: PtydError) -> str:
+    detail = {k: v for k, v in exc.data.items() if k != "kind"}
+    return " ".join(f"{k}: {v}." for k, v in detail.items())

@@ -1,0 +1,173 @@
+"""ptyd-mcp over streamable HTTP (a Unix socket, a loopback port), and how it is installed beside the daemon."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import Daemon
+from ptyd_mcp.identity import token_path
+from ptyd_mcp.tools import BY_NAME
+
+from .harness import ROOT, new_agent, ok, server_argv, server_env
+
+
+@pytest.fixture
+def http_server(request: pytest.FixtureRequest, daemon: Daemon, tmp_path: Path) -> Iterator[tuple[str, Path | None]]:
+    """``ptyd-mcp`` serving HTTP; yields the endpoint URL and the Unix socket (None for a port)."""
+    unix = tmp_path / "mcp.sock" if request.param == "unix" else None
+    listen = ["--http-socket", str(unix)] if unix else ["--http-port", "0"]
+    argv = server_argv(daemon.socket, new_agent(), *listen)
+    proc = subprocess.Popen(argv, env=server_env(), cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        if unix is not None:
+            deadline = time.monotonic() + 20
+            while not unix.exists():  # bound and listening before the path appears
+                assert proc.poll() is None, "ptyd-mcp exited"
+                assert time.monotonic() < deadline, "ptyd-mcp did not start"
+                time.sleep(0.01)
+            yield "http://localhost/mcp", unix
+        else:
+            assert proc.stderr is not None
+            announced = re.search(r"http://127\.0\.0\.1:\d+/mcp", proc.stderr.readline())
+            assert announced, "ptyd-mcp did not announce its port"
+            yield announced.group(0), None
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@pytest.mark.parametrize("http_server", ["unix", "port"], indirect=True)
+def test_streamable_http(http_server: tuple[str, Path | None]) -> None:
+    url, unix = http_server
+    if unix is not None:
+        assert stat.S_IMODE(unix.stat().st_mode) == 0o600
+
+    async def scenario() -> None:
+        transport = httpx2.AsyncHTTPTransport(uds=str(unix)) if unix else None
+        async with (
+            httpx2.AsyncClient(transport=transport) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            assert {tool.name for tool in (await client.list_tools()).tools} == set(BY_NAME)
+            _, opened = await ok(client, "terminal_open", env={"PS1": "$ "})
+            _, sent = await ok(client, "terminal_send", session_id=opened["session_id"], input="echo over-http\n")
+            assert "over-http" in sent["viewport"]
+            await ok(client, "terminal_close", session_id=opened["session_id"])
+
+    anyio.run(scenario)
+
+
+@pytest.mark.parametrize("http_server", ["unix"], indirect=True)
+def test_a_second_server_leaves_a_live_servers_socket_alone(
+    http_server: tuple[str, Path | None], daemon: Daemon
+) -> None:
+    unix = http_server[1]
+    assert unix is not None
+    argv = server_argv(daemon.socket, new_agent(), "--http-socket", str(unix))
+    second = subprocess.run(argv, env=server_env(), cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert second.returncode == 1
+    assert "held by another listener" in second.stderr
+    assert unix.is_socket()
+
+
+NOBODY = 65534
+
+
+def status_seen_by_nobody(port: int) -> str:
+    """Fork a child that drops to nobody and asks the server for /mcp; the HTTP status it got back."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            with socket.socket() as sock:  # no create_connection: its idna codec is unreadable after the drop
+                sock.settimeout(10)
+                sock.connect(("127.0.0.1", port))
+                sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+                os.write(write_end, sock.recv(4096).split(b"\r\n", 1)[0])
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answer:
+        status = answer.read().decode()
+    os.waitpid(pid, 0)
+    return status
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
+@pytest.mark.parametrize("http_server", ["port"], indirect=True)
+def test_a_loopback_port_serves_only_this_user(http_server: tuple[str, Path | None]) -> None:
+    port = int(http_server[0].rsplit(":", 1)[1].split("/")[0])
+    assert status_seen_by_nobody(port) == "HTTP/1.1 403 Forbidden"
+
+    async def same_user() -> int:
+        async with httpx2.AsyncClient() as http:
+            return (await http.get(http_server[0], headers={"Accept": "text/event-stream"})).status_code
+
+    assert anyio.run(same_user) != 403
+
+
+def test_the_daemon_never_imports_the_mcp_sdk() -> None:
+    probe = (
+        "import pkgutil, importlib, sys, ptyd\n"
+        "names = [m.name for m in pkgutil.walk_packages(ptyd.__path__, 'ptyd.') if not m.name.endswith('__main__')]\n"
+        "for name in names: importlib.import_module(name)\n"
+        "print(' '.join(sorted({n.split('.')[0] for n in sys.modules})))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    loaded = set(proc.stdout.split())
+    assert "ptyd" in loaded
+    assert "msgspec" in loaded
+    assert not loaded & {"mcp", "mcp_types", "ptyd_mcp", "pydantic", "starlette", "uvicorn", "httpx2", "anyio"}
+
+
+def test_ptyd_mcp_is_installed_with_the_project() -> None:
+    scripts = {ep.name: ep for ep in importlib.metadata.distribution("ptyd").entry_points}
+    assert scripts["ptyd-mcp"].value == "ptyd_mcp.cli:main"
+    requires = importlib.metadata.requires("ptyd") or []
+    pin = next(r for r in requires if r.startswith("mcp"))
+    assert pin == f"mcp=={importlib.metadata.version('mcp')}", "the SDK in use is the pinned one"
+    command = Path(sys.executable).parent / "ptyd-mcp"
+    version = subprocess.run([command, "--version"], capture_output=True, text=True, check=True).stdout
+    assert version.startswith("ptyd-mcp ")
+
+
+def test_the_readme_host_snippet_starts_a_working_server(daemon: Daemon) -> None:
+    readme = (ROOT / "README.md").read_text().split("## From an MCP host: ptyd-mcp", 1)[1]
+    match = re.search(r"```json\n(.*?)```", readme, re.S)
+    assert match, "no json block in the README's ptyd-mcp section"
+    entry = json.loads(match.group(1))["mcpServers"]["terminals"]
+    assert Path(entry["command"]).name == "ptyd-mcp"
+    # As written, but this checkout's command and the test's daemon.
+    command = str(Path(sys.executable).parent / "ptyd-mcp")
+    env = server_env() | entry["env"] | {"PTYD_SOCKET": str(daemon.socket)}
+
+    async def scenario() -> None:
+        params = StdioServerParameters(command=command, args=entry["args"], env=env)
+        async with Client(params) as client:
+            _, listed = await ok(client, "terminal_list")
+            assert listed["sessions"] == []
+
+    anyio.run(scenario)
+    assert token_path(daemon.socket, entry["args"][1]).exists()

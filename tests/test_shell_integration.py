@@ -1,0 +1,97 @@
+"""In-process tests of the backends' shell integration: argv rewriting, the mark filter, the typed snippet."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ptyd.backends.shell_integration import RC_FILE, Mark, MarkFilter, bash_launch, remote_snippet, zsh_launch
+
+KEY = "0123456789abcdef0123456789abcdef"
+
+
+def mark(body: str) -> bytes:
+    return f"\x1b]6973;{body}\x07".encode()
+
+
+def test_marks_are_taken_out_and_reported_in_order() -> None:
+    seen: list[Mark] = []
+    f = MarkFilter(KEY, seen.append)
+    out = f.feed(b"a" + mark(f"{KEY};C") + b"b" + mark(f"{KEY};D;3;/tmp/x y") + b"c")
+    assert out == b"abc"
+    assert seen == [Mark("C"), Mark("D", 3, "/tmp/x y")]
+
+
+def test_marks_with_another_secret_are_removed_but_not_believed() -> None:
+    seen: list[Mark] = []
+    out = MarkFilter(KEY, seen.append).feed(b"x" + mark("forged;D;99;/") + b"y")
+    assert (out, seen) == (b"xy", [])
+
+
+@given(st.lists(st.integers(min_value=0, max_value=80), max_size=6))
+def test_marks_cut_by_read_boundaries_are_reassembled(cuts: list[int]) -> None:
+    stream = b"before " + mark(f"{KEY};C") + b" middle \x1b[1m " + mark(f"{KEY};D;0;/") + b" after\x1b]69"
+    seen: list[Mark] = []
+    f = MarkFilter(KEY, seen.append)
+    out = b""
+    start = 0
+    for cut in sorted(cuts):
+        out += f.feed(stream[start:cut])
+        start = max(start, cut)
+    out += f.feed(stream[start:]) + f.feed(b"0;title\x07")
+    assert out == b"before  middle \x1b[1m  after\x1b]690;title\x07"
+    assert seen == [Mark("C"), Mark("D", 0, "/")]
+
+
+def test_an_unterminated_mark_is_passed_through() -> None:
+    data = b"\x1b]6973;" + b"x" * 9000
+    out = MarkFilter(KEY, lambda _: None).feed(data)
+    assert out == data
+
+
+@pytest.mark.parametrize(
+    ("argv", "rewritten", "rc"),
+    [
+        (["/bin/bash", "--noprofile", "--norc", "-i"], None, None),  # --norc: argv kept, PROMPT_COMMAND bootstrap
+        (["bash"], ["bash", "--rcfile", str(RC_FILE), "-i"], "default"),
+        (["bash", "-l"], ["bash", "--rcfile", str(RC_FILE), "-i"], "login"),
+        (["-bash"], ["bash", "--rcfile", str(RC_FILE), "-i"], "login"),
+        (["bash", "--rcfile", "/etc/my.rc"], ["bash", "--rcfile", str(RC_FILE), "-i"], "/etc/my.rc"),
+    ],
+)
+def test_interactive_bash_gets_the_integration(argv: list[str], rewritten: list[str] | None, rc: str | None) -> None:
+    launch = bash_launch(argv, KEY, {})
+    assert launch is not None
+    assert launch.argv == (rewritten or argv)
+    assert launch.env["PTYD_SHELL_KEY"] == KEY
+    assert launch.env.get("PTYD_SHELL_RC") == rc
+
+
+@pytest.mark.parametrize(
+    "argv", [["bash", "-c", "echo"], ["bash", "script.sh"], ["bash", "-x"], ["sh"], ["python3"], ["bash", "--rcfile"]]
+)
+def test_other_programs_run_as_given(argv: list[str]) -> None:
+    assert bash_launch(argv, KEY, {}) is None
+    assert zsh_launch(argv, KEY, {}) is None
+
+
+def test_zsh_keeps_argv_and_the_users_zdotdir() -> None:
+    launch = zsh_launch(["zsh", "-l"], KEY, {"ZDOTDIR": "/home/u/.config/zsh"})
+    assert launch is not None
+    assert launch.argv == ["zsh", "-l"]
+    assert launch.env["PTYD_USER_ZDOTDIR"] == "/home/u/.config/zsh"
+    assert zsh_launch(["zsh", "-f"], KEY, {}) is None
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "sh"])
+def test_the_typed_snippet_parses_in_every_shell_it_may_meet(shell: str) -> None:
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    line = remote_snippet(KEY, prompt_width=20, cols=80)
+    assert line.endswith("\n")
+    assert len(line.encode()) < 4095  # one canonical line
+    subprocess.run([shell, "-n"], input=line.encode(), check=True)
