@@ -27,6 +27,7 @@ from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method
 from ptyd.rpc.server import RpcServer
 from ptyd.service.service import PtyService
+from ptyd.terminal.emulator import engine_name
 
 log = logging.getLogger("ptyd")
 
@@ -266,11 +267,12 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, reload)
         loop.add_signal_handler(signal.SIGUSR2, upgrade)
         log.info(
-            "ptyd %s serving %s (pid %d, containment %s)",
+            "ptyd %s serving %s (pid %d, containment %s, emulator %s)",
             __version__,
             self.socket_path,
             os.getpid(),
             containment.name,
+            engine_name(self.config.emulator),
         )
         systemd.notify(f"READY=1\nSTATUS=serving, {service.session_count} sessions\nMAINPID={os.getpid()}")
         await self._stop.wait()
