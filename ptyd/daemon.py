@@ -14,7 +14,7 @@ import socket
 import stat
 from pathlib import Path
 
-from ptyd import __version__, handover, systemd
+from ptyd import __version__, adoption, handover, systemd
 from ptyd.backends.containment import select_containment, set_subreaper
 from ptyd.backends.local import build_registry
 from ptyd.backends.reaper import ChildReaper
@@ -27,6 +27,7 @@ from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method
 from ptyd.rpc.server import RpcServer
 from ptyd.service.service import PtyService
+from ptyd.terminal.emulator import engine_name
 
 log = logging.getLogger("ptyd")
 
@@ -132,6 +133,7 @@ class Daemon:
         self._explicit_socket = socket_path
         self.socket_path = socket_path or default_socket_path()
         self._stop = asyncio.Event()
+        self._stored: dict[str, int] = {}  # PTY masters systemd kept for a daemon that crashed, by session id
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -143,7 +145,8 @@ class Daemon:
             sock: socket.socket | None = listener
             lock_fd, activated = handed.lock_fd, handed.socket_activated
         else:
-            sock = systemd.listen_socket()
+            passed = systemd.activation()
+            sock, self._stored = passed.listener, passed.stored
             activated = sock is not None
             if sock is not None:
                 self.socket_path = activated_path(sock, self._explicit_socket)
@@ -170,13 +173,18 @@ class Daemon:
         instance = hashlib.sha256(str(self.socket_path.resolve()).encode()).hexdigest()[:12]
         containment = select_containment(self.config.containment, instance)
         state_file = StateFile(directory)
+        saved = handover.DaemonState(daemon_pid=0)
+        crashed_fds: dict[str, tuple[int, int]] = {}
         if handed is None:
-            if state_file.recover(containment):
+            saved, crashed_fds = adoption.survivors(state_file.read() if self._stored else None, self._stored)
+            keep = {s.cgroup for s in saved.sessions.values() if s.cgroup is not None}
+            if state_file.recover(containment, keep=set(saved.sessions)):
                 await asyncio.sleep(0.05)  # let the killed trees leave their cgroups before removing them
-            remove_leftover_cgroups(containment)
+            remove_leftover_cgroups(containment, keep=keep)
         reaper = ChildReaper(loop)
         service = PtyService(self.config, build_registry(self.config, reaper, containment), containment.name)
-        service.on_change = lambda: state_file.write(handover.snapshot(service, None, "listing"))
+        saver = adoption.StateSaver(state_file, service, set(self._stored), MAINTENANCE_INTERVAL_S)
+        service.on_change = saver.changed
         if handed is not None:
             count = handover.take_over(
                 handed, service, config=self.config, reaper=reaper, containment=containment, child=True
@@ -184,6 +192,12 @@ class Daemon:
             log.info(
                 "took over %d sessions from ptyd pid %d (handover %d)", count, handed.daemon_pid, service.handovers
             )
+        elif self._stored:
+            count = handover.take_over(
+                saved, service, config=self.config, reaper=reaper, containment=containment, child=False, fds=crashed_fds
+            )
+            log.warning("adopted %d of the %d sessions systemd kept for a daemon that died", count, len(self._stored))
+        self._stored = {}
         service.on_change()
         if not any(agent.operator for agent in service.agents):
             write_operator_token(directory, service)
@@ -210,7 +224,7 @@ class Daemon:
             server.dispatcher.max_batch = config.max_batch
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
 
-        maintenance = loop.create_task(self._maintain(service, reaper))
+        maintenance = loop.create_task(self._maintain(service, reaper, saver))
         upgrading: set[asyncio.Task[None]] = set()
 
         async def hand_over() -> None:
@@ -239,7 +253,7 @@ class Daemon:
                     if isinstance(entry.session, LocalSession):
                         entry.session.channel.release()
                 await server.start(socket.socket(fileno=os.dup(sock.fileno())))
-                maintenance = loop.create_task(self._maintain(service, reaper))
+                maintenance = loop.create_task(self._maintain(service, reaper, saver))
                 systemd.notify("READY=1\nSTATUS=serving")
 
         def upgrade() -> None:
@@ -253,11 +267,12 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, reload)
         loop.add_signal_handler(signal.SIGUSR2, upgrade)
         log.info(
-            "ptyd %s serving %s (pid %d, containment %s)",
+            "ptyd %s serving %s (pid %d, containment %s, emulator %s)",
             __version__,
             self.socket_path,
             os.getpid(),
             containment.name,
+            engine_name(self.config.emulator),
         )
         systemd.notify(f"READY=1\nSTATUS=serving, {service.session_count} sessions\nMAINPID={os.getpid()}")
         await self._stop.wait()
@@ -274,7 +289,11 @@ class Daemon:
         try:
             await asyncio.wait_for(service.shutdown(), self.config.shutdown_grace_ms / 1000)
         except TimeoutError:
-            log.error("sessions did not close within %d ms", self.config.shutdown_grace_ms)
+            log.error("sessions did not close within %d ms; killing what is left", self.config.shutdown_grace_ms)
+            for _, entry in service.entries():  # systemd leaves them (KillMode=process, so a crash spares them)
+                if isinstance(entry.session, LocalSession):
+                    entry.session.scope.kill_all()
+        saver.tick()  # the closes' last write, if it was put off
         await server.close()
         reaper.reap()
         reaper.close()
@@ -288,12 +307,14 @@ class Daemon:
         log.info("stopped")
         return 0
 
-    async def _maintain(self, service: PtyService, reaper: ChildReaper) -> None:
-        """Slow housekeeping: reap orphans handed to the subreaper, release idle agents, report status."""
+    async def _maintain(self, service: PtyService, reaper: ChildReaper, saver: adoption.StateSaver) -> None:
+        """Slow housekeeping: reap orphans handed to the subreaper, save the screens, release idle agents,
+        report status."""
         next_sweep = 0.0
         while True:
             await asyncio.sleep(MAINTENANCE_INTERVAL_S)
             reaper.reap()
+            saver.tick()
             now = asyncio.get_running_loop().time()
             if now >= next_sweep:
                 # Often enough that an idle agent outlives its timeout by at most a quarter of it.

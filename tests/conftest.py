@@ -19,6 +19,21 @@ import pytest
 pytest_plugins = ["sshd"]
 
 ROOT = Path(__file__).resolve().parent.parent
+EMULATOR = ""  # --emulator: the engine every test daemon runs (its config's ``emulator``); "" leaves "auto"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--emulator",
+        choices=["auto", "ghostty", "pyte"],
+        default="",
+        help="the terminal engine of every daemon the tests start (.ci/run runs the terminal tests on pyte too)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global EMULATOR
+    EMULATOR = config.getoption("--emulator")
 
 
 class RpcError(Exception):
@@ -92,6 +107,8 @@ class Daemon:
         self.directory = directory
         self.socket = directory / "ptyd.sock"
         self.config_path = directory / "config.toml"
+        if EMULATOR and "emulator" not in config:
+            config = f'emulator = "{EMULATOR}"\n{config}'
         self.config_path.write_text(config)
         self.log_path = directory / "daemon.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -158,6 +175,8 @@ def _private_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     d = Daemon(_private_dir(tmp_path_factory, "ptyd"))
     d.start()
+    if EMULATOR and EMULATOR != "auto":
+        assert f"emulator {EMULATOR})" in d.log()
     yield d
     code = d.stop()
     assert code == 0, d.log()

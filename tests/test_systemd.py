@@ -10,8 +10,10 @@ real: Delegate=, KillMode=, Restart= and ExecReload= as systemd applies them.
 
 from __future__ import annotations
 
+import array
 import configparser
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -21,10 +23,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import ROOT, Daemon, Rpc, Shell, pid_alive, session_pids, start_escapee, wait_until
+from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, start_escapee, wait_until
+from ptyd.backends.state import StateFile
 
 UNITS = ROOT / "systemd"
 INSTALL = UNITS / "install.sh"
@@ -179,9 +183,12 @@ class NotifySocket:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(path))
         self.messages: list[dict[str, str]] = []
+        self.fds: dict[str, int] = {}  # the fds sent with FDSTORE=1, by FDNAME (the fd store systemd would keep)
 
     def close(self) -> None:
         self.sock.close()
+        for fd in self.fds.values():
+            os.close(fd)
 
     def wait_for(self, entry: str, timeout: float = 30.0) -> dict[str, str]:
         """The first message (received so far or within ``timeout``) carrying ``entry``, e.g. ``READY=1``."""
@@ -198,10 +205,17 @@ class NotifySocket:
                 raise AssertionError(f"no {entry} among the notifications {self.messages}")
             self.sock.settimeout(remaining)
             try:
-                data = self.sock.recv(4096)
+                data, ancillary, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(16 * 4))
             except TimeoutError:
                 continue
-            self.messages.append(dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line))
+            message = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+            self.messages.append(message)
+            fds = [fd for _, _, raw in ancillary for fd in array.array("i", raw)]
+            if message.get("FDSTORE") == "1" and len(fds) == 1:
+                self.fds[message["FDNAME"]] = fds[0]
+            else:
+                for fd in fds:
+                    os.close(fd)
 
 
 @pytest.fixture
@@ -303,60 +317,124 @@ def test_sigterm_under_socket_activation_reports_stopping_and_leaves_no_session_
 # A restart with the socket held open, as systemd holds it
 # ---------------------------------------------------------------------------------------------------------------
 
-# What systemd does between fork and exec: the listener at fd 3, LISTEN_PID naming the process itself.
-_EXEC_WITH_LISTEN_FD = """
-import os, sys
-fd = int(sys.argv[1])
-if fd != 3:
-    os.dup2(fd, 3)
-    os.close(fd)
-os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="1", LISTEN_FDNAMES="ptyd.socket")
+TIOCGPTN = 0x80045430  # _IOR('T', 0x30, unsigned int): the number of a PTY master's /dev/pts entry
+
+# What systemd does between fork and exec: the listener at fd 3 and the stored fds after it, LISTEN_PID naming
+# the process itself. argv[1]: the fds as "fd=name,fd=name".
+_EXEC_WITH_LISTEN_FDS = """
+import fcntl, os, sys
+passed = [item.split("=") for item in sys.argv[1].split(",")]
+moved = [fcntl.fcntl(int(fd), fcntl.F_DUPFD_CLOEXEC, 100) for fd, _ in passed]  # out of the way first
+for index, fd in enumerate(moved):
+    os.dup2(fd, 3 + index)  # inheritable
+os.environ.update(
+    LISTEN_PID=str(os.getpid()), LISTEN_FDS=str(len(passed)), LISTEN_FDNAMES=":".join(name for _, name in passed)
+)
 os.execv(sys.argv[2], sys.argv[2:])
 """
 
 
-def start_on_listener(daemon: Daemon, listener: socket.socket, notify: NotifySocket) -> None:
+def start_on_listener(
+    daemon: Daemon, listener: socket.socket, notify: NotifySocket, stored: dict[str, int] | None = None
+) -> None:
+    """Start ptyd on ``listener`` the way systemd does, with ``stored`` (fds by name) as its fd store passes them
+    back, and ``$FDSTORE`` set when there is a store."""
+    passed = {listener.fileno(): "ptyd.socket", **{fd: name for name, fd in (stored or {}).items()}}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}, "NOTIFY_SOCKET": str(notify.path)}
+    if stored is not None:
+        env["FDSTORE"] = "16"
     log = open(daemon.log_path, "ab")  # noqa: SIM115 - handed to the child
     daemon.proc = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            _EXEC_WITH_LISTEN_FD,
-            str(listener.fileno()),
+            _EXEC_WITH_LISTEN_FDS,
+            ",".join(f"{fd}={name}" for fd, name in passed.items()),
             str(PTYD_BIN),
             "--socket",
             str(daemon.socket),
             "--config",
             str(daemon.config_path),
         ],
-        pass_fds=(listener.fileno(),),
+        pass_fds=tuple(passed),
         stdout=log,
         stderr=log,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}, "NOTIFY_SOCKET": str(notify.path)},
+        env=env,
     )
     log.close()
 
 
+def saved_text(directory: Path) -> str:
+    """The transcripts and screens in the state file: what a daemon restarted after a crash starts from."""
+    state = StateFile(directory).read()
+    if state is None:
+        return ""
+    terminals = [s.terminal for s in state.sessions.values() if s.terminal is not None]
+    return "\n".join(line for t in terminals for line in [*t.lines, t.screen.decode(errors="replace")])
+
+
+@pytest.fixture
+def listener(fresh_daemon: Daemon) -> Iterator[socket.socket]:
+    """The daemon's listening socket, held by the test as systemd holds it across daemon restarts."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(fresh_daemon.socket))
+    sock.listen(16)
+    yield sock
+    sock.close()
+
+
 def test_client_connecting_while_the_daemon_restarts_is_answered_by_the_next_one(
-    fresh_daemon: Daemon, notify: NotifySocket
+    fresh_daemon: Daemon, notify: NotifySocket, listener: socket.socket
 ) -> None:
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(fresh_daemon.socket))
-    listener.listen(16)
-    try:
+    start_on_listener(fresh_daemon, listener, notify)
+    first = notify.wait_for("READY=1")
+    assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
+    notify.wait_for("STOPPING=1")
+    # Between the two daemons the socket still accepts into its backlog: the client waits, it is not refused.
+    with Rpc(fresh_daemon.socket) as rpc:
+        request = rpc.request("daemon_info")
         start_on_listener(fresh_daemon, listener, notify)
-        first = notify.wait_for("READY=1")
-        assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
-        notify.wait_for("STOPPING=1")
-        # Between the two daemons the socket still accepts into its backlog: the client waits, it is not refused.
-        with Rpc(fresh_daemon.socket) as rpc:
-            request = rpc.request("daemon_info")
-            start_on_listener(fresh_daemon, listener, notify)
-            assert fresh_daemon.proc is not None
-            assert rpc.response(request)["pid"] == fresh_daemon.proc.pid != int(first["MAINPID"])
-        assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
-    finally:
-        listener.close()
+        assert fresh_daemon.proc is not None
+        assert rpc.response(request)["pid"] == fresh_daemon.proc.pid != int(first["MAINPID"])
+    assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
+
+
+def test_the_fd_store_holds_each_sessions_pty_and_a_daemon_started_with_it_adopts_the_sessions(
+    fresh_daemon: Daemon, notify: NotifySocket, listener: socket.socket
+) -> None:
+    # The test plays systemd: it keeps what the daemon stores, SIGKILLs it, and passes the store to the next one.
+    start_on_listener(fresh_daemon, listener, notify, stored={})
+    notify.wait_for("READY=1")
+    with Rpc(fresh_daemon.socket) as rpc:
+        tok = rpc.call("agent_register")["token"]
+        kept, gone = Shell(rpc, tok, env={"PS1": "$ "}), Shell(rpc, tok, env={"PS1": "$ "})
+        kept.send("X=kept; echo marker-$X\n")
+        assert gone.close()["closed"] is True
+    notify.wait_for(f"FDNAME={gone.id}")
+    removed = notify.wait_for("FDSTOREREMOVE=1")
+    assert removed["FDNAME"] == gone.id
+    # What was stored is the session's PTY: its master, whose slave is the program's terminal.
+    master = notify.fds[kept.id]
+    assert os.readlink(f"/proc/self/fd/{master}") == "/dev/ptmx"
+    pts = int.from_bytes(fcntl.ioctl(master, TIOCGPTN, bytes(4)), sys.byteorder)
+    assert os.readlink(f"/proc/{kept.opened['pid']}/fd/0") == f"/dev/pts/{pts}"
+    wait_until(lambda: "marker-kept" in saved_text(fresh_daemon.directory), message="the screen to be saved")
+    tree = session_pids(kept)
+    assert fresh_daemon.proc is not None
+    fresh_daemon.proc.kill()
+    fresh_daemon.proc.wait()
+    assert [pid for pid in tree if not pid_alive(pid)] == []
+    unknown = "pty-" + "0" * 24  # a stored fd no session of the state file has
+    start_on_listener(fresh_daemon, listener, notify, stored={kept.id: master, unknown: os.dup(master)})
+    with Rpc(fresh_daemon.socket) as rpc:
+        assert rpc.call("daemon_info")["sessions"] == 1
+        kept.rpc = rpc
+        assert kept.call("terminal_status")["pid"] == kept.opened["pid"]
+        assert "marker-kept" in kept.transcript()
+        assert kept.send("echo still-$X\n")["viewport"].splitlines()[-2] == "still-kept"
+    assert notify.wait_for(f"FDNAME={unknown}").get("FDSTOREREMOVE") == "1"  # dropped from the store
+    assert fresh_daemon.stop(signal.SIGTERM) == 0, fresh_daemon.log()
+    assert [pid for pid in tree if pid_alive(pid)] == []
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -535,8 +613,8 @@ def test_systemctl_stop_closes_every_session_and_exits_cleanly(managed: UserMana
 
 
 def test_processes_the_daemon_could_not_close_in_time_are_killed_once_it_exits(managed: UserManager) -> None:
-    # With no time to close, the daemon exits leaving the HUP/TERM-ignoring program and the escapee behind:
-    # KillMode=mixed has systemd SIGKILL the rest of the unit's cgroup tree then (process would leave them).
+    # With no time to close, the HUP/TERM-ignoring program and the escapee are still there when the grace ends:
+    # the daemon kills them itself before it exits (KillMode=process: systemd would leave them running).
     managed.write_config("shutdown_grace_ms = 1\n")
     tree, _ = open_sessions(managed.socket)
     managed.systemctl("stop", "ptyd.service")
@@ -545,16 +623,73 @@ def test_processes_the_daemon_could_not_close_in_time_are_killed_once_it_exits(m
     assert [pid for pid in tree if pid_alive(pid)] == []
 
 
-def test_crashed_daemon_is_restarted_and_its_sessions_do_not_outlive_it(managed: UserManager) -> None:
-    tree, _ = open_sessions(managed.socket)
-    crashed = managed.main_pid()
+def daemon_info(manager: UserManager) -> dict[str, Any]:
+    """``daemon_info``, or nothing while the daemon is between two processes."""
+    try:
+        with Rpc(manager.socket) as rpc:
+            return dict(rpc.call("daemon_info"))
+    except (OSError, RpcError):
+        return {}
+
+
+def test_crashed_daemon_is_restarted_and_adopts_every_session(managed: UserManager) -> None:
+    with Rpc(managed.socket) as rpc:
+        alice = rpc.call("agent_register", name="alice")["token"]
+        bob = rpc.call("agent_register", name="bob")["token"]
+        shell = Shell(rpc, alice, env={"PS1": "$ "})
+        repl = Shell(rpc, bob, argv=[sys.executable, "-q"], env={"PYTHONSTARTUP": ""})
+        crashed = managed.main_pid()
+        # A program that ends while no daemon runs: there is nothing to adopt, and nothing of it may be left.
+        doomed = Shell(rpc, bob, argv=["sh", "-c", f"while kill -0 {crashed}; do sleep 0.05; done"])
+        shell.send("X=forty-two; echo marker-$X\n")
+        repl.send("answer = 41\n")
+        screen = repl.call("terminal_screen")
+        # Printed while no daemon reads the PTY: the kernel keeps it for the next one.
+        shell.send(f"while kill -0 {crashed} 2>/dev/null; do sleep 0.05; done; echo printed-unread\n", wait=False)
+        trees = {s.id: session_pids(s) for s in (shell, repl, doomed)}
+    wait_until(
+        lambda: (
+            "marker-forty-two" in saved_text(managed.socket.parent)
+            and "answer = 41" in saved_text(managed.socket.parent)
+        ),
+        message="the screens to be saved",
+    )
+    assert managed.show("ptyd.service", "NFileDescriptorStore") == "3"
     os.kill(crashed, signal.SIGKILL)
     wait_until(lambda: managed.main_pid() not in (0, crashed), timeout=20, message="the restarted daemon")
     wait_until(lambda: managed.show("ptyd.service", "ActiveState") == "active", message="the restart to finish")
     assert managed.show("ptyd.service", "NRestarts") == "1"
-    assert [pid for pid in tree if pid_alive(pid)] == []
     with Rpc(managed.socket) as rpc:
-        assert rpc.call("daemon_info")["pid"] == managed.main_pid()
+        info = rpc.call("daemon_info")
+        assert (info["pid"], info["sessions"]) == (managed.main_pid(), 2)
+        shell.rpc = repl.rpc = rpc
+        # The owners' tokens still work, and each sees its own sessions only.
+        assert {s["session_id"] for s in rpc.call("terminal_list", token=alice)["sessions"]} == {shell.id}
+        assert {s["session_id"] for s in rpc.call("terminal_list", token=bob)["sessions"]} == {repl.id}
+        # The same programs, with their state, their screens and their transcripts.
+        assert {s.id: s.call("terminal_status")["pid"] for s in (shell, repl)} == {
+            shell.id: shell.opened["pid"],
+            repl.id: repl.opened["pid"],
+        }
+        assert repl.call("terminal_screen") == screen
+        wait_until(lambda: "printed-unread" in shell.transcript(), message="the output printed meanwhile")
+        assert "marker-forty-two" in shell.transcript()
+        assert shell.send("echo still $X\n")["viewport"].splitlines()[-2] == "still forty-two"
+        assert repl.send("print(answer + 1)\n")["viewport"].splitlines()[-2] == "42"
+    assert [pid for pid in trees[doomed.id] if pid_alive(pid)] == []
+    assert managed.show("ptyd.service", "NFileDescriptorStore") == "2"  # the doomed session's PTY is dropped
+    # A planned handover after the adoption: the adopted programs are not the daemon's children (systemd reaps
+    # them), and the next daemon still learns of their exit, without a status.
+    managed.systemctl("kill", "--kill-whom=main", "-s", "SIGUSR2", "ptyd.service")
+    wait_until(lambda: daemon_info(managed).get("handovers") == 1, timeout=60, message="the handover")
+    with Rpc(managed.socket) as rpc:
+        shell.rpc = rpc
+        shell.send("exit\n", wait=False)
+        wait_until(lambda: shell.call("terminal_status")["status"]["kind"] == "exited", message="the exit")
+        assert shell.call("terminal_status")["status"] == {"kind": "exited", "exit_code": None, "signal": None}
+    # Stopping the service still ends every tree.
+    managed.systemctl("stop", "ptyd.service")
+    assert [pid for tree in trees.values() for pid in tree if pid_alive(pid)] == []
 
 
 def test_bad_config_fails_the_service_once_instead_of_restarting_in_a_loop(managed: UserManager) -> None:
@@ -602,3 +737,38 @@ def test_a_ptyd_started_by_hand_on_the_units_path_leaves_the_socket_unit_working
             manual.kill()
             manual.wait(10)
         managed.systemctl("restart", "ptyd.socket")  # rebinds the path whatever happened to it
+
+
+def unit_processes(manager: UserManager) -> list[int]:
+    """Every process in the user manager's cgroup tree (the manager, the daemon and the sessions)."""
+    procs = [d / "cgroup.procs" for d in [manager.cgroup, *manager.cgroup.rglob("*")] if d.is_dir()]
+    return [int(pid) for path in procs if path.exists() for pid in path.read_text().split()]
+
+
+@pytest.mark.slow
+def test_crash_after_crash_adopts_twenty_full_sessions_with_nothing_growing(managed: UserManager) -> None:
+    with Rpc(managed.socket) as rpc:
+        tok = rpc.call("agent_register")["token"]
+        shells = [Shell(rpc, tok, env={"PS1": "$ "}) for _ in range(20)]
+        for i, s in enumerate(shells):
+            s.send(f"seq -f 'row %g of session {i}' 1 3000; echo done-{i}\n")
+        tree = [pid for s in shells for pid in session_pids(s)]
+    baseline: tuple[int, int] | None = None
+    for round in range(4):  # 5 starts in 10 s is systemd's default start limit: 4 crashes stay under it
+        wait_until(lambda: all(f"done-{i}" in saved_text(managed.socket.parent) for i in range(20)), timeout=30)
+        crashed = managed.main_pid()
+        started = time.monotonic()
+        os.kill(crashed, signal.SIGKILL)
+        wait_until(lambda: daemon_info(managed).get("sessions") == 20, timeout=30, message="the adoption")
+        adopted_s = time.monotonic() - started
+        with Rpc(managed.socket) as rpc:
+            for s in shells:
+                s.rpc = rpc
+                assert s.send(f"echo round-{round}\n")["viewport"].splitlines()[-2] == f"round-{round}"
+        assert managed.show("ptyd.service", "NFileDescriptorStore") == "20"
+        counts = (len(unit_processes(managed)), len(os.listdir(f"/proc/{managed.main_pid()}/fd")))
+        assert counts == (baseline or counts), f"processes and daemon fds {counts}, after the first crash {baseline}"
+        baseline = counts
+        print(f"crash {round + 1}: 20 sessions adopted and served {adopted_s:.2f} s after the SIGKILL")
+    managed.systemctl("stop", "ptyd.service")
+    assert [pid for pid in tree if pid_alive(pid)] == []

@@ -670,15 +670,28 @@ def test_bound_never_exceeds_the_budget_and_drops_only_the_marked_lines(lines: l
 
 def render_all(term: Term, chunks: list[bytes], *, fast: bool) -> Term:
     with contextlib.ExitStack() as stack:
-        if not fast:  # every chunk is then "too short" for the fast path: pyte renders all of it
+        if not fast:  # every chunk is then "too short" for the fast path: the emulator renders all of it
             stack.enter_context(mock.patch.object(pyte_engine, "_FAST_MIN_CHARS", sys.maxsize))
+            if term.engine == "ghostty":
+                from ptyd.terminal import ghostty_engine
+
+                stack.enter_context(mock.patch.object(ghostty_engine, "FAST_MIN_BYTES", sys.maxsize))
         term.feed(*chunks)
     return term
 
 
-def count_pyte_chars(term: Term) -> list[int]:
-    pyte_only(term.engine)
+def count_emulated(term: Term) -> list[int]:
+    """Counts what goes through the emulator itself (pyte, or Ghostty), fast path aside."""
     fed = [0]
+    if term.engine == "ghostty":
+        write = term.t._write  # type: ignore[attr-defined]
+
+        def counting_write(data: bytes, *, harvest: bool = True) -> None:
+            fed[0] += len(data)
+            write(data, harvest=harvest)
+
+        term.t._write = counting_write  # type: ignore[attr-defined]
+        return fed
     feed = term.t._stream.feed  # type: ignore[attr-defined]
 
     def counting(text: str) -> None:
@@ -699,10 +712,10 @@ def test_head_capture_of_a_burst_beyond_scrollback_is_contiguous() -> None:
     assert term.t.capture.end_line == len(captured)
 
 
-def test_a_burst_of_plain_lines_mostly_bypasses_pyte() -> None:
+def test_a_burst_of_plain_lines_mostly_bypasses_the_emulator() -> None:
     data = "".join(f"{i}\r\n" for i in range(20_000)).encode()
     term = Term(80, 24, lines=500)
-    fed = count_pyte_chars(term)
+    fed = count_emulated(term)
     render_all(term, [data], fast=True)
     assert fed[0] < len(data) // 20
     assert state(term) == state(render_all(Term(80, 24, lines=500), [data], fast=False))
@@ -714,6 +727,18 @@ bursts = st.one_of(  # long runs of plain lines: what the fast path takes
         lambda ls: "".join(f"{s}\r\n" for s in ls)
     ),
     st.integers(150, 1500).map(lambda n: "".join(f"\x1b[3{n % 8}m{i}\x1b[0m\r\n" for i in range(n))),
+    # tree-style lines: box drawing, accents, wide CJK and emoji (the native engine's fast path takes them), now
+    # and then a combining mark or a joiner (it must not).
+    st.lists(st.text(st.sampled_from("aé日😀│├ ─жß"), max_size=6), min_size=600, max_size=1200).map(
+        lambda ls: "".join(f"{s}\r\n" for s in ls)
+    ),
+    st.lists(st.text(st.sampled_from("aé日│ \u0301\u200d"), max_size=5), min_size=600, max_size=900).map(
+        lambda ls: "".join(f"{s}\r\n" for s in ls)
+    ),
+    # Short lines, trailing blanks and colour left set: what a narrow screen's fast path takes.
+    st.lists(st.text(st.sampled_from("ab \x1b[1m"), max_size=7), min_size=600, max_size=1200).map(
+        lambda ls: "".join(f"{s.replace(chr(27), '')}\r\n".replace("[1m", "\x1b[1m") for s in ls)
+    ),
 )
 pieces = st.one_of(
     ascii_text.map(lambda s: s + "\r\n"),
@@ -728,12 +753,15 @@ pieces = st.one_of(
 
 
 @st.composite
-def sessions(draw: st.DrawFn) -> tuple[int, int, int, int, int, list[bytes]]:
+def sessions(draw: st.DrawFn, floods: bool = False) -> tuple[int, int, int, int, int, list[bytes]]:
     cols = draw(st.integers(8, 40))
     rows = draw(st.integers(2, 10))
     max_lines = draw(st.integers(5, 300))
     max_bytes = draw(st.integers(200, 100_000))
     capture_bytes = draw(st.integers(0, 20_000))
+    if floods:  # runs of lines only, each a chunk of its own, as a program flooding the PTY delivers them
+        parts = draw(st.lists(bursts, min_size=1, max_size=4))
+        return cols, rows, max_lines, max_bytes, capture_bytes, [part.encode() for part in parts]
     parts = draw(st.lists(st.one_of(pieces, pieces, bursts), min_size=1, max_size=16))
     data = "".join(parts).encode()
     cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=4)))
@@ -742,14 +770,14 @@ def sessions(draw: st.DrawFn) -> tuple[int, int, int, int, int, list[bytes]]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(sessions())
-def test_fast_path_renders_what_pyte_renders(session: tuple[int, int, int, int, int, list[bytes]]) -> None:
+@given(st.one_of(sessions(), sessions(floods=True)))
+def test_fast_path_renders_what_the_emulator_renders(session: tuple[int, int, int, int, int, list[bytes]]) -> None:
     cols, rows, max_lines, max_bytes, capture_bytes, chunks = session
     fast = Term(cols, rows, lines=max_lines, max_bytes=max_bytes)
     slow = Term(cols, rows, lines=max_lines, max_bytes=max_bytes)
     for term in (fast, slow):
         term.t.capture = HeadCapture(0, capture_bytes)  # a send's head, kept even where scrollback drops it
-    fed = count_pyte_chars(fast)
+    fed = count_emulated(fast)
     render_all(fast, chunks, fast=True)
     render_all(slow, chunks, fast=False)
     event("fast path taken" if fed[0] < sum(map(len, chunks)) - 1000 else "fast path not taken")
@@ -769,3 +797,75 @@ def test_a_flood_of_non_ascii_lines_reaches_the_transcript_whole(cols: int) -> N
         *(data[i : i + 4096] for i in range(0, len(data), 4096))
     )
     assert term.transcript() == [*lines, ""]
+
+
+def unbounded_history(term: Term) -> Term:
+    """``term`` with a Ghostty history far larger than any test's output: no row is ever dropped, nothing is cut."""
+    from ptyd.terminal import ghostty_engine, ghostty_history
+
+    t = term.t
+    assert isinstance(t, ghostty_engine.GhosttyTerminal)
+    ghostty_history.set_size(t._handle, ghostty_history.lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, 1 << 30)
+    t._history_rows = 1 << 30
+    return term
+
+
+SCROLLERS = {  # output that scrolls many rows for its size, each past the plain count of linefeeds
+    "cursor-forward wraps": "".join(f"\x1b[999C{i % 10}{i % 7}" for i in range(6000)),
+    "tab wraps": "".join("\t" * 40 + f"{i}" for i in range(3000)),
+    "bare linefeeds": "".join(f"{'x' * (i % 50)}\n{'y' * 290}" for i in range(3000)),
+    "index and next line": "".join(f"{i}\x1bD\x1bE" for i in range(5000)),
+    "scroll up": "".join(f"{i}\x1b[50S\x1b[999S" for i in range(300)),
+    "repeat": "".join(f"{i % 10}\x1b[65535b\r\n" for i in range(20)),
+    "wrapped long lines": "".join(f"{i}:" + "é" * 700 + "\r\n" for i in range(1000)),
+}
+
+
+@pytest.mark.parametrize("kind", SCROLLERS)
+@pytest.mark.parametrize("size", [(300, 100), (160, 40), (37, 10)])
+def test_no_scrolled_row_is_lost_however_few_bytes_scroll_it(kind: str, size: tuple[int, int], engine: str) -> None:
+    # Ghostty's history is a page: each write is cut so that what it can scroll fits, whatever scrolls it.
+    if engine != "ghostty":
+        pytest.skip("Ghostty's history only")
+    data = SCROLLERS[kind].encode()
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    cols, rows = size
+    term = Term(cols, rows, lines=1 << 20, max_bytes=1 << 30).feed(*chunks)
+    reference = unbounded_history(Term(cols, rows, lines=1 << 20, max_bytes=1 << 30)).feed(*chunks)
+    assert term.t.scrollback.total == reference.t.scrollback.total > rows
+    assert term.transcript() == reference.transcript()
+
+
+@pytest.mark.parametrize("sequence", ["\x1b[?3h", "\x1b[?3l", "\x1b[?40;3h", "\x1b[?3;4l"])
+def test_column_mode_never_resizes_even_when_allowed(sequence: str) -> None:
+    # Mode 40 lets xterm (and Ghostty) honour DECCOLM; the PTY's size is the agent's to set, whatever the program.
+    # Alone, DECCOLM is ignored; inside a longer mode sequence, Ghostty may still clear the screen.
+    term = Term(20, 5).feed("\x1b[?40h", "keep", sequence, "\r\n" + "x" * 25)
+    assert term.t.cols == 20
+    assert term.rows[1:3] == ["x" * 20, "x" * 5]
+    assert term.rows[0] == "keep" or (term.engine == "ghostty" and ";" in sequence)
+
+
+@pytest.mark.parametrize("size", [(30, 4), (12, 4), (10, 3)])
+def test_resizing_after_a_flood_copies_no_row_twice(size: tuple[int, int]) -> None:
+    # Rows already in scrollback may still sit in the emulator's own history, where a resize reflows them.
+    lines = [f"line {i:04d} {'x' * (i % 7)}".rstrip() for i in range(600)]
+    term = Term(20, 5, lines=10_000).feed("".join(f"{line}\r\n" for line in lines))
+    before = term.t.scrollback.total
+    term.t.resize(*size)
+    term.feed("after\r\n")
+    assert term.scrollback[:before] == lines[:before]
+    later = term.scrollback[before:]
+    assert len(later) <= 2 * 5
+    assert all(int(row[5:9]) >= before for row in later if row.startswith("line "))
+
+
+def test_backlog_returns_to_zero_after_a_flood_of_non_ascii_lines() -> None:
+    # The channel stops reading the PTY while the backlog is over its bound: it must count what it removes.
+    data = "".join(f"│   ├── naïve-日本語-{i}.txt\r\n" for i in range(3000)).encode()
+    term = Term(80, 24, lines=10_000)
+    for i in range(0, len(data), 4095):
+        term.t.feed(data[i : i + 4095], more=True)
+        assert term.t.backlog > 0
+        term.t.process(float("inf"))
+        assert term.t.backlog == 0

@@ -24,6 +24,30 @@ READS_PER_WAKEUP = 4  # ...or this many reads: a wake-up trading turns with a fa
 RENDER_BUDGET_S = 0.004  # renderer time per turn of one session
 RENDER_DEFER_S = 0.002  # output that arrives in bulk is rendered in batches (the fast path needs big ones)
 INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and echoes must not wait
+TURN_BUDGET_S = 0.002  # competing floods' work within one loop turn: a send's next step waits no longer
+SETTLE_S = 0.05  # output quiet this long: the renderer frees what only a flood needs (Ghostty's history page)
+
+
+@final
+class LoopTurn:
+    """Bulk work done in the current turn of the event loop, shared by readers and renderers: a turn ends when a
+    callback it scheduled with ``call_soon`` runs, in the next one."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self._marked = False
+
+    def spend(self, seconds: float) -> None:
+        self.spent += seconds
+        if not self._marked:
+            self._marked = True
+            asyncio.get_running_loop().call_soon(self._end)
+
+    def _end(self) -> None:
+        self.spent, self._marked = 0.0, False
+
+
+TURN = LoopTurn()
 
 
 @final
@@ -31,7 +55,9 @@ class BulkPacer:
     """When several sessions read or render output in bulk at once, together they may take ``share`` of each
     ``window``: floods are throttled to it (the programs wait on a full PTY) and the rest of the loop's time
     stays for sends, RPCs and interactive sessions, whose small reads and renders never wait for the pacer.
-    A single bulk session (one big build log) is not held back."""
+    A single bulk session (one big build log) is not held back. Competing ones also take at most
+    ``TURN_BUDGET_S`` of one loop turn, so the other callbacks of that turn (a send's next step) wait that long
+    at most, not a whole share."""
 
     def __init__(self, window_s: float = 0.02, share: float = 0.5) -> None:
         self.window_s = window_s
@@ -40,6 +66,7 @@ class BulkPacer:
         self._spent = 0.0
         self._renderers: set[int] = set()  # sessions that rendered in bulk in this window
         self._previous: set[int] = set()  # ...and in the one before
+        self._turn_full = False  # the last refusal was for this turn, not this window
 
     def grant(self, now: float, renderer: int) -> float:
         """Seconds of rendering ``renderer`` may do now (0: wait for ``next_window``)."""
@@ -49,13 +76,17 @@ class BulkPacer:
         self._renderers.add(renderer)
         if len(self._renderers | self._previous) < 2:
             return RENDER_BUDGET_S
-        return max(0.0, min(RENDER_BUDGET_S, self.budget_s - self._spent))
+        window = self.budget_s - self._spent
+        self._turn_full = window > 0 and TURN.spent >= TURN_BUDGET_S
+        return 0.0 if self._turn_full else max(0.0, min(RENDER_BUDGET_S, window, TURN_BUDGET_S - TURN.spent))
 
     def spend(self, seconds: float) -> None:
         self._spent += seconds
+        TURN.spend(seconds)
 
     def next_window(self, now: float) -> float:
-        return max(0.0, self._window_start + self.window_s - now)
+        """When to ask again: the next turn if this one is full, else the next window."""
+        return 0.0 if self._turn_full else max(0.0, self._window_start + self.window_s - now)
 
 
 RENDERS = BulkPacer(share=0.4)
@@ -83,6 +114,7 @@ class PtyChannel:
         self._raw = bytearray()  # read, not yet fed to the terminal
         self._rendered = 0  # bytes fed to the terminal and fully rendered
         self._render_scheduled = False
+        self._settle_scheduled = False
         self._render_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._more = False  # the last wake-up stopped with output still waiting to be read
         self._bulk = False  # the last wake-up read output in bulk
@@ -180,8 +212,20 @@ class PtyChannel:
                 elif not fut.done():
                     fut.set_result(None)
             self._render_waiters = waiting
+            if not self._more and not self._settle_scheduled:
+                self._settle_scheduled = True
+                self.loop.call_later(SETTLE_S, self._settle, self.received)
         if not self._reading and self.terminal.backlog < self._max_backlog // 2:
             self._start_reading()
+
+    def _settle(self, received: int) -> None:
+        if self.closed:
+            return
+        if self.received != received or not self.terminal.idle or self._raw:  # not quiet yet: look again later
+            self.loop.call_later(SETTLE_S, self._settle, self.received)
+            return
+        self._settle_scheduled = False
+        self.terminal.settle()
 
     @property
     def bulk(self) -> bool:

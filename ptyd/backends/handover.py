@@ -9,6 +9,7 @@ ones keep their results for ``terminal_wait`` and for a client repeating a ``req
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal, cast
 
@@ -76,6 +77,7 @@ def session_state(
         starttime=stat.starttime if stat is not None else None,
         cgroup=session.cgroup,
         owner=owner,
+        child=stat is not None and stat.ppid == os.getpid(),
         tty_rdev=spawned.tty_rdev,
         master_fd=spawned.master,
         slave_fd=spawned.slave,
@@ -98,6 +100,15 @@ def session_state(
         else None,
         keyed=keyed if full else [],
     )
+
+
+def save_mark(session: LocalSession) -> tuple[int, int]:
+    """Changes whenever output arrives or is drawn: the saved state is rewritten only when it has."""
+    return session.channel.received, session.terminal._generation
+
+
+def master_fd(session: LocalSession) -> int:
+    return session._proc.master
 
 
 def _op(state: OpState, session: LocalSession) -> SendOp:
@@ -167,7 +178,7 @@ def adopt(
     if state.exited:
         session._status = p.Exited(exit_code=state.exit_code, signal=state.exit_signal)
     else:
-        session.watch_exit(child=child)
+        session.watch_exit(child=child and state.child)
     if state.active is not None:
         op = _op(state.active, session)
         if state.active.request_key is not None:

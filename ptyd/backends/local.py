@@ -18,7 +18,7 @@ from ptyd.config import Config
 from ptyd.errors import InvalidArgument, SpawnFailed
 
 # Inherited from the daemon's own start-up and meaningless (or harmful) to a session's programs.
-_NOT_INHERITED = ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "PTYD_TOKEN", "PTYD_SOCKET")
+_NOT_INHERITED = ("NOTIFY_SOCKET", "FDSTORE", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "PTYD_TOKEN", "PTYD_SOCKET")
 
 
 def session_environment(config: Config, session_id: str, extra: dict[str, str]) -> dict[str, str]:

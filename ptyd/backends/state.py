@@ -61,6 +61,7 @@ class SessionState(_State):
     starttime: int | None
     cgroup: str | None
     owner: str  # agent id
+    child: bool = True  # the program is the daemon's own child (not after an adoption following a crash)
     tty_rdev: int = 0
     master_fd: int = -1  # -1 in the state file: the fds come from systemd's store by name
     slave_fd: int = -1
@@ -142,12 +143,15 @@ class StateFile:
     def __init__(self, directory: Path) -> None:
         self.path = directory / STATE_FILE
 
-    def write(self, state: DaemonState) -> None:
+    def write(self, state: DaemonState) -> int:
+        """Replace the file with ``state``; returns its size."""
         tmp = self.path.with_suffix(".tmp")
+        data = encode(state, binary=False)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(encode(state, binary=False))
+            f.write(data)
         os.replace(tmp, self.path)
+        return len(data)
 
     def read(self) -> DaemonState | None:
         try:

@@ -156,6 +156,9 @@ class Terminal:
     def idle(self) -> bool:
         raise NotImplementedError
 
+    def settle(self) -> None:
+        """Output has stopped for a while: free what only a flood needed."""
+
     def resize(self, cols: int, rows: int) -> None:
         raise NotImplementedError
 

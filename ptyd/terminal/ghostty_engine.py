@@ -4,11 +4,15 @@ Ghostty parses and draws at a few hundred MB/s, answers queries (DSR, DA, colour
 pyte needed a sanitizer for (strings, C0 inside CSI, NEL, intermediates). What stays ours is the transcript:
 
 - Rows that scroll into Ghostty's own scrollback are copied out as text after each write, into ptyd's numbered,
-  memory-bounded ``Scrollback``. Ghostty keeps about a page of history (254-542 rows at 160 columns: measured
-  once per size with a scratch terminal, ``history_rows``), so each write is cut to scroll at most what still
-  fits (newlines counted at C speed), and the history is erased (ED 3) once half full and its parser is between
-  sequences. Erasing costs ~0.3 ms (Ghostty reallocates the
-  page), the one cost here that grows with output that scrolls.
+  memory-bounded ``Scrollback``. A tracked grid reference (the mark) sits on the newest history row already
+  copied; Ghostty keeps it on that row as rows scroll and as it drops its oldest pages, so the rows past it are
+  exactly the new ones. Ghostty keeps about a page of history (252-542 rows at 160x40; ``history_size`` measures
+  the floor once per size), and each write is cut so that what it can scroll fits below that floor
+  (``max_scrolls``, counted at C speed): the mark's row is never dropped. Erasing the history (ED 3) is cheap
+  but the next scroll then maps a fresh page (~0.4 ms), so it is erased only once output has been quiet a
+  while (``settle``), which frees the page of an idle session.
+- Runs of plain lines (``plain``) are fast-forwarded: the first screenful and the last go through Ghostty, the
+  rows between go straight to scrollback as text.
 - A few sequences are acted on before Ghostty sees them, split out of the stream as output is queued: ED 2 on the
   main screen (``clear``) and RIS first move the screen's rows into scrollback, ED 3 from the program erases
   nothing of the transcript, and entering the alternate screen keeps a copy of the main screen's rows (Ghostty
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import re
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, final
@@ -29,37 +34,27 @@ from pyghostty import ffi, lib
 from pyghostty.core import init_sized
 
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.ghostty_history import GRID_REF, HISTORY_LINES, TRACK, TRACK_SET, history_size, max_scrolls, set_size
+from ptyd.terminal.plain import SGR, all_simple, rows_of
 from ptyd.terminal.replay import TerminalState
 from ptyd.terminal.sanitize import SOFT_RESET
 
-SLICE = 16 * 1024  # bytes per write between budget checks and scrollback harvests (~50 us)
+SLICE = 64 * 1024  # bytes per write between budget checks (~0.2 ms); scrolling output is cut finer
 _ERASE_HISTORY = b"\x1b[3J"
-# The sequences acted on before Ghostty sees them; a chunk ending in a prefix of one holds it for the next chunk.
-_SPECIAL = re.compile(rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|!p)|\x1bc")
-_SPECIALS = (b"\x1b[2J", b"\x1b[3J", b"\x1b[?1049h", b"\x1b[?1047h", b"\x1b[?47h", b"\x1bc", b"\x1b[!p")
-_LONGEST = max(map(len, _SPECIALS))
+# The sequences acted on before Ghostty sees them (see the module's docstring; DECCOLM is ignored, as by pyte and
+# by xterm unless told otherwise: it would resize the screen behind the PTY's back), and two written alone because
+# a few bytes of them scroll many rows: SU (up to a screenful; any C0 inside it runs) and REP (up to 65535 cells).
+_SPECIAL = re.compile(rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|[^@-~\x1b]*S|[0-9]*b)|\x1bc")
+# A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.
+_PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")
+_PARTIAL_MAX = 32  # a longer unfinished sequence is no special one
+FAST_MIN_BYTES = 4096  # a shorter chunk of plain lines is not worth fast-forwarding
+_PLAIN_PIECE = 32 * 1024  # plain lines fast-forwarded at once (~1 ms)
+_DECLRMM = 69  # left and right margins: lines would wrap and scroll inside them
+_REP_MAX = 65535  # Ghostty's bound on REP's count
 # Default colours, reported to OSC 10/11 queries: the pyte engine answers the same.
 FOREGROUND = (0xE5, 0xE5, 0xE5)
 BACKGROUND = (0, 0, 0)
-# Ghostty's history is bounded by its byte bound, left at Ghostty's default (one page): with more pages, each
-# erase frees and maps them all and writes get ~6x slower. Its line bound is not the one that binds.
-_HISTORY_LINES = 1 << 20
-_HISTORY_ROWS: dict[tuple[int, int], int] = {}
-
-
-def history_rows(cols: int, rows: int) -> int:
-    """Rows Ghostty's history surely holds at this size: the fewest it keeps once it drops whole pages (measured
-    once per size with a scratch terminal, ~2 ms). Fewer than it holds before it first drops any."""
-    size = (cols, rows)
-    if size not in _HISTORY_ROWS:
-        scratch = pyghostty.Terminal(cols, rows, scrollback=_HISTORY_LINES)
-        held = []
-        for _ in range(200):
-            scratch.feed(b"x\r\n" * 50)
-            held.append(int(scratch.get("scrollback_rows", "size_t")))
-        _HISTORY_ROWS[size] = max(min(held[len(held) // 5 :]), 8)
-        scratch.close()
-    return _HISTORY_ROWS[size]
 
 
 @final
@@ -97,7 +92,7 @@ class GhosttyScreen:
 
     def visible_rows(self) -> list[str]:
         if self._rows is None:
-            self._rows = self._term.read_rows("active", 0, self.lines)
+            self._rows = self._term.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self.lines)
         return list(self._rows)
 
     def main_rows(self, start: int = 0, end: int | None = None) -> list[str]:
@@ -123,19 +118,27 @@ class GhosttyTerminal(Terminal):
         super().__init__(
             cols, rows, scrollback_lines=scrollback_lines, scrollback_bytes=scrollback_bytes, on_reply=on_reply
         )
-        self.vt: Any = pyghostty.Terminal(cols, rows, scrollback=_HISTORY_LINES, fg=FOREGROUND, bg=BACKGROUND)
+        self.vt: Any = pyghostty.Terminal(cols, rows, scrollback=HISTORY_LINES, fg=FOREGROUND, bg=BACKGROUND)
         self.vt.on_reply(on_reply)
         self._handle = self.vt._t[0]
+        # The mark: a tracked reference to the newest history row already copied to scrollback (none while the
+        # history is empty). Freed before the terminal it points into.
+        self._mark = ffi.new("GhosttyTrackedGridRef*")
+        self._point = ffi.new("GhosttyPointS*")
+        self._coord = ffi.new("GhosttyPointCoordinate*")
+        _, _, (handle,), _ = self.vt._free.detach()
+        weakref.finalize(self, _free, self._mark, handle)
         pull = ffi.new("bool*", False)  # a growing screen must not take rows back from the (erased) history
         lib.ghostty_terminal_set(self._handle, lib.GHOSTTY_TERMINAL_OPT_RESIZE_PULL_SCROLLBACK, pull)
         # Grapheme clustering (mode 2027): a cluster is one cell of the width wcwidth gives it, as in the pyte
         # engine (VS16, ZWJ sequences, skin tones and flags are one 2-column cell).
         lib.ghostty_terminal_vt_write(self._handle, b"\x1b[?2027h", 8)
         self._cols, self._rows = cols, rows
-        self._queue: deque[bytes | int] = deque()  # output, and the index in _SPECIALS of a sequence to act on
+        # Output, plain output (as text) to fast-forward, and (sequence,) to act on.
+        self._queue: deque[bytes | str | tuple[bytes]] = deque()
         self._tail = b""  # a possible start of a special sequence, completed by the next chunk
-        self._taken = 0  # rows of Ghostty's history already copied to scrollback
-        self._history_rows = history_rows(cols, rows)
+        self._slice = SLICE  # bytes to try writing at once: what fitted last time, or twice that
+        self._history_rows = self._size_history(cols, rows)
         self.main_screen: tuple[list[str], int] | None = None  # main rows and cursor row, while alt is active
         self._screen: GhosttyScreen | None = None
         self._fmt = init_sized("GhosttyTerminalSelectionFormatOptions")
@@ -143,29 +146,55 @@ class GhosttyTerminal(Terminal):
         self._fmt.unwrap, self._fmt.trim = False, True
         self._sel = init_sized("GhosttySelection")
         self._fmt.selection = self._sel
+        self._ref = init_sized("GhosttyGridRef")
         self._buf = ffi.new("uint8_t[]", 64 * 1024)
         self._written = ffi.new("size_t*")
         self._ground = ffi.new("bool*")
         self._count = ffi.new("size_t*")
+        self._screen_tag = ffi.new("int*")
+        self._width = ffi.new("uint16_t*")
 
     # --- input -----------------------------------------------------------------------------------------
 
     def feed(self, data: bytes, *, more: bool = False) -> None:
         if self._tail:
             data, self._tail = self._tail + data, b""
-        esc = data.rfind(b"\x1b", max(0, len(data) - _LONGEST))
-        if esc >= 0 and any(s.startswith(data[esc:]) and len(s) > len(data) - esc for s in _SPECIALS):
+        esc = data.rfind(b"\x1b", max(0, len(data) - _PARTIAL_MAX))
+        if esc >= 0 and _PARTIAL.match(data, esc):
             data, self._tail = data[:esc], data[esc:]
+        self.backlog += len(data)
+        # Plain lines are fast-forwarded: from the first line start (the read before may have cut a line, or a
+        # character) to the last line end.
+        first = data.find(b"\r\n") + 2
+        cut = data.rfind(b"\r\n") + 2
+        if cut - first >= FAST_MIN_BYTES:
+            try:
+                text = data[first:cut].decode()
+            except UnicodeDecodeError:
+                text = ""
+            if text and all_simple(text) is not None:
+                self.backlog -= cut - first - len(text)  # plain text is counted in characters
+                self._queue_output(data[:first])
+                start = 0
+                while start < len(text):  # in pieces, so that process() keeps to its budget
+                    end = text.find("\r\n", start + _PLAIN_PIECE)
+                    end = len(text) if end < 0 else end + 2
+                    self._queue.append(text[start:end])
+                    start = end
+                data = data[cut:]
+        self._queue_output(data)
+
+    def _queue_output(self, data: bytes) -> None:
+        """Queue output to write, with the sequences to act on split out."""
         pos = 0
         if b"\x1b" in data:
             for m in _SPECIAL.finditer(data):
                 if m.start() > pos:
                     self._queue.append(data[pos : m.start()])
-                self._queue.append(_SPECIALS.index(m.group()))
+                self._queue.append((m.group(),))
                 pos = m.end()
         if pos < len(data):
             self._queue.append(data[pos:] if pos else data)
-        self.backlog += len(data)
 
     def flush(self) -> None:
         pass  # nothing is held back for speed: Ghostty draws a partial line as fast as a whole one
@@ -178,21 +207,29 @@ class GhosttyTerminal(Terminal):
             self._screen = None
         while queue:
             item = queue[0]
-            if isinstance(item, int):
+            if isinstance(item, tuple):
                 queue.popleft()
-                self._special(_SPECIALS[item])
-                self.backlog -= len(_SPECIALS[item])
+                self._special(item[0])
+                self.backlog -= len(item[0])
+            elif isinstance(item, str):
+                queue.popleft()
+                self._fast_forward(item)
+                self.backlog -= len(item)
             else:
-                size = self._fitting(item[:SLICE])
-                if len(item) > size:
-                    queue[0], item = item[size:], item[:size]
+                chunk = self._fitting(item)
+                if len(item) > len(chunk):
+                    queue[0] = item[len(chunk) :]
                 else:
                     queue.popleft()
-                self._write(item)
-                self.backlog -= len(item)
+                self._write(chunk)
+                self.backlog -= len(chunk)
             if time.monotonic() >= deadline:
                 break
         return bool(queue)
+
+    def settle(self) -> None:
+        if not self._queue and self._mark[0]:
+            self._erase_history()  # all of it is in scrollback: free its page while the session is quiet
 
     @property
     def idle(self) -> bool:
@@ -201,12 +238,27 @@ class GhosttyTerminal(Terminal):
     def _write(self, data: bytes, *, harvest: bool = True) -> None:
         lib.ghostty_terminal_vt_write(self._handle, data, len(data))
         self.vt._raise_cb_err()
+        lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_COLS, self._width)
+        if self._width[0] != self._cols:  # DECCOLM inside a longer mode sequence: the PTY's size stands
+            lib.ghostty_terminal_resize(self._handle, self._cols, self._rows, 8, 16)
         if harvest:
             self._harvest()
         if self.main_screen is not None and not self._alt_active():
             self.main_screen = None
 
     def _special(self, seq: bytes) -> None:
+        if seq.endswith(b"S"):  # SU: a screenful at most, which the history always has room for
+            self._write(seq)
+            return
+        if seq.endswith(b"b"):  # REP: as several, each wrapping fewer rows than the history holds
+            count = min(int(seq[2:-1] or 1) or 1, _REP_MAX)
+            most = max(1, (self._history_rows - 3) * self._cols)
+            while count > 0:
+                self._write(b"\x1b[%db" % min(count, most))
+                count -= most
+            return
+        if seq in (b"\x1b[?3h", b"\x1b[?3l"):
+            return
         if seq == b"\x1b[!p":  # DECSTR, which Ghostty ignores: the modes it resets, as the pyte engine does
             x, y = self.vt.cursor
             self._write(SOFT_RESET.encode() + f"\x1b[{y + 1};{x + 1}H".encode())  # DECSTBM homed the cursor
@@ -220,57 +272,126 @@ class GhosttyTerminal(Terminal):
                 self.main_screen = None
         elif seq in (b"\x1b[2J", b"\x1bc"):
             self._harvest()
-            self._scrolled_off(_trimmed(self.read_rows("active", 0, self._rows)))
+            self._scrolled_off(_trimmed(self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self._rows)))
             # The rows are in scrollback now, whatever Ghostty does with them: any it pushes to its history go.
             self._write(seq, harvest=False)
-            self._write(_ERASE_HISTORY, harvest=False)
-            self._taken = 0
+            self._erase_history(force=True)
             return
         else:  # entering the alternate screen
-            self.main_screen = (self.read_rows("active", 0, self._rows), int(self.vt.cursor[1]))
+            self.main_screen = (self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self._rows), int(self.vt.cursor[1]))
         self._write(seq)
 
-    def _fitting(self, data: bytes) -> int:
-        """How much of ``data`` to write so that the rows it can scroll fit in Ghostty's history."""
-        room = max(self._history_rows - self._taken, 1)
-        while len(data) > 1:
-            scrolls = (
-                data.count(b"\n") + data.count(b"\x0b") + data.count(b"\x0c") + data.count(b"\x1bD")
-                + data.count(b"\x1bE") + len(data) // self._cols + 1
-            )  # fmt: skip
+    def _write_all(self, data: bytes) -> None:
+        while data:
+            chunk = self._fitting(data)
+            self._write(chunk)
+            data = data[len(chunk) :]
+
+    def _fast_forward(self, text: str) -> None:
+        """Plain lines: the first screenful and the last through Ghostty, those between straight to scrollback."""
+        lines = text.split("\r\n")
+        lines.pop()  # text ends with CRLF
+        plain = SGR.sub("", text) if "\x1b" in text else text
+        bare = plain.split("\r\n") if plain is not text else lines
+        rows, cols = self._rows, self._cols
+        # A line that might wrap is left to Ghostty: wide characters take two cells.
+        width = cols if plain.isascii() else cols // 2
+        if len(lines) < 3 * rows or max(map(len, bare)) > width or self._alt_active() or self.vt.mode(_DECLRMM):
+            self._write_all(text.encode())
+            return
+        before = self.scrollback.total
+        self._write_all(("\r\n".join(lines[:rows]) + "\r\n").encode())
+        if self.scrollback.total == before or self.vt.cursor != (0, rows - 1):  # a scroll region holds the rows
+            self._write_all(("\r\n".join(lines[rows:]) + "\r\n").encode())
+            return
+        tail = len(lines) - (rows - 1)
+        # What scrolling the rest through would push off the top: the rows above the cursor, then the middle.
+        self._scrolled_off(self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows - 1))
+        self._scrolled_off(rows_of(bare[rows:tail], cols, " \r\n" in plain))
+        pen = "".join(SGR.findall("\r\n".join(lines[rows:tail]))) if plain is not text else ""
+        self._write((pen + "\r\n".join(lines[tail:]) + "\r\n").encode(), harvest=False)
+        self._skip_history()  # what the last screenful pushed into Ghostty's history is copied already
+
+    def _fitting(self, data: bytes) -> bytes:
+        """The head of ``data`` to write now: the rows it can scroll fit in Ghostty's history beside the mark."""
+        room = self._history_rows - 2
+        chunk = data[: self._slice]
+        cut = False
+        while len(chunk) > 1:
+            scrolls = max_scrolls(chunk, self._cols, room)
             if scrolls <= room:
                 break
-            data = data[: max(1, len(data) * room // scrolls // 2)]
-        return len(data)
+            chunk = chunk[: max(1, min(len(chunk) - 1, len(chunk) * room // scrolls))]
+            cut = True
+        # Output changes its kind slowly: the next slice tries what fitted, or twice as much if a whole one did.
+        if cut:
+            self._slice = len(chunk)
+        elif len(data) > len(chunk):
+            self._slice = min(SLICE, 2 * len(chunk))
+        return chunk
 
     def _harvest(self) -> None:
-        """Copy rows that scrolled into Ghostty's history to scrollback, then erase its copy."""
+        """Copy the rows that scrolled into Ghostty's history since the last harvest to scrollback."""
+        if self._alt_active():
+            return  # the alternate screen has no history, and the main screen's cannot grow meanwhile
         handle = self._handle
         lib.ghostty_terminal_get(handle, lib.GHOSTTY_TERMINAL_DATA_SCROLLBACK_ROWS, self._count)
         total = int(self._count[0])
-        if total < self._taken:
-            self._taken = 0
-        if total > self._taken:
-            self._scrolled_off(self.read_rows("history", self._taken, total))
-            self._taken = total
-        if total >= self._history_rows // 2:
-            lib.ghostty_terminal_get(handle, lib.GHOSTTY_TERMINAL_DATA_VT_GROUND, self._ground)
-            if self._ground[0]:  # mid-sequence, ED 3 would become part of it: erase after a later slice
-                lib.ghostty_terminal_vt_write(handle, _ERASE_HISTORY, len(_ERASE_HISTORY))
-                self._taken = 0
+        first = 0
+        mark = self._mark[0]
+        # No longer there: its row was dropped, with rows never copied (what writes are cut to prevent).
+        if mark and lib.ghostty_tracked_grid_ref_has_value(mark):
+            lib.ghostty_tracked_grid_ref_point(mark, lib.GHOSTTY_POINT_TAG_SCREEN, self._coord)
+            first = int(self._coord.y) + 1
+        if total > first:
+            self._scrolled_off(self.read_rows(lib.GHOSTTY_POINT_TAG_HISTORY, first, total))
+            self._mark_row(total - 1)
+
+    def _mark_row(self, y: int) -> None:
+        """Mark history row ``y`` (and all before it) as copied."""
+        point = self._point
+        point.tag, point.value.x, point.value.y = lib.GHOSTTY_POINT_TAG_HISTORY, 0, y
+        if self._mark[0]:
+            TRACK_SET(self._mark[0], self._handle, point[0])
+        else:
+            TRACK(self._handle, point[0], self._mark)
+
+    def _skip_history(self) -> None:
+        """Mark all of Ghostty's history as copied."""
+        lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_SCROLLBACK_ROWS, self._count)
+        if self._count[0]:
+            self._mark_row(int(self._count[0]) - 1)
+
+    def _erase_history(self, *, force: bool = False) -> None:
+        """Erase Ghostty's history (ED 3): copied already, or (``force``) rows not to copy."""
+        if self._alt_active():
+            return
+        lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_VT_GROUND, self._ground)
+        if not self._ground[0]:  # mid-sequence, ED 3 would become part of it: the page stays until later
+            if force:
+                self._skip_history()
+            return
+        lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))
+        _unmark(self._mark)
 
     def _alt_active(self) -> bool:
-        return bool(self.vt.get("active_screen", "int") == lib.GHOSTTY_TERMINAL_SCREEN_ALTERNATE)
+        lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_ACTIVE_SCREEN, self._screen_tag)
+        return bool(self._screen_tag[0] == lib.GHOSTTY_TERMINAL_SCREEN_ALTERNATE)
 
     # --- reading ---------------------------------------------------------------------------------------
 
-    def read_rows(self, tag: str, start: int, end: int) -> list[str]:
-        """Rows ``[start, end)`` of the active screen ("active") or of Ghostty's history, as text."""
+    def read_rows(self, tag: int, start: int, end: int) -> list[str]:
+        """Rows ``[start, end)`` of the active screen (``GHOSTTY_POINT_TAG_ACTIVE``) or of Ghostty's history
+        (``..._HISTORY``), as text."""
         if end <= start:
             return []
-        sel = self._sel
-        sel.start = self.vt.ref(0, start, tag)[0]
-        sel.end = self.vt.ref(self._cols - 1, end - 1, tag)[0]
+        sel, point = self._sel, self._point
+        point.tag, point.value.x, point.value.y = tag, 0, start
+        GRID_REF(self._handle, point[0], self._ref)
+        sel.start = self._ref[0]
+        point.value.x, point.value.y = self._cols - 1, end - 1
+        GRID_REF(self._handle, point[0], self._ref)
+        sel.end = self._ref[0]
         while True:
             result = lib.ghostty_terminal_selection_format_buf(
                 self._handle, self._fmt[0], self._buf, len(self._buf), self._written
@@ -298,7 +419,7 @@ class GhosttyTerminal(Terminal):
     def _dump_screen(self) -> bytes:
         self._harvest()
         lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))  # copied out above
-        self._taken = 0
+        _unmark(self._mark)
         self._screen = None
         return _vt_dump(self._handle)
 
@@ -314,7 +435,7 @@ class GhosttyTerminal(Terminal):
             lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))
         finally:
             self.vt.on_reply(self._on_reply)
-        self._taken = 0
+        _unmark(self._mark)
         self._screen = None
         if state.main_rows is not None and self._alt_active():
             rows = (state.main_rows + [""] * self._rows)[: self._rows]
@@ -324,9 +445,10 @@ class GhosttyTerminal(Terminal):
 
     def resize(self, cols: int, rows: int) -> None:
         self.process(float("inf"))
+        self.settle()  # rows copied already must not be reflowed into rows that look new
         self.vt.resize(cols, rows)
         self._cols, self._rows = cols, rows
-        self._history_rows = history_rows(cols, rows)
+        self._history_rows = self._size_history(cols, rows)
         self._generation += 1
         self._screen = None
         if self.main_screen is not None:
@@ -346,6 +468,22 @@ class GhosttyTerminal(Terminal):
     @property
     def alt_screen(self) -> bool:
         return self._alt_active()
+
+    def _size_history(self, cols: int, rows: int) -> int:
+        cap, held = history_size(cols, rows)
+        set_size(self._handle, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, cap)
+        return held
+
+
+def _unmark(mark: Any) -> None:
+    if mark[0]:
+        lib.ghostty_tracked_grid_ref_free(mark[0])
+        mark[0] = ffi.NULL
+
+
+def _free(mark: Any, terminal: Any) -> None:
+    _unmark(mark)  # the mark points into the terminal: it goes first
+    lib.ghostty_terminal_free(terminal)
 
 
 def _vt_dump(handle: Any) -> bytes:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import final
 
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.plain import SGR, all_plain, rows_of
 from ptyd.terminal.replay import TerminalState, pyte_redraw
 from ptyd.terminal.sanitize import Sanitizer
 from ptyd.terminal.screen import TerminalScreen
@@ -28,8 +29,6 @@ from ptyd.terminal.stream import TerminalStream
 _NOT_PLAIN = re.compile(r"\x1b(?!\[[0-9;]*m)|[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n|[^\x00-\x7f]")
 # Faster single-class scan, usable when every CR and LF is part of a CRLF; SGR hits are skipped by hand.
 _SUSPECT = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\U0010ffff]")
-_SGR = re.compile(r"\x1b\[[0-9;]*m")
-_PRINTABLE = bytes(range(0x20, 0x7F))
 _PYTE_SLICE = 4096  # characters per pyte feed between budget checks
 _FAST_MIN_CHARS = 2048
 _HOLD_MAX = 64 * 1024  # a longer partial line is rendered rather than held
@@ -86,15 +85,11 @@ class PyteTerminal(Terminal):
         if len(text) < _FAST_MIN_CHARS:
             self._queue.append((False, text))
             return
+        if all_plain(text):  # the common case, checked at C speed
+            self._queue_plain(text, 0, more)
+            return
         crlf = text.count("\r\n")
         paired = text.count("\r") == crlf and text.count("\n") == crlf
-        if paired and text.isascii():
-            # The common case (seq, cat, logs, ls --color) checked at C speed: only CRLF and SGR in it.
-            controls = text.encode().translate(None, _PRINTABLE)
-            escapes = controls.count(b"\x1b")
-            if len(controls) == 2 * crlf + escapes and (not escapes or escapes == len(_SGR.findall(text))):
-                self._queue_plain(text, 0, more)
-                return
         pos = 0
         for start, end in _not_plain(text, paired):
             if start < pos:
@@ -170,7 +165,7 @@ class PyteTerminal(Terminal):
         screen = self.screen
         rows, cols = screen.lines, screen.columns
         if "\x1b" in text:
-            text = _SGR.sub("", text)
+            text = SGR.sub("", text)
         lines = text.split("\r\n")
         lines.pop()  # text ends with CRLF
         strip = " \r\n" in text
@@ -205,7 +200,7 @@ class PyteTerminal(Terminal):
         if len(middle) > keep:
             dropped, middle = middle[:-keep], middle[-keep:]
             self._skipped(dropped, cols, strip)
-        self._scrolled_off(_rows_of(middle, cols, strip))
+        self._scrolled_off(rows_of(middle, cols, strip))
 
     def _skipped(self, lines: list[str], cols: int, strip: bool) -> None:
         """Count rows that would be dropped by the scrollback bound anyway, without rendering them."""
@@ -214,7 +209,7 @@ class PyteTerminal(Terminal):
         for i in range(0, len(lines), 256):  # rendered only while the capture has room
             if capture is None or capture.room <= 0:
                 break
-            rows = _rows_of(lines[i : i + 256], cols, strip)
+            rows = rows_of(lines[i : i + 256], cols, strip)
             capture.offer(first, rows)
             first += len(rows)
         wide = max(map(len, lines)) > cols
@@ -279,19 +274,6 @@ def _not_plain(text: str, paired: bool) -> Iterator[tuple[int, int]]:
         return
     for m in _SUSPECT.finditer(text):
         start = m.start()
-        if text[start] == "\x1b" and _SGR.match(text, start):
+        if text[start] == "\x1b" and SGR.match(text, start):
             continue
         yield start, m.end()
-
-
-def _rows_of(lines: list[str], cols: int, strip: bool) -> list[str]:
-    """Screen rows of plain ASCII lines: wrapped at ``cols``, trailing blanks removed (as pyte renders)."""
-    if not strip and (not lines or max(map(len, lines)) <= cols):
-        return lines
-    out: list[str] = []
-    for line in lines:
-        if len(line) <= cols:
-            out.append(line.rstrip())
-        else:
-            out.extend(line[i : i + cols].rstrip() for i in range(0, len(line), cols))
-    return out

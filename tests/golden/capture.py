@@ -223,6 +223,29 @@ SCENARIOS = [
     ),
 ]
 
+# vttest's menu and its first test, "cursor movements": the border screen (CUP, IND, NEL, RI, DECALN), C0
+# controls inside escape sequences, leading zeros in parameters. The test's other screens are passed, not saved:
+# the border again and autowrap in 132-column mode, and autowrap at 80 columns, which vttest clears with DECCOLM
+# alone, a mode ptyd ignores (as xterm does unless allowed to switch to 132 columns) and tmux takes as a clear.
+VTTEST_SCREENS = ["vttest_border", "", "", "", "vttest_controls", "vttest_zeros"]
+SCENARIOS.append(
+    Scenario(
+        "vttest",
+        ["vttest"],
+        [
+            wait("Enter choice number"),
+            snap("vttest_menu"),
+            type_("1\n"),
+            *(
+                step
+                for name in VTTEST_SCREENS
+                for step in (wait("Push <RETURN>"), *([snap(name)] if name else []), type_("\n"))
+            ),
+            wait("Enter choice number"),
+        ],
+    )
+)
+
 PROGRESS_PY = r"""
 import sys
 out = sys.stdout

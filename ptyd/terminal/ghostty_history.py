@@ -1,0 +1,83 @@
+"""Ghostty's history, seen from the engine that copies rows out of it: how many rows it surely keeps at a size,
+how many rows a write can scroll into it, and the C calls that take points by value (tracked references).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyghostty
+from pyghostty import ffi, lib
+from pyghostty.core import union_fn
+
+# Ghostty's history is bounded by its byte bound, Ghostty's default (one page, ~400 KiB) unless a page holds too
+# few rows at that size: more pages would let writes be cut less finely but cost their memory in every flooding
+# session. Its line bound is not the one that binds.
+HISTORY_LINES = 1 << 20
+_HISTORY: dict[tuple[int, int], tuple[int, int]] = {}  # (cols, rows) -> (byte bound, rows surely kept)
+_DROPS = 3  # page drops watched while measuring the floor
+_STEP = 8  # rows scrolled at a time while measuring it
+_MIN_HISTORY_SCREENS = 2  # the history must hold a scroll-up of a screenful (SU, a shrinking resize) and more
+TRACK = union_fn(
+    "ghostty_terminal_grid_ref_track", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyTrackedGridRef*)"
+)
+TRACK_SET = union_fn(
+    "ghostty_tracked_grid_ref_set", "GhosttyResult(*)(GhosttyTrackedGridRef, GhosttyTerminal, GhosttyPointS)"
+)
+GRID_REF = union_fn("ghostty_terminal_grid_ref", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)")
+
+
+def history_size(cols: int, rows: int) -> tuple[int, int]:
+    """Ghostty's history byte bound at this size and the rows it then surely holds: the fewest it keeps just after
+    it drops its oldest page, whatever the rows hold. Measured once per size with a scratch terminal, scrolling a
+    few rows at a time past three drops (~2 ms; a drop within a step may have kept up to a step fewer). The bound
+    starts at Ghostty's default (one page) and doubles until the history holds a few screenfuls (one page holds
+    56 rows at 300x100)."""
+    size = (cols, rows)
+    cap = 0
+    while size not in _HISTORY:
+        scratch = pyghostty.Terminal(cols, rows, scrollback=HISTORY_LINES)
+        if cap:
+            set_size(scratch._t[0], lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, cap)
+        else:
+            cap = int(scratch.get("scrollback_max_bytes", "size_t"))
+        kept, drops, last = 1 << 30, 0, 0
+        while drops < _DROPS:
+            scratch.feed(b"x\r\n" * _STEP)
+            held = int(scratch.get("scrollback_rows", "size_t"))
+            if held < last:
+                drops += 1
+            if drops:
+                kept = min(kept, held - _STEP + 1)
+            last = held
+        scratch.close()
+        if kept >= _MIN_HISTORY_SCREENS * rows or cap >= 64 << 20:
+            _HISTORY[size] = (cap, kept)
+        cap = max(2 * cap, 2 << 20)
+    return _HISTORY[size]
+
+
+def max_scrolls(data: bytes, cols: int, room: int) -> int:
+    """At most how many rows writing ``data`` (with no SU or REP in it) can push into the history, counted at C
+    speed.
+
+    A linefeed (LF, VT, FF, IND, NEL) scrolls one. A row wraps after ``cols`` printed cells (a cell takes at least
+    a byte), or sooner once a control has moved the cursor right or kept its column (any escape sequence, TAB, a
+    linefeed not after CR): at most one more wrap for each. Bare linefeeds are rare (the tty turns LF into CRLF),
+    so they are told apart only when the bound would otherwise exceed ``room``."""
+    lf = data.count(b"\n")
+    n = 2 * lf + len(data) // cols + 1
+    for control in (b"\x0b", b"\x0c"):
+        if control in data:
+            n += 2 * data.count(control)
+    if b"\t" in data:
+        n += data.count(b"\t")
+    if b"\x1b" in data:
+        n += data.count(b"\x1b") + data.count(b"\x1bD") + data.count(b"\x1bE")
+    if n > room and lf:
+        n -= data.count(b"\r\n")
+    return n
+
+
+def set_size(handle: Any, option: int, value: int) -> None:
+    lib.ghostty_terminal_set(handle, option, ffi.new("size_t*", value))

@@ -1,0 +1,56 @@
+"""Plain output: whole lines of printable ASCII and SGR colour, each ended by CRLF (seq, cat, logs, ls --color).
+
+Both engines fast-forward runs of them: on a screen that simply scrolls, such a line becomes one row whose text
+is the line without its SGR sequences (or several rows of ``cols`` characters, if it wraps), so the rows that
+scroll off in the middle of a run can go to scrollback without being drawn. The native engine also takes lines of
+*simple* characters (``all_simple``: a ``tree`` listing, CJK, emoji without modifiers) that cannot wrap.
+"""
+
+from __future__ import annotations
+
+import re
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+_PRINTABLE = bytes(range(0x20, 0x7F))
+# Characters that are one cell each (or two, for the wide scripts), stand alone and are never dropped or joined:
+# Latin, Greek, Cyrillic, punctuation, arrows, box drawing, blocks and shapes, kana, CJK ideographs, Hangul
+# syllables, emoji without modifiers. No combining marks, format characters, variation selectors, joiners, skin
+# tones or regional indicators, and no blank but the space.
+_NOT_SIMPLE = re.compile(
+    "[^ -~\r\n\u00a1-\u00ac\u00ae-\u024f\u0386-\u03ce\u0400-\u0482\u048a-\u04ff\u2010-\u2027\u2030-\u205e"
+    "\u2190-\u21ff\u2500-\u25ff\u3041-\u3096\u30a1-\u30fa\u4e00-\u9fff\uac00-\ud7a3"
+    "\U0001f300-\U0001f3fa\U0001f400-\U0001f64f]"
+)
+
+
+def all_plain(text: str) -> bool:
+    """Whether ``text`` holds nothing but printable ASCII, CRLF pairs and SGR sequences (checked at C speed)."""
+    crlf = text.count("\r\n")
+    if text.count("\r") != crlf or text.count("\n") != crlf or not text.isascii():
+        return False
+    controls = text.encode().translate(None, _PRINTABLE)
+    escapes = controls.count(b"\x1b")
+    return len(controls) == 2 * crlf + escapes and (not escapes or escapes == len(SGR.findall(text)))
+
+
+def all_simple(text: str) -> str | None:
+    """``text`` without its SGR sequences if it holds nothing but CRLF pairs, SGR and characters that each draw
+    on their own (``_NOT_SIMPLE``); None otherwise."""
+    crlf = text.count("\r\n")
+    if text.count("\r") != crlf or text.count("\n") != crlf:
+        return None
+    bare = SGR.sub("", text) if "\x1b" in text else text
+    return None if _NOT_SIMPLE.search(bare) else bare
+
+
+def rows_of(lines: list[str], cols: int, strip: bool) -> list[str]:
+    """Screen rows of plain lines (SGR removed): wrapped at ``cols``, trailing blanks removed if ``strip``."""
+    if not strip and (not lines or max(map(len, lines)) <= cols):
+        return lines
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= cols:
+            out.append(line.rstrip(" "))
+        else:
+            out.extend(line[i : i + cols].rstrip(" ") for i in range(0, len(line), cols))
+    return out
