@@ -146,8 +146,7 @@ class CgroupScope:
 
     def pids(self, *, thorough: bool = False) -> list[int]:
         try:
-            with open(self._procs, "rb") as f:
-                return [int(x) for x in f.read().split()]
+            return [int(x) for x in procfs.read_file(self._procs).split()]
         except (OSError, ValueError):
             return []
 

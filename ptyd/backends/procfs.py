@@ -19,11 +19,26 @@ class ProcStat(NamedTuple):
     starttime: int  # clock ticks since boot: with the pid, identifies a process across pid reuse
 
 
+def read_file(path: str) -> bytes:
+    """A small kernel file's content in three syscalls: the daemon reads a dozen of these per send, and Python's
+    buffered ``open()`` adds a stat, an isatty ioctl and a seek to each. Raises OSError as ``open`` does."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, 65536)
+        if len(data) < 65536:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_stat(pid: int, tid: int | None = None) -> ProcStat | None:
     path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_file(path)
     except OSError:
         return None
     # comm may hold spaces and parentheses: it ends at the last ')'.
@@ -67,8 +82,7 @@ def children(pid: int) -> list[int]:
     out: list[int] = []
     for tid in tasks(pid):
         try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                out.extend(int(x) for x in f.read().split())
+            out.extend(int(x) for x in read_file(f"/proc/{pid}/task/{tid}/children").split())
         except (OSError, ValueError):
             continue
     return out
@@ -95,8 +109,7 @@ def read_syscall(pid: int, tid: int) -> Syscall | None:
     Raises PermissionError when ptrace access is denied (a non-dumpable process such as sudo).
     """
     try:
-        with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as f:
-            fields = f.read().split()
+        fields = read_file(f"/proc/{pid}/task/{tid}/syscall").split()
     except PermissionError:
         raise
     except OSError:
@@ -114,8 +127,7 @@ def read_syscall(pid: int, tid: int) -> Syscall | None:
 
 def _schedstat(pid: int, tid: int, field: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-            return int(f.read().split()[field])
+        return int(read_file(f"/proc/{pid}/task/{tid}/schedstat").split()[field])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -157,8 +169,7 @@ def group_cpu_ns(pids: Iterable[int], pgid: int) -> int:
 def _io_field(pid: int, line: int) -> int | None:
     """One counter of ``/proc/PID/io`` (0: rchar, 1: wchar), for all threads of the process."""
     try:
-        with open(f"/proc/{pid}/io", "rb") as f:
-            return int(f.read().split(b"\n")[line].split()[1])
+        return int(read_file(f"/proc/{pid}/io").split(b"\n")[line].split()[1])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -177,8 +188,7 @@ def group_rchar(pids: Iterable[int], pgid: int) -> dict[int, int]:
 
 def read_wchan(pid: int, tid: int) -> str:
     try:
-        with open(f"/proc/{pid}/task/{tid}/wchan", "rb") as f:
-            return f.read().decode(errors="replace")
+        return read_file(f"/proc/{pid}/task/{tid}/wchan").decode(errors="replace")
     except OSError:
         return ""
 
@@ -203,10 +213,9 @@ def fd_target(pid: int, fd: int) -> str:
 def pty_index(pid: int, fd: int) -> int | None:
     """For a pty master fd of another process, the index of its slave (``/dev/pts/N``)."""
     try:
-        with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
-            for line in f:
-                if line.startswith(b"tty-index:"):
-                    return int(line.split()[1])
+        for line in read_file(f"/proc/{pid}/fdinfo/{fd}").splitlines():
+            if line.startswith(b"tty-index:"):
+                return int(line.split()[1])
     except (OSError, IndexError, ValueError):
         return None
     return None
@@ -230,8 +239,7 @@ def read_memory(pid: int, address: int, size: int) -> bytes | None:
 def epoll_targets(pid: int, epfd: int) -> list[tuple[int, int]]:
     """(fd, events) registered in an epoll instance of another process."""
     try:
-        with open(f"/proc/{pid}/fdinfo/{epfd}", "rb") as f:
-            lines = f.read().splitlines()
+        lines = read_file(f"/proc/{pid}/fdinfo/{epfd}").splitlines()
     except OSError:
         return []
     out: list[tuple[int, int]] = []
@@ -247,7 +255,6 @@ def epoll_targets(pid: int, epfd: int) -> list[tuple[int, int]]:
 
 def environ_has(pid: int, marker: bytes) -> bool:
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return marker in f.read().split(b"\0")
+        return marker in read_file(f"/proc/{pid}/environ").split(b"\0")
     except OSError:
         return False
