@@ -233,7 +233,9 @@ class ReadinessTracker:
             return NOT_READY
         if kind != Wait.EVENT_LOOP:
             self._weak = None
-        if kind != Wait.TIMED:
+        if kind not in (Wait.TIMED, Wait.NONE):
+            # A short poll's cycle survives the program being seen awake (that is the cycle: it woke, redrew and
+            # went back); another kind of wait starts over.
             self._poll = None
         waiting = (
             kind == Wait.DIRECT
