@@ -136,6 +136,7 @@ class GhosttyTerminal(Terminal):
         self._cols, self._rows = cols, rows
         # Output, plain output (as text) to fast-forward, and (sequence,) to act on.
         self._queue: deque[bytes | str | tuple[bytes]] = deque()
+        self._head = 0  # bytes of the queue's first item written already
         self._tail = b""  # a possible start of a special sequence, completed by the next chunk
         self._slice = SLICE  # bytes to try writing at once: what fitted last time, or twice that
         self._history_rows = self._size_history(cols, rows)
@@ -216,11 +217,11 @@ class GhosttyTerminal(Terminal):
                 self._fast_forward(item)
                 self.backlog -= len(item)
             else:
-                chunk = self._fitting(item)
-                if len(item) > len(chunk):
-                    queue[0] = item[len(chunk) :]
-                else:
+                chunk = self._fitting(item, self._head)
+                self._head += len(chunk)
+                if self._head >= len(item):
                     queue.popleft()
+                    self._head = 0
                 self._write(chunk)
                 self.backlog -= len(chunk)
             if time.monotonic() >= deadline:
@@ -282,10 +283,11 @@ class GhosttyTerminal(Terminal):
         self._write(seq)
 
     def _write_all(self, data: bytes) -> None:
-        while data:
-            chunk = self._fitting(data)
+        start = 0
+        while start < len(data):
+            chunk = self._fitting(data, start)
             self._write(chunk)
-            data = data[len(chunk) :]
+            start += len(chunk)
 
     def _fast_forward(self, text: str) -> None:
         """Plain lines: the first screenful and the last through Ghostty, those between straight to scrollback."""
@@ -312,10 +314,11 @@ class GhosttyTerminal(Terminal):
         self._write((pen + "\r\n".join(lines[tail:]) + "\r\n").encode(), harvest=False)
         self._skip_history()  # what the last screenful pushed into Ghostty's history is copied already
 
-    def _fitting(self, data: bytes) -> bytes:
-        """The head of ``data`` to write now: the rows it can scroll fit in Ghostty's history beside the mark."""
+    def _fitting(self, data: bytes, start: int) -> bytes:
+        """What to write now of ``data`` from ``start``: the rows it can scroll fit in Ghostty's history beside the
+        mark."""
         room = self._history_rows - 2
-        chunk = data[: self._slice]
+        chunk = data[start : start + self._slice]
         cut = False
         while len(chunk) > 1:
             scrolls = max_scrolls(chunk, self._cols, room)
@@ -326,7 +329,7 @@ class GhosttyTerminal(Terminal):
         # Output changes its kind slowly: the next slice tries what fitted, or twice as much if a whole one did.
         if cut:
             self._slice = len(chunk)
-        elif len(data) > len(chunk):
+        elif len(data) - start > len(chunk):
             self._slice = min(SLICE, 2 * len(chunk))
         return chunk
 
