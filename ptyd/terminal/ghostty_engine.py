@@ -319,18 +319,16 @@ class GhosttyTerminal(Terminal):
         mark."""
         room = self._history_rows - 2
         chunk = data[start : start + self._slice]
-        cut = False
+        scrolls = 1
         while len(chunk) > 1:
             scrolls = max_scrolls(chunk, self._cols, room)
             if scrolls <= room:
                 break
             chunk = chunk[: max(1, min(len(chunk) - 1, len(chunk) * room // scrolls))]
-            cut = True
-        # Output changes its kind slowly: the next slice tries what fitted, or twice as much if a whole one did.
-        if cut:
-            self._slice = len(chunk)
-        elif len(data) - start > len(chunk):
-            self._slice = min(SLICE, 2 * len(chunk))
+        # Output changes its kind slowly: the next slice is what would fit at this one's density, less a margin so
+        # that it is counted once, not cut and counted again.
+        if len(data) - start > len(chunk):
+            self._slice = max(1, min(SLICE, len(chunk) * room * 7 // (8 * max(scrolls, 1))))
         return chunk
 
     def _harvest(self) -> None:
