@@ -168,7 +168,9 @@ class GhosttyTerminal(Terminal):
         # character) to the last line end.
         first = data.find(b"\r\n") + 2
         cut = data.rfind(b"\r\n") + 2
-        if cut - first >= FAST_MIN_BYTES:
+        line_end = data.find(b"\r\n", first, cut)
+        # A bare CR or LF in the first line (a progress bar redrawn) rules the run out before it is decoded.
+        if cut - first >= FAST_MIN_BYTES and data.find(b"\r", first, cut) == line_end == data.find(b"\n", first) - 1:
             try:
                 text = data[first:cut].decode()
             except UnicodeDecodeError:
