@@ -138,7 +138,7 @@ class GhosttyTerminal(Terminal):
         self._queue: deque[bytes | str | tuple[bytes]] = deque()
         self._head = 0  # bytes of the queue's first item written already
         self._tail = b""  # a possible start of a special sequence, completed by the next chunk
-        self._slice = SLICE  # bytes to try writing at once: what fitted last time, or twice that
+        self._slice = SLICE  # bytes to try writing at once: what fits at the density of the last write
         self._history_rows = self._size_history(cols, rows)
         self.main_screen: tuple[list[str], int] | None = None  # main rows and cursor row, while alt is active
         self._screen: GhosttyScreen | None = None

@@ -18,14 +18,14 @@ _HISTORY: dict[tuple[int, int], tuple[int, int]] = {}  # (cols, rows) -> (byte b
 _DROPS = 3  # page drops watched while measuring the floor
 _STEP = 8  # rows scrolled at a time while measuring it
 _MIN_HISTORY_SCREENS = 2  # the history must hold a scroll-up of a screenful (SU, a shrinking resize) and more
+# Every byte but those of IND (ESC D) and NEL (ESC E), and CSI's bracket (so "\x1b[0mDone" cannot look like IND).
+_NOT_IND_NEL = bytes(set(range(256)) - set(b"\x1b[DE"))
 TRACK = union_fn(
     "ghostty_terminal_grid_ref_track", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyTrackedGridRef*)"
 )
 TRACK_SET = union_fn(
     "ghostty_tracked_grid_ref_set", "GhosttyResult(*)(GhosttyTrackedGridRef, GhosttyTerminal, GhosttyPointS)"
 )
-# Every byte but those of IND (ESC D) and NEL (ESC E), and CSI's bracket (so "\x1b[0mDone" cannot look like IND).
-_NOT_IND_NEL = bytes(set(range(256)) - set(b"\x1b[DE"))
 GRID_REF = union_fn("ghostty_terminal_grid_ref", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)")
 
 
