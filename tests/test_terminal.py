@@ -815,6 +815,7 @@ SCROLLERS = {  # output that scrolls many rows for its size, each past the plain
     "tab wraps": "".join("\t" * 40 + f"{i}" for i in range(3000)),
     "bare linefeeds": "".join(f"{'x' * (i % 50)}\n{'y' * 290}" for i in range(3000)),
     "index and next line": "".join(f"{i}\x1bD\x1bE" for i in range(5000)),
+    "index among colour": "".join(f"\x1b[3{i % 8}mDone {i}\x1b[0mEnd\x1bD" for i in range(5000)),
     "scroll up": "".join(f"{i}\x1b[50S\x1b[999S" for i in range(300)),
     "repeat": "".join(f"{i % 10}\x1b[65535b\r\n" for i in range(20)),
     "wrapped long lines": "".join(f"{i}:" + "é" * 700 + "\r\n" for i in range(1000)),

@@ -136,8 +136,9 @@ class GhosttyTerminal(Terminal):
         self._cols, self._rows = cols, rows
         # Output, plain output (as text) to fast-forward, and (sequence,) to act on.
         self._queue: deque[bytes | str | tuple[bytes]] = deque()
+        self._head = 0  # bytes of the queue's first item written already
         self._tail = b""  # a possible start of a special sequence, completed by the next chunk
-        self._slice = SLICE  # bytes to try writing at once: what fitted last time, or twice that
+        self._slice = SLICE  # bytes to try writing at once: what fits at the density of the last write
         self._history_rows = self._size_history(cols, rows)
         self.main_screen: tuple[list[str], int] | None = None  # main rows and cursor row, while alt is active
         self._screen: GhosttyScreen | None = None
@@ -167,7 +168,9 @@ class GhosttyTerminal(Terminal):
         # character) to the last line end.
         first = data.find(b"\r\n") + 2
         cut = data.rfind(b"\r\n") + 2
-        if cut - first >= FAST_MIN_BYTES:
+        line_end = data.find(b"\r\n", first, cut)
+        # A bare CR or LF in the first line (a progress bar redrawn) rules the run out before it is decoded.
+        if cut - first >= FAST_MIN_BYTES and data.find(b"\r", first, cut) == line_end == data.find(b"\n", first) - 1:
             try:
                 text = data[first:cut].decode()
             except UnicodeDecodeError:
@@ -216,11 +219,11 @@ class GhosttyTerminal(Terminal):
                 self._fast_forward(item)
                 self.backlog -= len(item)
             else:
-                chunk = self._fitting(item)
-                if len(item) > len(chunk):
-                    queue[0] = item[len(chunk) :]
-                else:
+                chunk = self._fitting(item, self._head)
+                self._head += len(chunk)
+                if self._head >= len(item):
                     queue.popleft()
+                    self._head = 0
                 self._write(chunk)
                 self.backlog -= len(chunk)
             if time.monotonic() >= deadline:
@@ -282,10 +285,11 @@ class GhosttyTerminal(Terminal):
         self._write(seq)
 
     def _write_all(self, data: bytes) -> None:
-        while data:
-            chunk = self._fitting(data)
+        start = 0
+        while start < len(data):
+            chunk = self._fitting(data, start)
             self._write(chunk)
-            data = data[len(chunk) :]
+            start += len(chunk)
 
     def _fast_forward(self, text: str) -> None:
         """Plain lines: the first screenful and the last through Ghostty, those between straight to scrollback."""
@@ -312,22 +316,21 @@ class GhosttyTerminal(Terminal):
         self._write((pen + "\r\n".join(lines[tail:]) + "\r\n").encode(), harvest=False)
         self._skip_history()  # what the last screenful pushed into Ghostty's history is copied already
 
-    def _fitting(self, data: bytes) -> bytes:
-        """The head of ``data`` to write now: the rows it can scroll fit in Ghostty's history beside the mark."""
+    def _fitting(self, data: bytes, start: int) -> bytes:
+        """What to write now of ``data`` from ``start``: the rows it can scroll fit in Ghostty's history beside the
+        mark."""
         room = self._history_rows - 2
-        chunk = data[: self._slice]
-        cut = False
+        chunk = data[start : start + self._slice]
+        scrolls = 1
         while len(chunk) > 1:
             scrolls = max_scrolls(chunk, self._cols, room)
             if scrolls <= room:
                 break
             chunk = chunk[: max(1, min(len(chunk) - 1, len(chunk) * room // scrolls))]
-            cut = True
-        # Output changes its kind slowly: the next slice tries what fitted, or twice as much if a whole one did.
-        if cut:
-            self._slice = len(chunk)
-        elif len(data) > len(chunk):
-            self._slice = min(SLICE, 2 * len(chunk))
+        # Output changes its kind slowly: the next slice is what would fit at this one's density, less a margin so
+        # that it is counted once, not cut and counted again.
+        if len(data) - start > len(chunk):
+            self._slice = max(1, min(SLICE, len(chunk) * room * 7 // (8 * max(scrolls, 1))))
         return chunk
 
     def _harvest(self) -> None:

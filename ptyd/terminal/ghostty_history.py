@@ -18,6 +18,8 @@ _HISTORY: dict[tuple[int, int], tuple[int, int]] = {}  # (cols, rows) -> (byte b
 _DROPS = 3  # page drops watched while measuring the floor
 _STEP = 8  # rows scrolled at a time while measuring it
 _MIN_HISTORY_SCREENS = 2  # the history must hold a scroll-up of a screenful (SU, a shrinking resize) and more
+# Every byte but those of IND (ESC D) and NEL (ESC E), and CSI's bracket (so "\x1b[0mDone" cannot look like IND).
+_NOT_IND_NEL = bytes(set(range(256)) - set(b"\x1b[DE"))
 TRACK = union_fn(
     "ghostty_terminal_grid_ref_track", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyTrackedGridRef*)"
 )
@@ -73,8 +75,14 @@ def max_scrolls(data: bytes, cols: int, room: int) -> int:
     if b"\t" in data:
         n += data.count(b"\t")
     if b"\x1b" in data:
-        n += data.count(b"\x1b") + data.count(b"\x1bD") + data.count(b"\x1bE")
-    if n > room and lf:
+        escapes = data.count(b"\x1b")
+        n += escapes
+        if n + escapes > room:  # IND and NEL told apart only near the bound: each pass costs ~1 ms/MB
+            marks = data.translate(None, _NOT_IND_NEL)  # ESC, [, D, E: "\x1bD" here is IND or a longer escape
+            n += marks.count(b"\x1bD") + marks.count(b"\x1bE")
+        else:
+            n += escapes
+    if n > room and lf and n - lf <= room:
         n -= data.count(b"\r\n")
     return n
 
