@@ -267,3 +267,16 @@ def test_short_poller_that_only_waits_is_ready(shell: Shell, tmp_path: Path) -> 
     assert result["wait_reason"] == "stdin_read"
     assert result["viewport"].splitlines()[-1] == "polling"
     assert shell.send("\n")["viewport"].splitlines()[-2:] == ["done", "$"]
+
+
+def test_a_background_writer_does_not_hold_sends(shell: Shell) -> None:
+    # A dev server or `ping &` printing into the terminal while the shell waits at its prompt: each send still
+    # settles on the shell's wait, long before its timeout, with its own output on screen.
+    shell.send("(while :; do echo tick; sleep 0.01; done) &\n")
+    for word in ("alpha", "beta", "gamma"):
+        started = time.monotonic()
+        result = shell.send(f"echo {word}\n", timeout_ms=10_000)
+        assert result["wait_reason"] == "stdin_read", result
+        assert time.monotonic() - started < 5
+        assert word in result["viewport"].splitlines()
+    shell.send("kill %1\n")

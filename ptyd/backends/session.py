@@ -36,7 +36,7 @@ from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
 
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
-DRAIN_ROUNDS = 3  # a wait counts once a drain finds nothing new within this many rounds
+DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
 CANONICAL_LINE_MAX = 4095  # bytes a canonical-mode line can hold (N_TTY_BUF_SIZE less its newline)
 _LINE_ENDS = re.compile(rb"[\r\n\x04]")
 # Programs that run the next lines they read as commands, which read them in canonical mode.
@@ -284,12 +284,12 @@ class LocalSession:
         answer written now is input the program must first take (it blocked reading it): not ready yet."""
         replies = self._replies
         for _ in range(DRAIN_ROUNDS):
-            received = self.channel.received
+            paused = self.channel.paused
             self.channel.drain()
             await self.channel.rendered()  # a reader paused on its backlog reads again once that is rendered
-            if self.channel.received == received:
-                return self._replies == replies
-        return False  # output keeps coming (a background writer): the next look decides
+            if not paused:
+                break
+        return self._replies == replies
 
     async def _through_bulk(self, probed: float, deadline: float) -> None:
         """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
