@@ -186,6 +186,12 @@ class Daemon:
         service = PtyService(self.config, build_registry(self.config, reaper, containment), containment.name)
         saver = adoption.StateSaver(state_file, service, set(self._stored), MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
+        emulator = engine_name(self.config.emulator)  # imports the native engine now, not at the first open
+        # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
+        # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions
+        # print (a pass took 20-70 ms on a busy 2-core machine, the worst send latencies beside floods). Frozen
+        # before any session exists, so a closed session's garbage is never kept.
+        gc.freeze()
         if handed is not None:
             count = handover.take_over(
                 handed, service, config=self.config, reaper=reaper, containment=containment, child=True
@@ -273,13 +279,9 @@ class Daemon:
             self.socket_path,
             os.getpid(),
             containment.name,
-            engine_name(self.config.emulator),
+            emulator,
         )
         systemd.notify(f"READY=1\nSTATUS=serving, {service.session_count} sessions\nMAINPID={os.getpid()}")
-        # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
-        # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions
-        # print (a pass took 20-70 ms on a busy 2-core machine, the worst send latencies beside floods).
-        gc.freeze()
         await self._stop.wait()
         for task in upgrading:
             task.cancel()

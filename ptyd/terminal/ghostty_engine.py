@@ -311,7 +311,8 @@ class GhosttyTerminal(Terminal):
         tail = len(lines) - (rows - 1)
         # What scrolling the rest through would push off the top: the rows above the cursor, then the middle.
         self._scrolled_off(self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows - 1))
-        self._scrolled_off(rows_of(bare[rows:tail], cols, " \r\n" in plain))
+        middle = bare[rows:tail]  # every line fits its row (checked above): rows of their own unless trimmed
+        self._scrolled_off(rows_of(middle, cols, strip=True) if " \r\n" in plain else middle)
         pen = "".join(SGR.findall("\r\n".join(lines[rows:tail]))) if plain is not text else ""
         self._write((pen + "\r\n".join(lines[tail:]) + "\r\n").encode(), harvest=False)
         self._skip_history()  # what the last screenful pushed into Ghostty's history is copied already
