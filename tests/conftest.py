@@ -279,8 +279,11 @@ def start_escapee(shell: Shell) -> int:
 
     def escapee() -> int | None:
         for pid in session_pids(shell):
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rpartition(")")[2].split()
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+            except OSError:  # a short-lived process of the session (setsid's own fork) ended since it was listed
+                continue
             if int(fields[3]) == pid and pid != shell.opened["pid"]:  # its own session's leader
                 return pid
         return None

@@ -76,8 +76,9 @@ def test_local_relay_program_inside_is_waited_for(local_relay: Shell) -> None:
 
 def test_local_relay_password_prompt(local_relay: Shell) -> None:
     result = local_relay.send("read -s -p 'Passphrase: ' secret\n", idle_ms=10_000)
-    assert result["wait_reason"] == "stdin_read"
-    assert result["password_prompt"] is True
+    assert result["wait_reason"] == "stdin_read", result
+    assert result["viewport"].splitlines()[-1] == "Passphrase:", result
+    assert result["password_prompt"] is True, result
     result = local_relay.send("hunter2\n")
     assert result["password_prompt"] is False, result
     assert "hunter2" not in result["viewport"]
