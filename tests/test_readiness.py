@@ -116,6 +116,18 @@ def test_less_reads_dev_tty_and_uses_the_alternate_screen(shell: Shell) -> None:
 
 
 @needs(shutil.which("vim") is None, reason="vim is not installed")
+def test_vim_as_installed_settles_after_its_terminal_queries(shell: Shell, tmp_path: Path) -> None:
+    # Without a vimrc of the user's, vim loads its defaults and asks the terminal for its version and colours at
+    # start, reading each answer as it comes: the last answer taken, it waits for keys.
+    path = tmp_path / "defaults.txt"
+    result = shell.send(f"HOME={tmp_path} vim {path}\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read", result
+    assert result["alt_screen"] is True
+    assert shell.send("ivia defaults\x1b:wq\n")["viewport"].endswith("$")
+    assert path.read_text() == "via defaults\n"
+
+
+@needs(shutil.which("vim") is None, reason="vim is not installed")
 def test_vim(shell: Shell, tmp_path: Path) -> None:
     path = tmp_path / "note.txt"
     # A lone ESC makes vim wait 'ttimeoutlen' for the rest of a key code, with the screen not yet redrawn.
@@ -230,6 +242,45 @@ def test_htop_settles_with_its_screen_drawn(shell: Shell, tmp_path: Path) -> Non
     assert result["wait_reason"] == "stdin_read"
     assert "F5List" in result["viewport"].replace(" ", "")
     assert shell.send("q")["viewport"].splitlines()[-1] == "$"
+
+
+ASYNCIO_APP = r"""
+import asyncio, sys
+
+async def tick():
+    while True:
+        await asyncio.sleep(1.9)  # a refresh timer: the loop waits on the tty with this timeout
+        print("tick", flush=True)
+
+async def main():
+    loop = asyncio.get_running_loop()
+    lines = asyncio.Queue()
+    loop.add_reader(sys.stdin, lambda: lines.put_nowait(sys.stdin.readline()))  # beside asyncio's self-pipe
+    asyncio.create_task(tick())
+    while True:
+        print("app> ", end="", flush=True)
+        line = (await lines.get()).strip()
+        if line == "quit":
+            return
+        print("got", line, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_asyncio_app_is_probed_not_taken_for_a_relay(shell: Shell, tmp_path: Path) -> None:
+    # Its epoll set holds the tty and the loop's own socket pair (the wake-up pipe), which leads nowhere; and its
+    # wait has the timer's timeout, which after an answer on screen is its idle wait, not a short poll.
+    program = tmp_path / "app.py"
+    program.write_text(ASYNCIO_APP)
+    result = shell.send(f"python3 {program}\n", idle_ms=10_000)
+    assert result["viewport"].splitlines()[-1] == "app>"
+    result = shell.send("hello\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["ready_basis"] == "kernel"
+    assert result["relay"] is None
+    assert result["viewport"].splitlines()[-2:] == ["got hello", "app>"]  # settled before its next tick
+    assert shell.send("quit\n")["viewport"].endswith("$")
 
 
 SHORT_POLLERS = r"""

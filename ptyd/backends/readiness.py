@@ -115,11 +115,6 @@ def timeout_of(pid: int, call: procfs.Syscall) -> float | None:
     return float(sec + frac / (1e6 if nr in TABLE.timeval else 1e9))
 
 
-def _classify(pid: int, call: procfs.Syscall, kind: Wait) -> Wait:
-    timeout = timeout_of(pid, call)
-    return Wait.TIMED if timeout is not None and timeout < LONG_WAIT_S else kind
-
-
 def wait_fds(pid: int, call: procfs.Syscall) -> list[int]:
     """The fds a thread blocked in read/select/poll/epoll waits to read."""
     assert TABLE is not None
@@ -147,16 +142,19 @@ def wait_fds(pid: int, call: procfs.Syscall) -> list[int]:
     return []
 
 
-def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> tuple[Wait, tuple[int, ...]]:
-    """How the thread waits on the tty, and the other fds it waits on with it."""
+def _reads_tty(pid: int, call: procfs.Syscall, tty_rdev: int) -> tuple[Wait, tuple[int, ...], float | None]:
+    """How the thread waits on the tty, the other fds it waits on with it, and the wait's timeout."""
     assert TABLE is not None
     fds = wait_fds(pid, call)
     others = tuple(fd for fd in fds if not is_tty(pid, fd, tty_rdev))
     if len(others) == len(fds):
-        return Wait.NONE, ()
+        return Wait.NONE, (), None
     if call.nr in TABLE.reads:
-        return Wait.DIRECT, ()
-    return _classify(pid, call, Wait.EVENT_LOOP if call.nr in TABLE.epoll else Wait.DIRECT), others
+        return Wait.DIRECT, (), None
+    timeout = timeout_of(pid, call)
+    if timeout is not None and timeout < LONG_WAIT_S:
+        return Wait.TIMED, others, timeout
+    return (Wait.EVENT_LOOP if call.nr in TABLE.epoll else Wait.DIRECT), others, timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +166,7 @@ class TtyWait:
     call: procfs.Syscall | None = None  # None when judged from wchan alone (no ptrace access)
     multiplexed: bool = False  # waits on other fds too (select/poll/epoll), or cannot be seen (wchan)
     others: tuple[int, ...] = ()  # the other fds of a multiplexed wait (a relay's pty master, socket, ...)
+    timeout: float | None = None  # the multiplexed wait's timeout in seconds (None: none)
 
 
 NOT_WAITING = TtyWait(Wait.NONE)
@@ -223,14 +222,22 @@ def group_wait(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) ->
 def _thread_wait(pid: int, tid: int, tty_rdev: int, master_fd: int) -> TtyWait:
     if TABLE is None:
         return _fallback_wait(pid, tid, master_fd)
+    runs = procfs.run_count(pid, tid)
     try:
         call = procfs.read_syscall(pid, tid)
     except PermissionError:
         return _fallback_wait(pid, tid, master_fd)
     if call is None:
         return NOT_WAITING
-    kind, others = _reads_tty(pid, call, tty_rdev)
-    return TtyWait(kind, pid, call, call.nr not in TABLE.reads, others) if kind else NOT_WAITING
+    kind, others, timeout = _reads_tty(pid, call, tty_rdev)
+    if not kind:
+        return NOT_WAITING
+    multiplexed = call.nr not in TABLE.reads
+    # A multiplexed wait's fd set and timeout are read from the program's memory: valid only if the thread never
+    # ran meanwhile (a blocked thread does not), else they may be what its stack holds after the call returned.
+    if multiplexed and procfs.run_count(pid, tid) != runs:
+        return NOT_WAITING
+    return TtyWait(kind, pid, call, multiplexed, others, timeout)
 
 
 def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> Wait:

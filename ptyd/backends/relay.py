@@ -11,6 +11,9 @@ select/poll/epoll on our tty all the time. Such a waiter is recognised by the ot
   side is not in this session, or a multiplexed wait that cannot be seen (a non-dumpable relay of another user):
   an *opaque* relay. Nothing local says whether the far side waits; the readiness tracker then judges from the
   screen and the far shell's marks.
+
+A Unix socket whose other end the waiter holds itself is an event loop's wake-up pair (asyncio's, in IPython and
+every prompt_toolkit or Textual app), not a relay: such a program is probed like any other.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ptyd.backends import procfs, readiness
+from ptyd.backends import procfs, readiness, sockets
 from ptyd.backends.readiness import TtyWait, Wait
 
 MAX_DEPTH = 4  # relays nested deeper than this are taken as opaque
@@ -148,7 +151,9 @@ def innermost(
                     inner = procfs.pty_index(wait.pid, fd)
                     relay_pid = wait.pid
                     opaque = opaque or inner is None
-                elif target.startswith("socket:") or _is_tty_device(wait.pid, fd):
+                elif target.startswith("socket:"):
+                    opaque = opaque or sockets.leads_out(wait.pid, target)
+                elif _is_tty_device(wait.pid, fd):
                     opaque = True
         if inner is not None:
             rdev = _pts_rdev(inner) if hops < MAX_DEPTH else None

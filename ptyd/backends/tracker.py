@@ -40,6 +40,7 @@ MARK_QUIET_S = 0.03  # after a prompt mark, how long output must pause (the prom
 RELAY_FORWARD_S = 0.005  # behind local relays: how long they must sleep, no output arriving, before settling
 SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this long
 SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share of it
+REFRESH_POLL_S = 0.25  # a timed wait this long, entered after answering on screen, is an idle refresh timer
 # The last visible character of a line a prompt ends with: shells, REPLs, debuggers, "Password:", "[y/N]".
 PROMPT_END = re.compile(r"[$#%>:?\])»\u276f\u279c\u03bb]\s*$")  # and fancy prompt glyphs
 PASSWORD_TEXT = re.compile(r"(pass(word|phrase|code)?|pin|secret|token)\b[^\n]*[:?]\s*$", re.IGNORECASE)
@@ -231,7 +232,7 @@ class ReadinessTracker:
         if not self.taken:
             self.taken = kind == Wait.NONE  # seen out of its wait: the next wait is a new one
             return NOT_READY
-        if kind != Wait.EVENT_LOOP:
+        if kind not in (Wait.EVENT_LOOP, Wait.TIMED):
             self._weak = None
         if kind not in (Wait.TIMED, Wait.NONE):
             # A short poll's cycle survives the program being seen awake (that is the cycle: it woke, redrew and
@@ -240,7 +241,7 @@ class ReadinessTracker:
         waiting = (
             kind == Wait.DIRECT
             or (kind == Wait.EVENT_LOOP and self._held_event_loop(target))
-            or (kind == Wait.TIMED and self._short_poll_cycled(target))
+            or (kind == Wait.TIMED and self._timed_wait_over(target))
         )
         if not waiting or not self._relays_forwarded(target):
             return NOT_READY
@@ -273,14 +274,23 @@ class ReadinessTracker:
             return False
         return now - self._weak[0] >= EVENT_LOOP_SETTLE_S
 
+    def _timed_wait_over(self, target: Target) -> bool:
+        """A timed wait counts once the program came back to it with little work done: it acts on its own when
+        the wait times out (vim after a lone ESC, readline's key-sequence timeout). One it entered after answering
+        the input on screen, with a timeout long enough for a refresh timer (htop's 1.5 s, an asyncio app's
+        0.5 s), is its idle wait: held with no output, it counts like an event loop's."""
+        timeout = target.wait.timeout
+        if timeout is not None and timeout >= REFRESH_POLL_S and self._channel.received > self._received_at_write:
+            return self._held_event_loop(target)
+        self._weak = None
+        return self._short_poll_cycled(target)
+
     def _short_poll_cycled(self, target: Target) -> bool:
         now = time.monotonic()
         runs = procfs.group_run_counts(target.pids, target.pgid)
         cpu = procfs.group_cpu_ns(target.pids, target.pgid)
         if self._poll is None:
-            call = target.wait.call
-            timeout = readiness.timeout_of(target.wait.pid, call) if call is not None else None
-            self._poll = (now, runs, cpu, timeout or 0.0)
+            self._poll = (now, runs, cpu, target.wait.timeout or 0.0)
             return False
         since, runs_then, cpu_then, timeout = self._poll
         elapsed = now - since
