@@ -13,6 +13,7 @@ import shlex
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,44 @@ def test_local_relay_password_prompt(local_relay: Shell) -> None:
     result = local_relay.send("hunter2\n")
     assert result["password_prompt"] is False, result
     assert "hunter2" not in result["viewport"]
+
+
+# --- terminal multiplexers: their server reads our terminal, the client in front only waits on its socket -------
+
+MULTIPLEXERS = {
+    "tmux": "tmux -S {dir}/tmux.sock -f /dev/null new-session 'env PS1=\"pane$ \" bash --norc -i'",
+    "screen": "env SCREENDIR={dir} PS1='pane$ ' screen -q bash --norc -i",
+}
+
+
+@pytest.fixture(params=list(MULTIPLEXERS))
+def multiplexer(request: pytest.FixtureRequest, rpc: Rpc, token: str, tmp_path: Path) -> Iterator[Shell]:
+    if shutil.which(request.param) is None:
+        pytest.skip(f"{request.param} is not installed")
+    directory = tmp_path / "mux"
+    directory.mkdir(mode=0o700)
+    s = Shell(rpc, token, env={"PS1": "$ "})
+    result = s.send(MULTIPLEXERS[request.param].format(dir=directory) + "\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read", result
+    assert "pane$" in result["viewport"]
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()  # the server lives in the session's process tree: it goes with it
+
+
+def test_multiplexer_pane_is_probed_exactly(multiplexer: Shell) -> None:
+    started = time.monotonic()
+    result = multiplexer.send("sleep 1; echo slept\n", idle_ms=10_000)
+    assert time.monotonic() - started >= 0.95
+    assert result["wait_reason"] == "stdin_read"
+    assert result["ready_basis"] == "kernel"
+    assert result["relay"] is None
+    assert "slept" in result["viewport"]
+    result = multiplexer.send("read -p 'Name: ' name\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert "Name:" in result["viewport"]
+    multiplexer.send("bob\n")
+    assert "bob" in multiplexer.send("echo $name-ok\n")["viewport"]
 
 
 # --- ssh: an opaque relay -------------------------------------------------------------------------------------

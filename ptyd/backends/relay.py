@@ -12,6 +12,11 @@ select/poll/epoll on our tty all the time. Such a waiter is recognised by the ot
   an *opaque* relay. Nothing local says whether the far side waits; the readiness tracker then judges from the
   screen and the far shell's marks.
 
+A terminal multiplexer run inside the session (tmux, screen) is a local relay too, found from the other side:
+its client in front waits on its socket only, having handed our terminal to its server, which reads it with no
+terminal of its own and holds a pty master per pane. With one pane the pane is followed; with several, which one
+has the keys cannot be seen, and the server is taken as opaque.
+
 A Unix socket whose other end the waiter holds itself is an event loop's wake-up pair (asyncio's, in IPython and
 every prompt_toolkit or Textual app), not a relay: such a program is probed like any other.
 """
@@ -21,13 +26,15 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ptyd.backends import procfs, readiness, sockets
 from ptyd.backends.readiness import TtyWait, Wait
 
 MAX_DEPTH = 4  # relays nested deeper than this are taken as opaque
+SETTLED_START_S = 1.0  # a process this old has left (or stayed in) the terminal's session for good
 _PTMX = ("/dev/ptmx", "/dev/pts/ptmx")
 # Character devices a relay may copy to: ttys, serial ports, USB serial, other ptys.
 _TTY_MAJORS = frozenset({4, 5, 166, 188, 204, *range(136, 144)})
@@ -90,21 +97,62 @@ def _comm(pid: int) -> str:
     return st.comm if st is not None else "relay"
 
 
-KnownRelays = dict[int, tuple[int, int]]  # relay pid -> (its start time, the pty index of its master)
+@dataclass(slots=True)
+class Known:
+    """What one session's probes learnt and keep: a relay is followed even while it is busy copying (out of its
+    wait), or the program behind it would seem to change whenever the relay runs."""
+
+    relays: dict[int, tuple[int, int]] = field(default_factory=dict)  # pid -> (start time, its master's pty index)
+    server: tuple[int, int, int] | None = None  # a multiplexer's server on our terminal: pid, start time, pty index
+    outside: dict[int, tuple[bool, float]] = field(default_factory=dict)  # pid -> (on no terminal, first seen)
 
 
-def _known_relay(known: KnownRelays, candidates: list[int], pgid: int) -> tuple[int, int] | None:
-    """(pid, pty index) of a relay of group ``pgid`` seen before: a relay is followed even while it is busy copying
-    (out of its wait), or the program behind it would seem to change whenever the relay runs."""
+def _known_relay(known: Known, candidates: list[int], pgid: int) -> tuple[int, int] | None:
+    """(pid, pty index) of a relay of group ``pgid`` seen before."""
     for pid in candidates:
-        entry = known.get(pid)
+        entry = known.relays.get(pid)
         if entry is None:
             continue
         stat = procfs.read_stat(pid)
         if stat is not None and stat.starttime == entry[0] and stat.pgrp == pgid:
             return pid, entry[1]
-        del known[pid]
+        del known.relays[pid]
     return None
+
+
+def _known_server(known: Known) -> tuple[int, int] | None:
+    if known.server is None:
+        return None
+    pid, starttime, inner = known.server
+    stat = procfs.read_stat(pid)
+    if stat is not None and stat.starttime == starttime:
+        return pid, inner
+    known.server = None
+    return None
+
+
+def _server_wait(known: Known, pids: list[int], pgid: int, tty_rdev: int) -> TtyWait:
+    """A multiplexer's server reading our terminal with no controlling terminal of its own (tmux and screen clients
+    hand the terminal to their server and wait on its socket only). Which processes have none is remembered per
+    pid once they are past their start (a server leaves the terminal's session just after its fork), so a busy
+    session's probe reads the stat of new processes only."""
+    alive = set(pids)
+    for pid in [pid for pid in known.outside if pid not in alive]:
+        del known.outside[pid]
+    now = time.monotonic()
+    for pid in pids:
+        outside, seen = known.outside.get(pid, (False, now))
+        if now - seen < SETTLED_START_S:
+            stat = procfs.read_stat(pid)
+            outside = stat is not None and stat.tty_nr == 0 and stat.pgrp != pgid
+            known.outside[pid] = (outside, seen)
+        if outside:
+            stat = procfs.read_stat(pid)
+            if stat is not None and stat.state == "S":
+                wait = readiness.group_wait([pid], stat.pgrp, tty_rdev, -1)
+                if wait.kind != Wait.NONE:
+                    return wait
+    return readiness.NOT_WAITING
 
 
 def asleep(pid: int) -> bool:
@@ -129,25 +177,31 @@ def innermost(
     tty_rdev: int,
     master_fd: int,
     session_pids: Callable[[], list[int]],
-    known: KnownRelays,
+    known: Known,
 ) -> Target:
     """Follow local relays from the group ``pgid`` on our terminal inward to the group that really reads."""
     pts: int | None = None
     relays: list[int] = []
     for hops in range(MAX_DEPTH + 1):
-        known_relay = _known_relay(known, candidates, pgid) if known else None
+        known_relay = _known_relay(known, candidates, pgid) if known.relays else None
+        wait = readiness.group_wait(candidates, pgid, tty_rdev, master_fd if pts is None else -1)
+        server = hops == 0 and known_relay is None and wait.kind == Wait.NONE
+        if server:  # looked at afresh while in its wait: a pane may have been opened since
+            wait = _server_wait(known, session_pids(), pgid, tty_rdev)
+            known_relay = _known_server(known) if wait.kind == Wait.NONE else None
         inner = known_relay[1] if known_relay is not None else None
         relay_pid = known_relay[0] if known_relay is not None else 0
-        wait = readiness.group_wait(candidates, pgid, tty_rdev, master_fd if pts is None else -1)
         opaque = False
         if inner is None:
             if wait.kind == Wait.NONE or not wait.multiplexed or (wait.call is not None and not wait.others):
                 return Target(pgid, tty_rdev, candidates, wait, pts, None, hops, tuple(relays))
             if wait.call is None:  # a multiplexed wait we may not look into: assume the worst
                 return Target(pgid, tty_rdev, candidates, wait, pts, _comm(wait.pid), hops, tuple(relays))
+            masters = 0
             for fd in wait.others:
                 target = procfs.fd_target(wait.pid, fd)
                 if target in _PTMX:
+                    masters += 1
                     inner = procfs.pty_index(wait.pid, fd)
                     relay_pid = wait.pid
                     opaque = opaque or inner is None
@@ -155,13 +209,19 @@ def innermost(
                     opaque = opaque or sockets.leads_out(wait.pid, target)
                 elif _is_tty_device(wait.pid, fd):
                     opaque = True
+            if masters > 1:  # several terminals behind it (a multiplexer's panes): which one has the keys is unseen
+                inner, opaque = None, True
+                if server:
+                    known.server = None
         if inner is not None:
             rdev = _pts_rdev(inner) if hops < MAX_DEPTH else None
             group = _inner_group(session_pids(), rdev) if rdev is not None else None
             if rdev is not None and group is not None:
                 relay_stat = procfs.read_stat(relay_pid)
-                if relay_stat is not None:
-                    known[relay_pid] = (relay_stat.starttime, inner)
+                if relay_stat is not None and server:
+                    known.server = (relay_pid, relay_stat.starttime, inner)
+                elif relay_stat is not None:
+                    known.relays[relay_pid] = (relay_stat.starttime, inner)
                 relays.append(relay_pid)
                 pgid, candidates = group
                 tty_rdev, pts = rdev, inner

@@ -84,7 +84,7 @@ class ReadinessTracker:
         self._prompt_mark_at: float | None = None
         self.last_target: Target | None = None  # what the last check() saw
         self._output_is_evidence = True
-        self._relays: relay.KnownRelays = {}
+        self._relays = relay.Known()
         self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
 
     # --- what the program is doing -----------------------------------------------------------------------
