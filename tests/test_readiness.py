@@ -247,22 +247,21 @@ def test_htop_settles_with_its_screen_drawn(shell: Shell, tmp_path: Path) -> Non
 ASYNCIO_APP = r"""
 import asyncio, sys
 
-async def tick():
-    while True:
-        await asyncio.sleep(1.9)  # a refresh timer: the loop waits on the tty with this timeout
-        print("tick", flush=True)
-
 async def main():
     loop = asyncio.get_running_loop()
     lines = asyncio.Queue()
     loop.add_reader(sys.stdin, lambda: lines.put_nowait(sys.stdin.readline()))  # beside asyncio's self-pipe
-    asyncio.create_task(tick())
+    print("app> ", end="", flush=True)
     while True:
-        print("app> ", end="", flush=True)
-        line = (await lines.get()).strip()
+        try:  # a refresh timer: the loop waits on the tty with up to this timeout
+            line = (await asyncio.wait_for(lines.get(), 1.9)).strip()
+        except asyncio.TimeoutError:
+            print("tick", flush=True)
+            continue
         if line == "quit":
             return
         print("got", line, flush=True)
+        print("app> ", end="", flush=True)
 
 asyncio.run(main())
 """
@@ -279,7 +278,7 @@ def test_asyncio_app_is_probed_not_taken_for_a_relay(shell: Shell, tmp_path: Pat
     assert result["wait_reason"] == "stdin_read"
     assert result["ready_basis"] == "kernel"
     assert result["relay"] is None
-    assert result["viewport"].splitlines()[-2:] == ["got hello", "app>"]  # settled before its next tick
+    assert result["viewport"].splitlines()[-2:] == ["got hello", "app>"]  # settled before its tick, 1.9 s on
     assert shell.send("quit\n")["viewport"].endswith("$")
 
 
