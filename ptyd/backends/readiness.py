@@ -37,6 +37,11 @@ class SyscallTable:
     def multiplexed(self) -> frozenset[int]:
         return self.select | self.poll | self.epoll
 
+    @property
+    def in_memory(self) -> frozenset[int]:
+        """Waits whose fd set or timeout is in the program's memory (epoll's interest list is the kernel's)."""
+        return self.select | self.poll | (self.epoll - self.int_ms)
+
 
 _TABLES = {
     # Linux UAPI numbers: read, pread64, readv, preadv, preadv2 / select, pselect6 / poll, ppoll /
@@ -222,22 +227,19 @@ def group_wait(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) ->
 def _thread_wait(pid: int, tid: int, tty_rdev: int, master_fd: int) -> TtyWait:
     if TABLE is None:
         return _fallback_wait(pid, tid, master_fd)
-    runs = procfs.run_count(pid, tid)
     try:
         call = procfs.read_syscall(pid, tid)
     except PermissionError:
         return _fallback_wait(pid, tid, master_fd)
     if call is None:
         return NOT_WAITING
+    # A select's or poll's fd set and timeout are read from the program's memory: valid only if the thread did not
+    # run meanwhile (a blocked thread does not), else they may be what its stack holds after the call returned.
+    runs = procfs.run_count(pid, tid) if call.nr in TABLE.in_memory else None
     kind, others, timeout = _reads_tty(pid, call, tty_rdev)
-    if not kind:
+    if not kind or (runs is not None and procfs.run_count(pid, tid) != runs):
         return NOT_WAITING
-    multiplexed = call.nr not in TABLE.reads
-    # A multiplexed wait's fd set and timeout are read from the program's memory: valid only if the thread never
-    # ran meanwhile (a blocked thread does not), else they may be what its stack holds after the call returned.
-    if multiplexed and procfs.run_count(pid, tid) != runs:
-        return NOT_WAITING
-    return TtyWait(kind, pid, call, multiplexed, others, timeout)
+    return TtyWait(kind, pid, call, call.nr not in TABLE.reads, others, timeout)
 
 
 def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> Wait:

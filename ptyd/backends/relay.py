@@ -187,7 +187,8 @@ def innermost(
         wait = readiness.group_wait(candidates, pgid, tty_rdev, master_fd if pts is None else -1)
         server = hops == 0 and known_relay is None and wait.kind == Wait.NONE
         if server:  # looked at afresh while in its wait: a pane may have been opened since
-            wait = _server_wait(known, session_pids(), pgid, tty_rdev)
+            # The candidates are every process of the session unless the shell is alone in front, with no child.
+            wait = _server_wait(known, candidates, pgid, tty_rdev) if len(candidates) > 1 else readiness.NOT_WAITING
             known_relay = _known_server(known) if wait.kind == Wait.NONE else None
         inner = known_relay[1] if known_relay is not None else None
         relay_pid = known_relay[0] if known_relay is not None else 0
