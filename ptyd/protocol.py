@@ -223,8 +223,9 @@ class SendResult(Base, frozen=True):
     exit_code: Annotated[
         int | None,
         _d(
-            "Exit status of the last shell command that finished during this send (shell integration: bash "
-            "sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown."
+            "Exit status of the last shell command that finished during this send (shell integration: bash, zsh "
+            "and fish sessions ptyd starts, or a shell it was installed into); null when none finished or it is "
+            "unknown."
         ),
     ] = None
     cwd: Annotated[str | None, _d("The shell's working directory when the send settled at its prompt; else null.")] = (
@@ -384,8 +385,8 @@ class TerminalIntegrateParams(SessionRefParams, frozen=True):
     """Install shell integration into the shell now at the terminal's prompt (for example a bash reached through
     ssh, or a shell ptyd could not set up at open): types one line that adds prompt marks signed with this session's
     secret, then waits like a send. Afterwards sends through an opaque relay settle on the far shell's prompt mark
-    (ready_basis ``shell_integration``) and report ``exit_code`` and ``cwd``. Only bash is supported; other shells
-    print a notice and nothing changes."""
+    (ready_basis ``shell_integration``) and report ``exit_code`` and ``cwd``. bash and zsh take it anywhere, fish
+    on this machine (behind local relays too); other shells print a notice and nothing changes."""
 
     timeout_ms: Annotated[TimeoutMs | None, _d(f"Wait bound (default {DEFAULTS.default_timeout_ms}).")] = None
     max_bytes: Annotated[MaxBytes | None, _d(f"Viewport bound (default {DEFAULTS.default_max_bytes}).")] = None

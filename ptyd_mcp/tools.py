@@ -113,10 +113,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "terminal_integrate",
-        "Call once at a bash prompt that ptyd did not start itself, typically right after `ssh host` (or `docker "
-        "exec -it ... bash`) logged in: it types one setup line into that shell, and from then on sends through "
-        "the relay return exactly when the far shell prompts again (not when it merely looks quiet) and report "
-        "exit_code and cwd. Other shells than bash print a notice and nothing changes.",
+        "Call once at a bash or zsh prompt that ptyd did not start itself, typically right after `ssh host` (or "
+        "`docker exec -it ... bash`) logged in: it types one setup line into that shell, and from then on sends "
+        "through the relay return exactly when the far shell prompts again (not when it merely looks quiet) and "
+        "report exit_code and cwd. A fish on this machine takes it too; other shells print a notice and nothing "
+        "changes.",
         input_schema(p.TerminalIntegrateParams, describe={**_session, **SEND_BOUNDS}),
         output_schema(p.SendResult),
         _hints(),

@@ -49,6 +49,48 @@ def test_exit_code_and_cwd_of_each_command(any_bash: Shell) -> None:
     assert any_bash.send("sleep 0.2; exit_code_probe() { return 3; }; exit_code_probe\n")["exit_code"] == 3
 
 
+@pytest.fixture(params=[["fish"], ["fish", "-l"]], ids=["fish", "fish login"])
+def fish(request: pytest.FixtureRequest, rpc: Rpc, token: str, tmp_path: Path) -> Iterator[Shell]:
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    config = tmp_path / ".config" / "fish"
+    config.mkdir(parents=True)
+    # A user's own configuration: a prompt of theirs and an event handler of their own, both kept.
+    (config / "config.fish").write_text(
+        "function fish_prompt; echo -n 'fish> '; end\n"
+        "function user_hook --on-event fish_prompt; set -g user_hook_ran yes; end\n"
+        "set -g fish_greeting\n"
+    )
+    s = Shell(rpc, token, argv=request.param, cwd="/", env={"HOME": str(tmp_path), "XDG_CONFIG_HOME": ""})
+    assert s.opened["wait_reason"] == "stdin_read"
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()
+
+
+def test_fish_exit_code_and_cwd_of_each_command(fish: Shell) -> None:
+    result = fish.send("true\n")
+    assert (result["exit_code"], result["cwd"]) == (0, "/")
+    assert result["viewport"].splitlines()[-1] == "fish>"
+    assert fish.send("false\n")["exit_code"] == 1
+    assert fish.send("sh -c 'exit 42'\n")["exit_code"] == 42
+    assert fish.send("ls /nonexistent-dir\n")["exit_code"] == 2
+    result = fish.send("cd /tmp\n")
+    assert (result["exit_code"], result["cwd"]) == (0, "/tmp")
+    assert fish.send("function probe; sleep 0.2; return 3; end; probe\n")["exit_code"] == 3
+    assert fish.send("\n")["exit_code"] is None  # an empty line runs nothing
+    result = fish.send("echo $user_hook_ran; env | grep -c PTYD_SHELL\n")
+    assert result["viewport"].splitlines()[-3:-1] == ["yes", "0"]  # the user's hook ran; no secret inherited
+    assert "\x1b" not in result["viewport"]
+    assert not any("6973" in line for line in fish.transcript())
+
+
+def test_fish_forged_marks_change_nothing(fish: Shell) -> None:
+    forged = r"printf '\e]6973;0123456789abcdef0123456789abcdef;D;99;/forged\a'; false"
+    result = fish.send(forged + "\n")
+    assert (result["exit_code"], result["cwd"]) == (1, "/")
+
+
 def test_no_command_no_exit_code(shell: Shell) -> None:
     shell.send("false\n")
     result = shell.send("\n")
@@ -195,5 +237,27 @@ def test_integrate_into_a_shell_ptyd_did_not_set_up(rpc: Rpc, token: str) -> Non
         assert not any("__ptyd" in line for line in s.transcript())  # the installing line erased itself
         result = s.send("cd /tmp; false\n")
         assert (result["exit_code"], result["cwd"]) == (1, "/tmp")
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("relay", [None, "script -q /dev/null"], ids=["fish", "fish behind script"])
+def test_integrate_into_a_fish(rpc: Rpc, token: str, tmp_path: Path, relay: str | None) -> None:
+    if shutil.which("fish") is None or (relay is not None and shutil.which(relay.split()[0]) is None):
+        pytest.skip("fish or the relay is not installed")
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": "", "SHELL": "/usr/bin/fish"}
+    argv = ["bash", "--norc", "-i"] if relay is not None else ["fish", "--no-config"]  # --no-config: no integration
+    s = Shell(rpc, token, argv=argv, cwd="/", env={**env, "PS1": "$ "})
+    try:
+        if relay is not None:
+            assert s.send(f"SHELL=$(command -v fish) {relay}\n")["wait_reason"] == "stdin_read"
+        s.send("function fish_prompt; echo -n 'fish> '; end\n")
+        assert s.send("false\n")["exit_code"] is None
+        installed = s.call("terminal_integrate")
+        assert installed["wait_reason"] == "stdin_read"
+        assert not any("__ptyd" in line for line in s.transcript())  # the installing line erased itself
+        result = s.send("cd /tmp; false\n")
+        assert (result["exit_code"], result["cwd"]) == (1, "/tmp")
+        assert result["viewport"].splitlines()[-1] == "fish>"
     finally:
         s.close()

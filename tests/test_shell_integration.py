@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ptyd.backends.shell_integration import RC_FILE, Mark, MarkFilter, bash_launch, remote_snippet, zsh_launch
+from ptyd.backends.shell_integration import (
+    FISH_FILE,
+    RC_FILE,
+    Mark,
+    MarkFilter,
+    bash_launch,
+    fish_launch,
+    remote_snippet,
+    shell_launch,
+    zsh_launch,
+)
 
 KEY = "0123456789abcdef0123456789abcdef"
 
@@ -77,6 +87,16 @@ def test_interactive_bash_gets_the_integration(argv: list[str], rewritten: list[
 def test_other_programs_run_as_given(argv: list[str]) -> None:
     assert bash_launch(argv, KEY, {}) is None
     assert zsh_launch(argv, KEY, {}) is None
+    assert fish_launch(argv, KEY) is None
+
+
+def test_fish_gets_the_integration_as_an_init_command() -> None:
+    launch = shell_launch(["/usr/bin/fish", "-l"], KEY, {})
+    assert launch is not None
+    assert launch.argv == ["/usr/bin/fish", "-l", "--init-command", f"source '{FISH_FILE}'"]
+    assert launch.env == {"PTYD_SHELL_KEY": KEY}
+    for argv in (["fish", "-c", "echo"], ["fish", "--no-config"], ["fish", "script.fish"]):
+        assert fish_launch(argv, KEY) is None
 
 
 def test_zsh_keeps_argv_and_the_users_zdotdir() -> None:

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import final
 
 from ptyd import protocol as p
+from ptyd.backends import procfs
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelPolicy
 from ptyd.backends.channel import PtyChannel
@@ -27,7 +28,7 @@ from ptyd.backends.foreground import ForegroundGroup
 from ptyd.backends.paging import page
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.send import SendOp, consume_output, viewport
-from ptyd.backends.shell_integration import Mark, MarkFilter, remote_snippet
+from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remote_snippet
 from ptyd.backends.spawn import Spawned, set_winsize
 from ptyd.backends.tracker import ReadinessTracker, Verdict
 from ptyd.backends.watch import Listener, SessionWatch
@@ -367,9 +368,13 @@ class LocalSession:
         return True
 
     def integration_input(self) -> str:
-        """The line that installs shell integration into the bash at the prompt (terminal_integrate)."""
+        """The line that installs shell integration into the shell at the prompt (terminal_integrate): fish's own
+        when a fish of this machine is in front, else one any POSIX shell parses (bash or zsh take the hooks)."""
         screen = self.terminal.current_screen()
-        return remote_snippet(self._shell_key, int(screen.cursor.x), self.terminal.cols)
+        target = self.tracker.target()  # behind local relays too
+        leader = procfs.read_stat(target.pgid) if target is not None and target.relay is None else None
+        snippet = fish_snippet if leader is not None and leader.comm == "fish" else remote_snippet
+        return snippet(self._shell_key, int(screen.cursor.x), self.terminal.cols)
 
     # --- other operations ------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Shell integration: prompt marks that tell what each command did, signed so that no program can forge them.
 
-An interactive bash that ptyd starts loads ``bash_integration.sh`` as its rc file; that file first loads what
+An interactive bash that ptyd starts loads ``bash_integration.sh`` as its rc file (zsh and fish: see their
+launchers); that file first loads what
 bash would have loaded (``/etc/bash.bashrc`` and ``~/.bashrc``, the ``--rcfile`` given, or the login files), then
 installs a hook: ``PS0`` prints a *command* mark before each command runs, and the first ``PROMPT_COMMAND`` entry
 prints a *prompt* mark with ``$?`` and ``$PWD`` before each prompt. Neither the user's rc files nor ``PS1`` are
@@ -23,6 +24,7 @@ MARK = b"\x1b]6973;"
 MAX_MARK = 8192  # longer is not one of ours: passed through as output
 RC_FILE = Path(__file__).with_name("bash_integration.sh")
 ZDOTDIR = Path(__file__).with_name("zsh")  # holds the .zshenv that zsh reads first
+FISH_FILE = Path(__file__).with_name("fish_integration.fish")
 KEY_VAR = "PTYD_SHELL_KEY"
 HOOK_VAR = "PTYD_SHELL_HOOK"
 RC_VAR = "PTYD_SHELL_RC"  # what bash would have loaded: "default", "login" or a file
@@ -111,9 +113,25 @@ def zsh_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None:
     return Launch(list(argv), added)
 
 
+_FISH_FLAGS = {"-i", "--interactive", "-l", "--login"}
+
+
+def fish_launch(argv: list[str], key: str) -> Launch | None:
+    """An interactive fish with ``fish_integration.fish`` as an ``--init-command``, which fish runs after the
+    user's configuration; None for anything else (``fish -c``, a script, ``--no-config``). The secret is in fish's
+    environment while its configuration runs, and erased before the first prompt."""
+    if not argv or os.path.basename(argv[0]).lstrip("-") != "fish" or any(a not in _FISH_FLAGS for a in argv[1:]):
+        return None
+    return Launch([*argv, "--init-command", f"source {_fish_quoted(str(FISH_FILE))}"], {KEY_VAR: key})
+
+
+def _fish_quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def shell_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None:
-    """How to start ``argv`` with the integration, for the shells that have one (bash, zsh)."""
-    return bash_launch(argv, key, env) or zsh_launch(argv, key, env)
+    """How to start ``argv`` with the integration, for the shells that have one (bash, zsh, fish)."""
+    return bash_launch(argv, key, env) or zsh_launch(argv, key, env) or fish_launch(argv, key)
 
 
 ZSH_HOOK = (
@@ -123,26 +141,48 @@ ZSH_HOOK = (
 )
 
 
+FISH_HOOK = (
+    "function __ptyd_prompt --on-event fish_prompt; set -l s $status; "
+    "builtin printf '\\e]6973;%s;D;%s;%s\\a' $__ptyd_key $s $PWD; end; "
+    "function __ptyd_preexec --on-event fish_preexec; builtin printf '\\e]6973;%s;C\\a' $__ptyd_key; end"
+)
+
+
 def _quoted(code: str) -> str:
     return "'" + code.replace("'", "'\\''") + "'"
+
+
+def _erasing(make_line: Callable[[str], str], prompt_width: int, cols: int) -> str:
+    """The line ``make_line(erase)`` whose ``erase`` clears the rows the prompt and the line itself take (the
+    row count's own digits can change the length it is computed from)."""
+    line = ""
+    rows = 1
+    for _ in range(3):
+        line = make_line(f"builtin printf '\\033[{rows}F\\033[J'")
+        rows = (prompt_width + len(line)) // max(cols, 1) + 1
+    return line + "\n"
+
+
+def fish_snippet(key: str, prompt_width: int, cols: int) -> str:
+    """One line that installs the hooks into the fish at the prompt, then erases its own echo (the leading space
+    keeps it out of fish's history, as out of bash's)."""
+    return _erasing(lambda erase: f" set -g __ptyd_key {key}; {FISH_HOOK}; {erase}", prompt_width, cols)
 
 
 def remote_snippet(key: str, prompt_width: int, cols: int) -> str:
     """One line that installs the hook into the bash or zsh at the prompt, then erases its own echo: the rows the
     prompt and the line take are known here (the prompt's width is the cursor's column). Each shell's code is in
     an ``eval`` string, so any POSIX shell parses the line (and says the integration needs bash or zsh)."""
-    line = ""
-    rows = 1
-    for _ in range(3):  # the row count's own digits can change the length it is computed from
-        erase = f"builtin printf '\\033[{rows}F\\033[J'"
+
+    def line(erase: str) -> str:
         bash = _quoted(f"__ptyd_key={key}; {HOOK}; {erase}")
         zsh = _quoted(f"__ptyd_key={key}; {ZSH_HOOK}; {erase}")
-        line = (
+        return (
             f' if [ -n "${{BASH_VERSION-}}" ]; then eval {bash}; elif [ -n "${{ZSH_VERSION-}}" ]; then eval {zsh}; '
             "else echo 'ptyd: shell integration needs bash or zsh'; fi"
         )
-        rows = (prompt_width + len(line)) // max(cols, 1) + 1
-    return line + "\n"
+
+    return _erasing(line, prompt_width, cols)
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,8 +99,8 @@ class SendResult(TypedDict, total=False):
     lines: LineRange
     """Transcript lines the viewport covers (for terminal_read)."""
     exit_code: int | None
-    """Exit status of the last shell command that finished during this send (shell integration: bash sessions
-    ptyd starts, or a shell it was installed into); null when none finished or it is unknown.
+    """Exit status of the last shell command that finished during this send (shell integration: bash, zsh and
+    fish sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown.
     """
     cwd: str | None
     """The shell's working directory when the send settled at its prompt; else null."""

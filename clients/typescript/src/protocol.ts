@@ -100,7 +100,7 @@ export interface SendResult {
   foreground: Foreground | null;
   /** Transcript lines the viewport covers (for terminal_read). */
   lines: LineRange;
-  /** Exit status of the last shell command that finished during this send (shell integration: bash sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown. */
+  /** Exit status of the last shell command that finished during this send (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown. */
   exit_code?: number | null;
   /** The shell's working directory when the send settled at its prompt; else null. */
   cwd?: string | null;
@@ -235,8 +235,8 @@ export interface TerminalEvent {
  * Install shell integration into the shell now at the terminal's prompt (for example a bash reached through
  * ssh, or a shell ptyd could not set up at open): types one line that adds prompt marks signed with this session's
  * secret, then waits like a send. Afterwards sends through an opaque relay settle on the far shell's prompt mark
- * (ready_basis `shell_integration`) and report `exit_code` and `cwd`. Only bash is supported; other shells
- * print a notice and nothing changes.
+ * (ready_basis `shell_integration`) and report `exit_code` and `cwd`. bash and zsh take it anywhere, fish
+ * on this machine (behind local relays too); other shells print a notice and nothing changes.
  */
 export interface TerminalIntegrateParams {
   /**
@@ -658,8 +658,8 @@ export interface Methods {
    * Install shell integration into the shell now at the terminal's prompt (for example a bash reached through
    * ssh, or a shell ptyd could not set up at open): types one line that adds prompt marks signed with this session's
    * secret, then waits like a send. Afterwards sends through an opaque relay settle on the far shell's prompt mark
-   * (ready_basis `shell_integration`) and report `exit_code` and `cwd`. Only bash is supported; other shells
-   * print a notice and nothing changes.
+   * (ready_basis `shell_integration`) and report `exit_code` and `cwd`. bash and zsh take it anywhere, fish
+   * on this machine (behind local relays too); other shells print a notice and nothing changes.
    */
   terminal_integrate: { params: TerminalIntegrateParams; result: SendResult };
   /**
