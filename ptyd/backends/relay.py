@@ -150,7 +150,9 @@ def _server_wait(known: Known, pids: list[int], pgid: int, tty_rdev: int) -> Tty
             stat = procfs.read_stat(pid)
             if stat is not None and stat.state == "S":
                 wait = readiness.group_wait([pid], stat.pgrp, tty_rdev, -1)
-                if wait.kind != Wait.NONE:
+                # A server holds its panes' pty masters; any other reader out there (a setsid'd job reading the
+                # terminal it inherited) is not what the send waits for.
+                if wait.kind != Wait.NONE and any(procfs.fd_target(pid, fd) in _PTMX for fd in wait.others):
                     return wait
     return readiness.NOT_WAITING
 
