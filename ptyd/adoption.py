@@ -1,5 +1,5 @@
-"""Crash survival under systemd: what the daemon keeps for a successor while it runs, and how a daemon restarted
-after a crash adopts the sessions.
+"""Crash survival: what the daemon keeps for a successor while it runs, and how a daemon restarted after a crash
+adopts the sessions (under systemd, or with the fd keeper of ``ptyd.keeper``).
 
 While it runs, the daemon keeps each session's PTY master in systemd's fd store and saves the sessions (screens
 included) to the state file. systemd restarts a daemon that died (KillMode=process leaves the sessions' processes
@@ -14,10 +14,11 @@ import fcntl
 import logging
 import os
 import time
+from typing import Protocol
 
 import msgspec
 
-from ptyd import handover, systemd
+from ptyd import handover
 from ptyd.backends import procfs
 from ptyd.backends.handover import master_fd, save_mark
 from ptyd.backends.session import LocalSession
@@ -25,6 +26,15 @@ from ptyd.backends.state import DaemonState, SessionState, StateFile
 from ptyd.service.service import PtyService
 
 log = logging.getLogger("ptyd.adoption")
+
+
+class FdKeeper(Protocol):
+    """Where PTY masters outlive the daemon: systemd's fd store or ``ptyd keeper``."""
+
+    stored: set[str]
+
+    def sync(self, masters: dict[str, int]) -> None: ...
+
 
 TIOCGPTPEER = 0x5441  # _IO('T', 0x41): open the slave of a PTY master (Linux 4.13)
 
@@ -69,10 +79,10 @@ class StateSaver:
     of 2000 lines, so it is written at once only if the last write is ``interval_s`` old, and otherwise at the
     next ``tick`` (sessions opened, closed, or their screens changed)."""
 
-    def __init__(self, state_file: StateFile, service: PtyService, stored: set[str], interval_s: float) -> None:
+    def __init__(self, state_file: StateFile, service: PtyService, store: FdKeeper | None, interval_s: float) -> None:
         self.state_file = state_file
         self.service = service
-        self.store = systemd.FdStore(stored) if systemd.fd_store_enabled() else None
+        self.store = store  # systemd's fd store, the fd keeper, or none (in the foreground)
         self.interval_s = interval_s
         self._marks: dict[str, tuple[int, int]] = {}
         self._written = -interval_s

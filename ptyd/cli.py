@@ -51,6 +51,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Print the operator token the running daemon wrote beside its socket. Exit 3 if there is none.",
     )
     token.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    keeper = sub.add_parser(
+        "keeper",
+        help="hold the PTY masters of a daemon that runs without systemd (started by the daemon: fd_keeper)",
+        description="Keep the PTY masters the daemon hands over, so that its sessions outlive a crash; the next "
+        "daemon takes them back. Started by the daemon itself when fd_keeper is on.",
+    )
+    keeper.add_argument("--dir", type=Path, required=True, help="the daemon's runtime directory")
+    keeper.add_argument("--grace-ms", type=float, required=True, help="how long to wait for a next daemon")
     return parser.parse_args(argv)
 
 
@@ -73,6 +81,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(dial_stdio(socket_path or default_socket_path()))
     if args.command == "operator-token":
         sys.exit(print_operator_token(socket_path or default_socket_path()))
+    if args.command == "keeper":
+        from ptyd.keeper import serve
+
+        sys.exit(serve(args.dir, args.grace_ms / 1000))
     try:
         config = load_config(args.config, required=args.config is not None)
     except ConfigError as exc:

@@ -98,6 +98,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     close_term_grace_ms: PositiveMs = 1_500
     # Daemon shutdown waits this long for all closes before giving up on the rest.
     shutdown_grace_ms: PositiveMs = 10_000
+    # Without systemd's fd store, keep the PTY masters in a `ptyd keeper` process too, so that the sessions
+    # outlive a crash of the daemon and the next one adopts them. Off by default: a crashed daemon's sessions
+    # then live on until the next daemon starts or fd_keeper_grace_ms passes.
+    fd_keeper: bool = False
+    # How long the keeper waits for a next daemon before it lets the sessions go (they get their hangup).
+    fd_keeper_grace_ms: PositiveMs = 60_000
 
     # --- processes ---
     # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker.

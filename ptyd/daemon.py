@@ -23,6 +23,7 @@ from ptyd.backends.session import LocalSession
 from ptyd.backends.spawn import raise_fd_limit
 from ptyd.backends.state import StateFile, remove_leftover_cgroups
 from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
+from ptyd.keeper import Keeper
 from ptyd.rpc.dispatch import Dispatcher
 from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method
@@ -153,11 +154,30 @@ class Daemon:
                 self.socket_path = activated_path(sock, self._explicit_socket)
             prepare_runtime_dir(self.socket_path.parent)
             lock_fd = acquire_lock(self.socket_path.parent)
+        keeper = self._attach_keeper(handed is not None)
         try:
-            return await self._serve(loop, sock, lock_fd, activated, handed)
+            return await self._serve(loop, sock, lock_fd, activated, handed, keeper)
         finally:
             with contextlib.suppress(OSError):
                 os.close(lock_fd)
+
+    def _attach_keeper(self, handed: bool) -> Keeper | None:
+        """The fd keeper (``fd_keeper``, without systemd's fd store): connect or start it, and take back the masters
+        it kept for a daemon that died. After a handover the daemon has its masters already."""
+        if not self.config.fd_keeper or systemd.fd_store_enabled():
+            return None
+        try:
+            keeper = Keeper.attach(self.socket_path.parent, self.config.fd_keeper_grace_ms)
+            taken = keeper.take()
+        except OSError as exc:
+            log.warning("no fd keeper, so a crash of this daemon ends its sessions: %s", exc)
+            return None
+        if handed or self._stored:
+            for fd in taken.values():
+                os.close(fd)
+        else:
+            self._stored = taken
+        return keeper
 
     async def _serve(
         self,
@@ -166,6 +186,7 @@ class Daemon:
         lock_fd: int,
         activated: bool,
         handed: handover.DaemonState | None,
+        keeper: Keeper | None,
     ) -> int:
         directory = self.socket_path.parent
         log.debug("fd limit %d", raise_fd_limit())
@@ -184,7 +205,8 @@ class Daemon:
             remove_leftover_cgroups(containment, keep=keep)
         reaper = ChildReaper(loop)
         service = PtyService(self.config, build_registry(self.config, reaper, containment), containment.name)
-        saver = adoption.StateSaver(state_file, service, set(self._stored), MAINTENANCE_INTERVAL_S)
+        store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
+        saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
         emulator = engine_name(self.config.emulator)  # imports the native engine now, not at the first open
         # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
@@ -203,7 +225,9 @@ class Daemon:
             count = handover.take_over(
                 saved, service, config=self.config, reaper=reaper, containment=containment, child=False, fds=crashed_fds
             )
-            log.warning("adopted %d of the %d sessions systemd kept for a daemon that died", count, len(self._stored))
+            held = len(self._stored)
+            holder = "the fd keeper" if keeper is not None else "systemd"
+            log.warning("adopted %d of the %d sessions %s kept for a daemon that died", count, held, holder)
         self._stored = {}
         service.on_change()
         if not any(agent.operator for agent in service.agents):
@@ -301,6 +325,8 @@ class Daemon:
                 if isinstance(entry.session, LocalSession):
                     entry.session.scope.kill_all()
         saver.tick()  # the closes' last write, if it was put off
+        if keeper is not None:
+            keeper.bye()
         await server.close()
         reaper.reap()
         reaper.close()

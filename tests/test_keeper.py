@@ -1,0 +1,146 @@
+"""Crash survival without systemd: with ``fd_keeper = true`` a ``ptyd keeper`` holds the PTY masters, so a
+SIGKILLed daemon's sessions run on and the next daemon adopts them; a clean stop ends the keeper too; a keeper
+left alone past its grace lets the sessions go. Real daemons, real shells, a real crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from conftest import Daemon, Shell, pid_alive, session_pids, wait_until
+from ptyd.keeper import KEEPER_SOCKET
+
+
+def keepers(directory: Path) -> list[int]:
+    """The keeper processes serving ``directory``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"keeper" in argv and str(directory).encode() in argv:
+                found.append(int(name))
+    return [pid for pid in found if pid_alive(pid)]
+
+
+def saved_sessions(directory: Path) -> set[str]:
+    try:
+        return set(json.loads((directory / "sessions.json").read_text())["sessions"])
+    except (OSError, ValueError, KeyError):
+        return set()
+
+
+def test_sessions_outlive_a_crash_and_the_next_daemon_adopts_them(fresh_daemon: Daemon) -> None:
+    fresh_daemon.config_path.write_text("fd_keeper = true\n")
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="survivor")["token"]
+        shell = Shell(rpc, token, env={"PS1": "$ "})
+        shell.send("X=kept-across-the-crash\n")
+        repl = Shell(rpc, token, argv=["python3", "-q"])
+        repl.send("y = 41\n")
+        pids = {shell.id: shell.opened["pid"], repl.id: repl.opened["pid"]}
+        tree = session_pids(shell)
+    [keeper] = keepers(fresh_daemon.directory)
+    # The sessions are saved at most once a second (as under systemd): one opened just before a crash is lost.
+    wait_until(lambda: saved_sessions(fresh_daemon.directory) == set(pids), message="the saved state")
+    fresh_daemon.stop(signal.SIGKILL)
+    assert all(pid_alive(pid) for pid in [*pids.values(), *tree])  # no hangup: the keeper holds the masters
+    with open(f"/proc/{pids[repl.id]}/stat") as f:
+        assert f.read().rpartition(")")[2].split()[0] != "Z"
+    fresh_daemon.start()
+    assert "adopted 2 of the 2 sessions the fd keeper kept" in fresh_daemon.log()
+    with fresh_daemon.rpc() as rpc:
+        listed = {s["session_id"]: s["pid"] for s in rpc.call("terminal_list", token=token)["sessions"]}
+        assert listed == pids  # same ids, same programs, same owner's token
+        shell.rpc = repl.rpc = rpc
+        assert shell.send("echo $X\n")["viewport"].splitlines()[-2:] == ["kept-across-the-crash", "$"]
+        assert repl.send("y + 1\n")["viewport"].splitlines()[-2:] == ["42", ">>>"]
+    assert keepers(fresh_daemon.directory) == [keeper]  # the same keeper serves the next daemon
+    assert fresh_daemon.stop() == 0  # a clean stop closes the sessions and lets the keeper go
+    wait_until(lambda: not keepers(fresh_daemon.directory), message="the keeper's exit")
+    assert not (fresh_daemon.directory / KEEPER_SOCKET).exists()
+    assert not any(pid_alive(pid) for pid in [*pids.values(), *tree])
+
+
+def test_a_keeper_left_alone_lets_the_sessions_go(fresh_daemon: Daemon) -> None:
+    fresh_daemon.config_path.write_text("fd_keeper = true\nfd_keeper_grace_ms = 300\n")
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register")["token"]
+        shell = Shell(rpc, token, env={"PS1": "$ "})
+    fresh_daemon.stop(signal.SIGKILL)
+    # No daemon comes back: after its grace the keeper closes the masters, and the shell gets its hangup.
+    wait_until(lambda: not keepers(fresh_daemon.directory), message="the keeper's exit")
+    wait_until(lambda: not pid_alive(shell.opened["pid"]), message="the shell's hangup")
+    fresh_daemon.start()  # nothing to adopt; the state file's leftovers are gone already
+    with fresh_daemon.rpc() as rpc:
+        assert rpc.call("daemon_info")["sessions"] == 0
+
+
+def test_without_the_option_there_is_no_keeper(fresh_daemon: Daemon) -> None:
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        Shell(rpc, rpc.call("agent_register")["token"])
+    assert keepers(fresh_daemon.directory) == []
+
+
+def test_the_keeper_follows_a_handover(fresh_daemon: Daemon) -> None:
+    fresh_daemon.config_path.write_text("fd_keeper = true\n")
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register")["token"]
+        shell = Shell(rpc, token, env={"PS1": "$ "})
+        shell.send("X=handed-then-crashed\n")
+    assert fresh_daemon.proc is not None
+    fresh_daemon.proc.send_signal(signal.SIGUSR2)  # the daemon execs itself in place (same pid)
+
+    def handed_over() -> bool:
+        try:
+            with fresh_daemon.rpc() as rpc:
+                return bool(rpc.call("daemon_info")["handovers"] == 1)
+        except OSError:  # the connection the exec dropped
+            return False
+
+    wait_until(handed_over, timeout=60, message="the handover")
+    wait_until(lambda: saved_sessions(fresh_daemon.directory) == {shell.id}, message="the saved state")
+    fresh_daemon.stop(signal.SIGKILL)
+    fresh_daemon.start()
+    assert "adopted 1 of the 1 sessions the fd keeper kept" in fresh_daemon.log()
+    with fresh_daemon.rpc() as rpc:
+        shell.rpc = rpc
+        assert shell.send("echo $X\n")["viewport"].splitlines()[-2:] == ["handed-then-crashed", "$"]
+
+
+def test_keeper_protocol_in_process(tmp_path: Path) -> None:
+    """STORE, REMOVE, TAKE and BYE against ``serve`` in a thread, with pipes standing in for PTY masters."""
+    import threading
+
+    from ptyd.keeper import Keeper, serve
+
+    exited: list[int] = []
+    server = threading.Thread(target=lambda: exited.append(serve(tmp_path, grace_s=30)))
+    server.start()
+    wait_until(lambda: (tmp_path / KEEPER_SOCKET).exists(), message="the keeper's socket")
+    first = Keeper.attach(tmp_path, grace_ms=30_000)  # finds the running keeper: starts none
+    assert first.take() == {}
+    pipes = {name: os.pipe() for name in ("pty-a", "pty-b")}
+    first.sync({name: w for name, (_, w) in pipes.items()})
+    first.sync({"pty-b": pipes["pty-b"][1]})  # pty-a closed: the keeper lets it go
+    second = Keeper.attach(tmp_path, grace_ms=30_000)  # a next daemon: the keeper drops the first connection
+    taken = second.take()
+    assert set(taken) == {"pty-b"}
+    os.write(taken["pty-b"], b"x")  # the very pipe the first daemon stored
+    assert os.read(pipes["pty-b"][0], 1) == b"x"
+    first.bye()  # on a dropped connection: nothing happens
+    assert server.is_alive()
+    second.bye()
+    server.join(timeout=10)
+    assert exited == [0]
+    assert not (tmp_path / KEEPER_SOCKET).exists()
+    for fd in [*taken.values(), *(fd for pair in pipes.values() for fd in pair)]:
+        os.close(fd)
