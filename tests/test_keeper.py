@@ -67,12 +67,18 @@ def test_sessions_outlive_a_crash_and_the_next_daemon_adopts_them(fresh_daemon: 
     assert not any(pid_alive(pid) for pid in [*pids.values(), *tree])
 
 
+def start_with_a_shell(daemon: Daemon, config: str, line: str) -> Shell:
+    """Start ``daemon`` with ``config`` and open a shell that runs ``line`` (its connection closed after)."""
+    daemon.config_path.write_text(config)
+    daemon.start()
+    with daemon.rpc() as rpc:
+        shell = Shell(rpc, rpc.call("agent_register")["token"], env={"PS1": "$ "})
+        shell.send(line)
+    return shell
+
+
 def test_a_keeper_left_alone_lets_the_sessions_go(fresh_daemon: Daemon) -> None:
-    fresh_daemon.config_path.write_text("fd_keeper = true\nfd_keeper_grace_ms = 300\n")
-    fresh_daemon.start()
-    with fresh_daemon.rpc() as rpc:
-        token = rpc.call("agent_register")["token"]
-        shell = Shell(rpc, token, env={"PS1": "$ "})
+    shell = start_with_a_shell(fresh_daemon, "fd_keeper = true\nfd_keeper_grace_ms = 300\n", "\n")
     fresh_daemon.stop(signal.SIGKILL)
     # No daemon comes back: after its grace the keeper closes the masters, and the shell gets its hangup.
     wait_until(lambda: not keepers(fresh_daemon.directory), message="the keeper's exit")
@@ -90,12 +96,7 @@ def test_without_the_option_there_is_no_keeper(fresh_daemon: Daemon) -> None:
 
 
 def test_the_keeper_follows_a_handover(fresh_daemon: Daemon) -> None:
-    fresh_daemon.config_path.write_text("fd_keeper = true\n")
-    fresh_daemon.start()
-    with fresh_daemon.rpc() as rpc:
-        token = rpc.call("agent_register")["token"]
-        shell = Shell(rpc, token, env={"PS1": "$ "})
-        shell.send("X=handed-then-crashed\n")
+    shell = start_with_a_shell(fresh_daemon, "fd_keeper = true\n", "X=handed-then-crashed\n")
     assert fresh_daemon.proc is not None
     fresh_daemon.proc.send_signal(signal.SIGUSR2)  # the daemon execs itself in place (same pid)
 
