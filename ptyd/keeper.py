@@ -76,7 +76,10 @@ def serve(directory: Path, grace_s: float) -> int:
             wait = None if alone_since is None else max(0.0, alone_since + grace_s - time.monotonic())
             ready, _, _ = select.select(watched, [], [], wait)
             if listener in ready:
-                conn, _ = listener.accept()
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    continue
                 if _peer_uid(conn) != os.getuid():
                     conn.close()
                     continue
@@ -88,16 +91,15 @@ def serve(directory: Path, grace_s: float) -> int:
             if daemon is not None and daemon in ready:
                 try:
                     message, fds = _receive(daemon)
-                except OSError:
-                    message, fds = "", []
+                    if message and not _handle(daemon, message, fds, kept):
+                        break
+                except OSError:  # the daemon went while it was answered: as if it had just closed
+                    message = ""
                 if not message:
                     daemon.close()
                     daemon, alone_since = None, time.monotonic()
                     if not kept:
                         break  # nothing to keep for a next daemon
-                    continue
-                if not _handle(daemon, message, fds, kept):
-                    break
     if daemon is not None:
         daemon.close()
     for fd in kept.values():
