@@ -870,3 +870,27 @@ def test_backlog_returns_to_zero_after_a_flood_of_non_ascii_lines() -> None:
         assert term.t.backlog > 0
         term.t.process(float("inf"))
         assert term.t.backlog == 0
+
+
+def test_a_dropped_native_terminal_is_freed_outside_the_collector(engine: str) -> None:
+    # The collector runs finalizers wherever it runs: once inside cffi while it held its lock to parse a type,
+    # where the finalizer's lookup of a library function deadlocked the daemon. A dropped terminal is only queued
+    # there, and freed at the next entry into the engine.
+    if engine != "ghostty":
+        pytest.skip("the native engine's finalizer")
+    import gc
+
+    from pyghostty import ffi
+
+    from ptyd.terminal import ghostty_engine
+
+    dropped = Term(20, 5).feed("".join(f"line {i}\r\n" for i in range(50)))  # history and its mark
+    assert dropped.t.scrollback.total > 0
+    ghostty_engine.free_dropped()
+    del dropped
+    with ffi._lock:  # as while cffi parses a type: nothing the collector runs may need it
+        gc.collect()
+    assert len(ghostty_engine._dropped) == 1
+    kept = Term(20, 5).feed("next\r\n")  # the next terminal frees it
+    assert ghostty_engine._dropped == []
+    assert kept.text == "next"

@@ -127,7 +127,8 @@ class GhosttyTerminal(Terminal):
         self._point = ffi.new("GhosttyPointS*")
         self._coord = ffi.new("GhosttyPointCoordinate*")
         _, _, (handle,), _ = self.vt._free.detach()
-        weakref.finalize(self, _free, self._mark, handle)
+        weakref.finalize(self, _drop, self._mark, handle)
+        free_dropped()
         pull = ffi.new("bool*", False)  # a growing screen must not take rows back from the (erased) history
         lib.ghostty_terminal_set(self._handle, lib.GHOSTTY_TERMINAL_OPT_RESIZE_PULL_SCROLLBACK, pull)
         # Grapheme clustering (mode 2027): a cluster is one cell of the width wcwidth gives it, as in the pyte
@@ -158,6 +159,8 @@ class GhosttyTerminal(Terminal):
     # --- input -----------------------------------------------------------------------------------------
 
     def feed(self, data: bytes, *, more: bool = False) -> None:
+        if _dropped:
+            free_dropped()
         if self._tail:
             data, self._tail = self._tail + data, b""
         esc = data.rfind(b"\x1b", max(0, len(data) - _PARTIAL_MAX))
@@ -481,13 +484,29 @@ class GhosttyTerminal(Terminal):
 
 def _unmark(mark: Any) -> None:
     if mark[0]:
-        lib.ghostty_tracked_grid_ref_free(mark[0])
+        _GRID_REF_FREE(mark[0])
         mark[0] = ffi.NULL
 
 
-def _free(mark: Any, terminal: Any) -> None:
-    _unmark(mark)  # the mark points into the terminal: it goes first
-    lib.ghostty_terminal_free(terminal)
+# A dropped terminal's finalizer runs wherever the collector happens to run: possibly inside cffi while it holds
+# its (non-reentrant) lock to parse a type, where looking up a library function would deadlock the daemon, or
+# inside a Ghostty call on another terminal (a reply callback). So it only queues the terminal, which is freed
+# at the next entry into this engine. The functions are looked up once, here.
+_GRID_REF_FREE = lib.ghostty_tracked_grid_ref_free
+_TERMINAL_FREE = lib.ghostty_terminal_free
+_dropped: list[tuple[Any, Any]] = []
+
+
+def _drop(mark: Any, terminal: Any) -> None:
+    _dropped.append((mark, terminal))
+
+
+def free_dropped() -> None:
+    """Free the terminals dropped since the last call (their marks first: they point into them)."""
+    while _dropped:
+        mark, terminal = _dropped.pop()
+        _unmark(mark)
+        _TERMINAL_FREE(terminal)
 
 
 def _vt_dump(handle: Any) -> bytes:
