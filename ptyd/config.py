@@ -99,8 +99,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # Daemon shutdown waits this long for all closes before giving up on the rest.
     shutdown_grace_ms: PositiveMs = 10_000
     # Without systemd's fd store, keep the PTY masters in a `ptyd keeper` process too, so that the sessions
-    # outlive a crash of the daemon and the next one adopts them. Off by default: a crashed daemon's sessions
-    # then live on until the next daemon starts or fd_keeper_grace_ms passes.
+    # outlive a crash of the daemon and the next one adopts them. Off by default, as before it existed: a crash
+    # in the foreground then ends every session.
     fd_keeper: bool = False
     # How long the keeper waits for a next daemon before it lets the sessions go (they get their hangup).
     fd_keeper_grace_ms: PositiveMs = 60_000
