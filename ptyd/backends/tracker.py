@@ -86,6 +86,7 @@ class ReadinessTracker:
         self._output_is_evidence = True
         self._relays = relay.Known()
         self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
+        self._after_signal = False  # the last mark was a signal's, not written input
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -145,6 +146,7 @@ class ReadinessTracker:
         self._expect_answer = False
         self._prompt_mark_at = None
         self._weak = self._poll = None
+        self._after_signal = False
         if wrote_input:
             self.mark_write(wrote_input)
 
@@ -158,6 +160,9 @@ class ReadinessTracker:
         self._forwarded = None
         # Evidence of taking input is having read something since; after a signal (data empty), having run.
         self._activity = procfs.group_rchar if data else procfs.group_run_counts
+        # After a signal, even a direct wait must hold a moment: bash, interrupted at its prompt, echoes ^C and
+        # reads the terminal again for an instant before its own handler takes it to a new prompt.
+        self._after_signal = not data
         pgid = self._foreground.pgid()
         same = self._same_plain_group(pgid)
         relayed = False
@@ -232,14 +237,14 @@ class ReadinessTracker:
         if not self.taken:
             self.taken = kind == Wait.NONE  # seen out of its wait: the next wait is a new one
             return NOT_READY
-        if kind not in (Wait.EVENT_LOOP, Wait.TIMED):
+        if kind not in (Wait.EVENT_LOOP, Wait.TIMED) and not (kind == Wait.DIRECT and self._after_signal):
             self._weak = None
         if kind not in (Wait.TIMED, Wait.NONE):
             # A short poll's cycle survives the program being seen awake (that is the cycle: it woke, redrew and
             # went back); another kind of wait starts over.
             self._poll = None
         waiting = (
-            kind == Wait.DIRECT
+            (kind == Wait.DIRECT and (not self._after_signal or self._held_event_loop(target)))
             or (kind == Wait.EVENT_LOOP and self._held_event_loop(target))
             or (kind == Wait.TIMED and self._timed_wait_over(target))
         )
