@@ -142,12 +142,13 @@ def _server_wait(known: Known, pids: list[int], pgid: int, tty_rdev: int) -> Tty
     now = time.monotonic()
     for pid in pids:
         outside, seen = known.outside.get(pid, (False, now))
+        stat = None
         if now - seen < SETTLED_START_S:
             stat = procfs.read_stat(pid)
             outside = stat is not None and stat.tty_nr == 0 and stat.pgrp != pgid
             known.outside[pid] = (outside, seen)
         if outside:
-            stat = procfs.read_stat(pid)
+            stat = stat or procfs.read_stat(pid)
             if stat is not None and stat.state == "S":
                 wait = readiness.group_wait([pid], stat.pgrp, tty_rdev, -1)
                 # A server holds its panes' pty masters; any other reader out there (a setsid'd job reading the

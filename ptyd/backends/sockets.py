@@ -28,6 +28,7 @@ _REPLY = struct.Struct("=BBBBIII")  # unix_diag_msg: family, type, state, pad, i
 _ATTR = struct.Struct("=HH")  # rtattr: length, type
 
 _peer_of: dict[int, int | None] = {}  # socket inode -> its peer's inode (a pair's ends never change)
+_leads_out: dict[tuple[int, int], bool] = {}  # (pid, socket inode) -> leads out of the process
 _CACHE_MAX = 4096
 
 
@@ -85,9 +86,21 @@ def socket_inode(link: str) -> int | None:
 
 def leads_out(pid: int, link: str) -> bool:
     """A socket fd of ``pid`` (its /proc link) may carry the program's input and output elsewhere: anything but a
-    Unix socket whose other end ``pid`` holds itself (an event loop's wake-up pair)."""
+    Unix socket whose other end ``pid`` holds itself (an event loop's wake-up pair). Remembered per process and
+    socket: every probe of an asyncio REPL asks again, and the answer means a walk of its fds."""
     inode = socket_inode(link)
-    peer = unix_peer(inode) if inode is not None else None
+    if inode is None:
+        return True
+    key = (pid, inode)
+    if key not in _leads_out:
+        if len(_leads_out) >= _CACHE_MAX:
+            _leads_out.clear()
+        _leads_out[key] = _peer_elsewhere(pid, inode)
+    return _leads_out[key]
+
+
+def _peer_elsewhere(pid: int, inode: int) -> bool:
+    peer = unix_peer(inode)
     if peer is None:
         return True
     wanted = f"socket:[{peer}]"
