@@ -129,7 +129,8 @@ class Daemon:
             stdout=log,
             stderr=log,
             cwd=ROOT,
-            env={k: v for k, v in os.environ.items() if not k.startswith("PTYD_")},
+            # Without the developer's SHELL too, as under CI and cron: a session gets the login shell from the daemon.
+            env={k: v for k, v in os.environ.items() if not k.startswith("PTYD_") and k != "SHELL"},
         )
         log.close()
         if wait:

@@ -29,7 +29,8 @@ LOCAL_RELAYS = {
 
 
 def _relay_shell(rpc: Rpc, token: str, command: str) -> Shell:
-    s = Shell(rpc, token, env={"PS1": "$ "})
+    # script runs $SHELL: bash, whatever the login shell is (dash's read has no -s)
+    s = Shell(rpc, token, env={"PS1": "$ ", "SHELL": shutil.which("bash") or "/bin/bash"})
     opened = s.send(command + "\n")
     assert opened["wait_reason"] == "stdin_read", opened
     s.send("PS1='inner$ '\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import threading
 
 import pytest
@@ -44,6 +45,17 @@ def test_cwd_env_and_agent_profile(rpc: Rpc, token: str, tmp_path: os.PathLike[s
     out = s.send("pwd; echo $GREETING $GIT_PAGER $GIT_EDITOR $PTYD_SESSION\n")["viewport"].splitlines()
     assert out[1] == str(tmp_path)
     assert out[2] == f"hi cat true {s.id}"
+    s.close()
+
+
+def test_a_session_has_the_login_shell_in_SHELL_unless_given(rpc: Rpc, token: str) -> None:
+    """The test daemon runs without SHELL (as under CI or cron), where script, vim's :shell and less's ! would run sh."""
+    login = pwd.getpwuid(os.getuid()).pw_shell
+    s = Shell(rpc, token, env={"PS1": "$ "})
+    assert s.send("echo $SHELL\n")["viewport"].splitlines()[-2] == login
+    s.close()
+    s = Shell(rpc, token, env={"PS1": "$ ", "SHELL": "/bin/zsh"})
+    assert s.send("echo $SHELL\n")["viewport"].splitlines()[-2] == "/bin/zsh"
     s.close()
 
 

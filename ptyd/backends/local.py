@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import secrets
 from pathlib import Path
 from typing import final
@@ -24,11 +25,21 @@ _NOT_INHERITED = ("NOTIFY_SOCKET", "FDSTORE", "LISTEN_FDS", "LISTEN_PID", "LISTE
 def session_environment(config: Config, session_id: str, extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
     env["TERM"] = config.term
+    if "SHELL" not in env:  # as login(1) sets it: without it script, vim's :shell and less's ! fall back to sh
+        env["SHELL"] = _login_shell()
     env.pop("COLUMNS", None)
     env.pop("LINES", None)
     env.update(extra)
     env[MARKER_VAR] = session_id  # last, so a caller cannot hide a process from close
     return env
+
+
+def _login_shell() -> str:
+    with contextlib.suppress(KeyError):
+        shell = pwd.getpwuid(os.getuid()).pw_shell
+        if shell and os.access(shell, os.X_OK):
+            return shell
+    return "/bin/sh"
 
 
 @final
