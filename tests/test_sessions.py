@@ -49,7 +49,7 @@ def test_cwd_env_and_agent_profile(rpc: Rpc, token: str, tmp_path: os.PathLike[s
 
 
 def test_a_session_has_the_login_shell_in_SHELL_unless_given(rpc: Rpc, token: str) -> None:
-    """The test daemon runs without SHELL (as under CI or cron), where script, vim's :shell and less's ! would run sh."""
+    """The test daemon runs without SHELL (as under CI or cron): script, vim's :shell and less's ! would run sh."""
     login = pwd.getpwuid(os.getuid()).pw_shell
     s = Shell(rpc, token, env={"PS1": "$ "})
     assert s.send("echo $SHELL\n")["viewport"].splitlines()[-2] == login
