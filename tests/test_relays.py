@@ -124,6 +124,62 @@ def test_multiplexer_pane_is_probed_exactly(multiplexer: Shell) -> None:
     assert "bob" in multiplexer.send("echo $name-ok\n")["viewport"]
 
 
+# --- a program that is a relay too: mc runs its commands in a subshell behind a pty, and keeps most keys itself ---
+
+
+@pytest.fixture
+def mc(rpc: Rpc, token: str, tmp_path: Path) -> Iterator[Shell]:
+    if shutil.which("mc") is None:
+        pytest.skip("mc is not installed")
+    (tmp_path / "note.txt").write_text("a line mc shows\n")
+    # No PS1 in its environment: mc's subshell would take that prompt and mc no longer sees it come back.
+    s = Shell(rpc, token, env={"HOME": str(tmp_path), "SHELL": shutil.which("bash") or "/bin/bash"}, cwd=str(tmp_path))
+    result = s.send("mc\n", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read", result
+    assert "1Help" in result["viewport"]
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()
+
+
+def test_mc_keys_it_keeps_settle_on_its_own_wait(mc: Shell) -> None:
+    for key, shown in (("x", "# x"), ("y", "# xy"), ("\x7f", "# x")):  # typed on its command line, and erased
+        result = mc.send(key, idle_ms=10_000)
+        assert result["wait_reason"] == "stdin_read", result
+        assert result["ready_basis"] == "kernel"
+        assert result["viewport"].splitlines()[-2].rstrip().endswith(shown), result
+    mc.send("\x7f", idle_ms=10_000)
+
+
+def test_mc_commands_run_behind_it_are_waited_for(mc: Shell) -> None:
+    started = time.monotonic()
+    result = mc.send("sleep 1; echo hi\r", idle_ms=10_000)
+    assert time.monotonic() - started >= 0.95
+    assert result["wait_reason"] == "stdin_read"
+    assert "1Help" in result["viewport"]  # back in its panels
+    result = mc.send("python3 -q\r", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].splitlines()[-1] == ">>>"
+    assert mc.send("6*7\r")["viewport"].splitlines()[-2:] == ["42", ">>>"]
+    result = mc.send("exit()\r", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read"
+    assert "1Help" in result["viewport"]
+
+
+def test_mc_viewer_and_quit(mc: Shell) -> None:
+    mc.send("cd .\r", idle_ms=10_000)
+    result = mc.send("\x1b[F", idle_ms=10_000)  # End: the last entry, note.txt
+    result = mc.send("\x1bOR", idle_ms=10_000)  # F3: its own viewer
+    assert result["wait_reason"] == "stdin_read", result
+    assert "a line mc shows" in result["viewport"], result
+    result = mc.send("q", idle_ms=10_000)
+    assert result["wait_reason"] == "stdin_read", result
+    assert "1Help" in result["viewport"]
+    result = mc.send("\x1b[21~", idle_ms=10_000)  # F10: quit
+    assert result["wait_reason"] == "stdin_read", result
+    assert "1Help" not in result["viewport"]
+
+
 # --- ssh: an opaque relay -------------------------------------------------------------------------------------
 
 

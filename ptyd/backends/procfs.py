@@ -166,7 +166,7 @@ def group_cpu_ns(pids: Iterable[int], pgid: int) -> int:
     return sum(cpu_ns(pid, tid) or 0 for pid in group_members(pids, pgid) for tid in tasks(pid))
 
 
-def _rchar(pid: int) -> int | None:
+def rchar(pid: int) -> int | None:
     """``/proc/PID/io``'s first counter, rchar, for all threads of the process."""
     try:
         return int(read_file(f"/proc/{pid}/io").split(b"\n", 1)[0].split()[1])
@@ -180,7 +180,7 @@ def group_rchar(pids: Iterable[int], pgid: int) -> dict[int, int]:
     reader does on every piece of a line that is still incomplete)."""
     out: dict[int, int] = {}
     for pid in group_members(pids, pgid):
-        value = _rchar(pid)
+        value = rchar(pid)
         if value is not None:
             out[pid] = value
     return out

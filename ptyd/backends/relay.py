@@ -158,6 +158,11 @@ def _server_wait(known: Known, pids: list[int], pgid: int, tty_rdev: int) -> Tty
     return readiness.NOT_WAITING
 
 
+def _plain(wait: TtyWait) -> bool:
+    """A wait on this terminal alone: a read, or a select/poll on no other fd."""
+    return wait.kind != Wait.NONE and (not wait.multiplexed or (wait.call is not None and not wait.others))
+
+
 def asleep(pid: int) -> bool:
     """The relay sleeps in its wait (so it has copied what its program wrote): blocked in a multiplexed wait, or
     merely asleep where its syscall cannot be read."""
@@ -193,11 +198,13 @@ def innermost(
             # The candidates are every process of the session unless the shell is alone in front, with no child.
             wait = _server_wait(known, candidates, pgid, tty_rdev) if len(candidates) > 1 else readiness.NOT_WAITING
             known_relay = _known_server(known) if wait.kind == Wait.NONE else None
+        if known_relay is not None and wait.pid != known_relay[0] and _plain(wait):
+            known_relay = None  # a program the relay started in front reads this terminal itself (mc's editor)
         inner = known_relay[1] if known_relay is not None else None
         relay_pid = known_relay[0] if known_relay is not None else 0
         opaque = False
         if inner is None:
-            if wait.kind == Wait.NONE or not wait.multiplexed or (wait.call is not None and not wait.others):
+            if wait.kind == Wait.NONE or _plain(wait):
                 return Target(pgid, tty_rdev, candidates, wait, pts, None, hops, tuple(relays))
             if wait.call is None:  # a multiplexed wait we may not look into: assume the worst
                 return Target(pgid, tty_rdev, candidates, wait, pts, _comm(wait.pid), hops, tuple(relays))

@@ -38,6 +38,7 @@ from ptyd.terminal.emulator import Terminal
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
 MARK_QUIET_S = 0.03  # after a prompt mark, how long output must pause (the prompt itself follows the mark)
 RELAY_FORWARD_S = 0.005  # behind local relays: how long they must sleep, no output arriving, before settling
+RELAY_KEPT_S = 0.05  # ...and before input the program behind them never read counts as kept by the relay
 SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this long
 SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share of it
 REFRESH_POLL_S = 0.25  # a timed wait this long, entered after answering on screen, is an idle refresh timer
@@ -87,6 +88,7 @@ class ReadinessTracker:
         self._relays = relay.Known()
         self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
         self._after_signal = False  # the last mark was a signal's, not written input
+        self._relay_read_at_write: tuple[int, int] | None = None  # the innermost local relay, and its rchar then
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -163,6 +165,7 @@ class ReadinessTracker:
         # After a signal, even a direct wait must hold a moment: bash, interrupted at its prompt, echoes ^C and
         # reads the terminal again for an instant before its own handler takes it to a new prompt.
         self._after_signal = not data
+        self._relay_read_at_write = None
         pgid = self._foreground.pgid()
         same = self._same_plain_group(pgid)
         relayed = False
@@ -177,6 +180,9 @@ class ReadinessTracker:
             self._activity_at_write = self._activity(target.pids, target.pgid) if target is not None else {}
             lflag = target.flags(self._proc.master)[1] if target is not None else None
             relayed = target is not None and bool(target.relays)
+            if relayed and data and target is not None:
+                read = procfs.rchar(target.relays[-1])
+                self._relay_read_at_write = (target.relays[-1], read) if read is not None else None
         self._target_at_write = key
         # A canonical terminal with echo on echoes what it receives, before the program reads it: output is no
         # evidence then, while a written line is still on its way through the line discipline (the tty's queue
@@ -235,6 +241,8 @@ class ReadinessTracker:
             return self._through_relay(target)
         kind = target.wait.kind
         if not self.taken:
+            if self._kept_by_relay(target) and self._relays_forwarded(target, RELAY_KEPT_S):
+                return Verdict(True, "kernel")
             self.taken = kind == Wait.NONE  # seen out of its wait: the next wait is a new one
             return NOT_READY
         if kind not in (Wait.EVENT_LOOP, Wait.TIMED) and not (kind == Wait.DIRECT and self._after_signal):
@@ -255,10 +263,25 @@ class ReadinessTracker:
         # tty runs that pending work first), renders it and answers the queries.
         return Verdict(True, "kernel")
 
-    def _relays_forwarded(self, target: Target) -> bool:
+    def _kept_by_relay(self, target: Target) -> bool:
+        """A local relay that is a program of its own (mc, whose subshell is behind it) may keep the keys: it read
+        since the write and drew something, while the program behind it waits on its terminal with nothing queued
+        and did not read.
+        Held for RELAY_KEPT_S (a forwarded key reaches the inner terminal a worker's turn after the relay's write),
+        the relay's own wait on this terminal is the one that counts. A command running behind a relay (``sleep``
+        with typed-ahead keys) is in no wait, so never passes."""
+        at_write = self._relay_read_at_write
+        if at_write is None or not target.relays or target.relays[-1] != at_write[0] or target.wait.kind == Wait.NONE:
+            return False
+        if self._channel.received == self._received_at_write:
+            return False  # it answered nothing on screen: it may be holding the keys for its program
+        read = procfs.rchar(at_write[0])
+        return read is not None and read > at_write[1]
+
+    def _relays_forwarded(self, target: Target, hold: float = RELAY_FORWARD_S) -> bool:
         """Behind local relays, the program's last output (its prompt) reaches this terminal only once every relay
         copied it. A write reaches the relay's side through the kernel's flip buffer, a worker's turn later, so
-        each relay must be seen asleep in its wait, and stay so with no output arriving, for RELAY_FORWARD_S."""
+        each relay must be seen asleep in its wait, and stay so with no output arriving, for ``hold``."""
         if not target.relays:
             return True
         if not all(relay.asleep(pid) for pid in target.relays):
@@ -269,7 +292,7 @@ class ReadinessTracker:
         if self._forwarded is None or self._forwarded[1] != mark:
             self._forwarded = (now, mark)
             return False
-        return now - self._forwarded[0] >= RELAY_FORWARD_S
+        return now - self._forwarded[0] >= hold
 
     def _held_event_loop(self, target: Target) -> bool:
         now = time.monotonic()
