@@ -132,8 +132,11 @@ def mc(rpc: Rpc, token: str, tmp_path: Path) -> Iterator[Shell]:
     if shutil.which("mc") is None:
         pytest.skip("mc is not installed")
     (tmp_path / "note.txt").write_text("a line mc shows\n")
+    (tmp_path / ".config" / "mc").mkdir(parents=True)
+    (tmp_path / ".config" / "mc" / "ini").write_text("[Midnight-Commander]\nuse_internal_edit=false\n")
+    env = {"HOME": str(tmp_path), "SHELL": shutil.which("bash") or "/bin/bash", "EDITOR": "vim -u NONE"}
     # No PS1 in its environment: mc's subshell would take that prompt and mc no longer sees it come back.
-    s = Shell(rpc, token, env={"HOME": str(tmp_path), "SHELL": shutil.which("bash") or "/bin/bash"}, cwd=str(tmp_path))
+    s = Shell(rpc, token, env=env, cwd=str(tmp_path))
     result = s.send("mc\n", idle_ms=10_000)
     assert result["wait_reason"] == "stdin_read", result
     assert "1Help" in result["viewport"]
@@ -175,6 +178,13 @@ def test_mc_viewer_and_quit(mc: Shell) -> None:
     result = mc.send("q", idle_ms=10_000)
     assert result["wait_reason"] == "stdin_read", result
     assert "1Help" in result["viewport"]
+    if shutil.which("vim") is not None:  # F4: an external editor, which mc starts in front of itself
+        result = mc.send("\x1bOS", idle_ms=10_000)
+        assert result["wait_reason"] == "stdin_read", result
+        assert result["viewport"].splitlines()[0] == "a line mc shows", result
+        result = mc.send(":q\r", idle_ms=10_000)
+        assert result["wait_reason"] == "stdin_read", result
+        assert "1Help" in result["viewport"]
     result = mc.send("\x1b[21~", idle_ms=10_000)  # F10: quit
     assert result["wait_reason"] == "stdin_read", result
     assert "1Help" not in result["viewport"]
