@@ -231,6 +231,31 @@ def test_query_is_answered_before_readiness(shell: Shell, tmp_path: Path) -> Non
     assert shell.send("hello\n")["viewport"].splitlines()[-2:] == ["typed hello", "$"]
 
 
+UNANSWERED_QUERY_PROGRAM = r"""
+import os, select, sys, termios, tty
+fd = sys.stdin.fileno()
+saved = termios.tcgetattr(fd)
+tty.setraw(fd)
+os.write(1, b"\x1b]52;c;?\x07")  # the clipboard: no terminal that guards it answers
+answered = select.select([fd], [], [], 0.6)[0]
+termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+print("answered" if answered else "no answer")
+print("typed", input("next> "))
+"""
+
+
+def test_a_query_nothing_answers_is_waited_out_with_the_program(shell: Shell, tmp_path: Path) -> None:
+    """The program polls for the answer with a timeout: that wait is not its idle refresh timer."""
+    program = tmp_path / "unanswered.py"
+    program.write_text(UNANSWERED_QUERY_PROGRAM)
+    started = time.monotonic()
+    result = shell.send(f"python3 {program}\n")
+    assert time.monotonic() - started >= 0.55
+    assert result["wait_reason"] == "stdin_read"
+    assert result["viewport"].splitlines()[-2:] == ["no answer", "next>"]
+    assert shell.send("hi\n")["viewport"].splitlines()[-2:] == ["typed hi", "$"]
+
+
 def test_htop_settles_with_its_screen_drawn(shell: Shell, tmp_path: Path) -> None:
     if shutil.which("htop") is None:
         pytest.skip("htop is not installed")

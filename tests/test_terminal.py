@@ -196,6 +196,24 @@ def test_queries_are_answered_in_their_order(engine: str) -> None:
     assert term.replies[-1] == b"\x1b[2;2R"
 
 
+def test_size_cursor_and_capability_queries_are_answered_in_order(engine: str) -> None:
+    """What neither engine answers itself (``reports``): unanswered, a program waits out its own timeout."""
+    term = Term(20, 5).feed("ab\x1b[18t", "\x1b[14t\x1b[6n\x1b[16t\x1b[19t", "\x1b[?6n", "\x1bP+q544e;636f\x1b\\\x1b[c")
+    assert term.replies == [
+        b"\x1b[8;5;20t",
+        b"\x1b[4;80;160t",
+        b"\x1b[1;3R",
+        b"\x1b[6;16;8t",
+        b"\x1b[9;5;20t",
+        b"\x1b[?1;3;1R",
+        b"\x1bP0+r544e;636f\x1b\\",
+        DA1[engine],
+    ]
+    assert term.text == "ab"
+    term.t.resize(30, 6)
+    assert term.feed("\x1b[18t").replies[-1] == b"\x1b[8;6;30t"
+
+
 def test_a_program_cannot_forge_the_sanitizer_answer_marker(engine: str) -> None:
     term = Term().feed("a\x1b[y\x1b[5yb", "\x1b[>c")
     assert term.replies == [DA2[engine]]
@@ -886,6 +904,7 @@ def test_a_dropped_native_terminal_is_freed_outside_the_collector(engine: str) -
 
     dropped = Term(20, 5).feed("".join(f"line {i}\r\n" for i in range(50)))  # history and its mark
     assert dropped.t.scrollback.total > 0
+    gc.collect()  # what earlier tests left in reference cycles, freed before this one is dropped
     ghostty_engine.free_dropped()
     del dropped
     with ffi._lock:  # as while cffi parses a type: nothing the collector runs may need it

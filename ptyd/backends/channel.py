@@ -25,6 +25,7 @@ RENDER_BUDGET_S = 0.004  # renderer time per turn of one session
 RENDER_DEFER_S = 0.002  # output that arrives in bulk is rendered in batches (the fast path needs big ones)
 INTERACTIVE_BYTES = 4096  # smaller chunks are rendered at once: prompts and echoes must not wait
 TURN_BUDGET_S = 0.002  # competing floods' work within one loop turn: a send's next step waits no longer
+TAIL_BYTES = 64  # kept of the latest output: a query a program waits to have answered is shorter
 SETTLE_S = 0.05  # output quiet this long: the renderer frees what only a flood needs (Ghostty's history page)
 
 
@@ -111,6 +112,7 @@ class PtyChannel:
         self._filter = output_filter  # takes what is not terminal output (shell integration marks) out
         self.received = 0  # bytes read from the master
         self.last_output = time.monotonic()
+        self.tail = b""  # the last bytes read: whether the output ends in a terminal query
         self._raw = bytearray()  # read, not yet fed to the terminal
         self._rendered = 0  # bytes fed to the terminal and fully rendered
         self._render_scheduled = False
@@ -145,6 +147,7 @@ class PtyChannel:
             self.loop.call_later(READS.next_window(began), self._start_reading)
             return
         got = 0
+        kept = len(self._raw)
         self._more = True  # unless a read finds the PTY empty
         for _ in range(READS_PER_WAKEUP):
             if got >= READ_BURST:
@@ -169,6 +172,7 @@ class PtyChannel:
             READS.spend(time.monotonic() - began)
         self.received += got
         self.last_output = time.monotonic()
+        self.tail = (self.tail + self._raw[max(kept, len(self._raw) - TAIL_BYTES) :])[-TAIL_BYTES:]
         self._on_output()
         if not self._render_scheduled:
             if len(self._raw) < INTERACTIVE_BYTES and self.terminal.idle:

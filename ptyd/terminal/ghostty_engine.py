@@ -33,6 +33,7 @@ import pyghostty
 from pyghostty import ffi, lib
 from pyghostty.core import init_sized
 
+from ptyd.terminal import reports
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.ghostty_history import GRID_REF, HISTORY_LINES, TRACK, TRACK_SET, history_size, max_scrolls, set_size
 from ptyd.terminal.plain import SGR, all_simple, rows_of
@@ -44,7 +45,10 @@ _ERASE_HISTORY = b"\x1b[3J"
 # The sequences acted on before Ghostty sees them (see the module's docstring; DECCOLM is ignored, as by pyte and
 # by xterm unless told otherwise: it would resize the screen behind the PTY's back), and two written alone because
 # a few bytes of them scroll many rows: SU (up to a screenful; any C0 inside it runs) and REP (up to 65535 cells).
-_SPECIAL = re.compile(rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|[^@-~\x1b]*S|[0-9]*b)|\x1bc")
+_SPECIAL = re.compile(
+    rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|[^@-~\x1b]*S|[0-9]*b|1[4689]t|\?6n)|\x1bc"
+    rb"|\x1bP\+q[0-9A-Fa-f;]{0,256}\x1b\\"  # the queries Ghostty leaves unanswered (``reports``)
+)
 # A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.
 _PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")
 _PARTIAL_MAX = 32  # a longer unfinished sequence is no special one
@@ -264,6 +268,16 @@ class GhosttyTerminal(Terminal):
                 count -= most
             return
         if seq in (b"\x1b[?3h", b"\x1b[?3l"):
+            return
+        if seq.endswith(b"t"):
+            self._on_reply(reports.size_report(int(seq[2:-1]), self._cols, self._rows).encode())
+            return
+        if seq == b"\x1b[?6n":
+            x, y = self.vt.cursor
+            self._on_reply(reports.cursor_report(y + 1, x + 1).encode())
+            return
+        if seq.startswith(b"\x1bP"):
+            self._on_reply(reports.capabilities_report(seq[4:-2].decode()).encode())
             return
         if seq == b"\x1b[!p":  # DECSTR, which Ghostty ignores: the modes it resets, as the pyte engine does
             x, y = self.vt.cursor

@@ -4,7 +4,8 @@ pyte draws DCS/APC/PM/SOS payloads, colon SGR (``ESC[4:3m``), ``ESC[>4;2m``, kit
 of escapes with intermediates it does not know (``ESC SP F``, ``ESC[2 q``) as garbage, accumulates unterminated
 OSC strings without bound, and raises on digit runs longer than CPython's int-string limit. This filter hands pyte
 only complete, well-formed sequences it understands, answers the queries pyte does not (secondary device
-attributes, OSC 10/11 colour queries), and carries an incomplete sequence over to the next chunk. It works on
+attributes, OSC 10/11 colour queries, DECRQM, XTVERSION and those in ``reports``), and carries an incomplete
+sequence over to the next chunk. It works on
 decoded text and costs nothing on chunks without ESC.
 
 An answer is not sent when the query is filtered but when the screen reaches the marker left in its place, so
@@ -16,6 +17,8 @@ from __future__ import annotations
 import re
 from collections import deque
 from typing import final
+
+from ptyd.terminal.reports import SIZE_QUERIES, capabilities_report
 
 ESC = "\x1b"
 
@@ -61,6 +64,10 @@ _ESC_INTERMEDIATES = ("(", ")", "#", "%")  # the only ones pyte parses: charset 
 SOFT_RESET = "\x1b[r\x1b[4l\x1b[?7h\x1b[?25h\x1b[m\x1b(B"
 
 DA2_REPLY = "\x1b[>1;10;0c"  # "VT220, firmware 10": what xterm-compatible programs expect
+DECRQSS_UNKNOWN = "\x1bP0$r\x1b\\"  # a setting pyte cannot report
+XTVERSION_REPLY = "\x1bP>|ptyd(pyte)\x1b\\"
+# An answer the screen computes when it reaches the marker: a size report (code), or the cursor (DECXCPR, 6).
+Report = tuple[str, int]
 OSC_COLOR_REPLIES = {"10;?": "\x1b]10;rgb:e5e5/e5e5/e5e5\x1b\\", "11;?": "\x1b]11;rgb:0000/0000/0000\x1b\\"}
 
 
@@ -69,7 +76,7 @@ class Sanitizer:
     def __init__(self) -> None:
         self._carry = ""
         self._discarding = ""  # inside an over-long "string" (OSC, DCS...) or "csi", waiting for its end
-        self.answers: deque[str] = deque()  # for the ANSWER_MARKERs in the filtered text, in order
+        self.answers: deque[str | Report] = deque()  # for the ANSWER_MARKERs in the filtered text, in order
 
     def filter(self, text: str) -> str:
         """Return the part of ``text`` that is safe to feed pyte; queries' answers go to ``answers``."""
@@ -134,14 +141,22 @@ class Sanitizer:
             inter = m.group("inter")
             if inter == "!" and final == "p" and not params:
                 return SOFT_RESET
+            if inter == "$" and final == "p" and params[:1] != ">" and params.lstrip("?").isdigit():
+                return self._answer(f"\x1b[{params};0$y")  # DECRQM: a mode pyte does not report on
             if inter or len(params) > MAX_CSI_PARAMS or ":" in params or final == "y":
                 return ""
             if params[:1] in ("<", "=", ">"):
                 if params[:1] == ">" and final == "c" and params in (">", ">0"):
                     return self._answer(DA2_REPLY)
+                if params[:1] == ">" and final == "q" and params in (">", ">0"):
+                    return self._answer(XTVERSION_REPLY)
                 return ""
+            if params == "?6" and final == "n":
+                return self._answer(("cursor", 6))
             if params[:1] == "?" and final not in "hlJK":  # private modes, selective erase (as plain erase)
                 return ""
+            if final == "t" and params.isdigit() and int(params) in SIZE_QUERIES:
+                return self._answer(("size", int(params)))
             return seq
         osc = m.group("osc")
         if osc is not None:
@@ -152,11 +167,15 @@ class Sanitizer:
             if code in ("0", "1", "2") and len(osc) <= MAX_OSC:
                 return "\x1b]" + osc + "\x07"
             return ""
+        if seq.startswith("\x1bP+q") and len(seq) <= MAX_OSC:
+            return self._answer(capabilities_report(seq[4:-2]))
+        if seq.startswith("\x1bP$q"):
+            return self._answer(DECRQSS_UNKNOWN)
         if seq[1] in "P_^X" or len(seq) > 3 or (len(seq) == 3 and seq[1] not in _ESC_INTERMEDIATES):
             return ""
         return seq
 
-    def _answer(self, reply: str) -> str:
+    def _answer(self, reply: str | Report) -> str:
         self.answers.append(reply)
         return ANSWER_MARKER
 

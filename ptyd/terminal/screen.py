@@ -33,7 +33,9 @@ from pyte import modes as mo
 from pyte.screens import Char, Cursor, Margins, StaticDefaultDict
 from wcwidth import wcwidth
 
+from ptyd.terminal import reports
 from ptyd.terminal.cells import MAX_CLUSTER, ZWJ, joined_width, may_join, render_line
+from ptyd.terminal.sanitize import Report
 
 _ALT_MODES = frozenset({1049 << 5, 1047 << 5, 47 << 5})
 _ALT_WITH_CURSOR = 1049 << 5
@@ -52,11 +54,11 @@ class TerminalScreen(pyte.Screen):
         on_scroll_off: Callable[[list[str]], None],
         on_reply: Callable[[str], None],
         *,
-        answers: deque[str] | None = None,
+        answers: deque[str | Report] | None = None,
     ) -> None:
         self._on_scroll_off = on_scroll_off
         self._on_reply = on_reply
-        self._answers: deque[str] = deque() if answers is None else answers  # the sanitizer's, see send_answer
+        self._answers: deque[str | Report] = deque() if answers is None else answers  # the sanitizer's, see send_answer
         self._cells: dict[Char, dict[str, Char]] = {}
         self._ready = False  # pyte's __init__ calls reset() before the screen exists
         self.alt = False
@@ -387,16 +389,27 @@ class TerminalScreen(pyte.Screen):
         if mode == 5:
             self.write_process_input("\x1b[0n")
         elif mode == 6:
-            # pyte reports column ``columns + 1`` after the last column is written (the pending wrap).
-            y = self.cursor.y + 1
-            if self.margins is not None and mo.DECOM in self.mode:
-                y -= self.margins.top
-            self.write_process_input(f"\x1b[{y};{min(self.cursor.x, self.columns - 1) + 1}R")
+            self.write_process_input("\x1b[{};{}R".format(*self._cursor_report()))
+
+    def _cursor_report(self) -> tuple[int, int]:
+        """The cursor as DSR reports it: 1-based, within the margins under DECOM. pyte has column ``columns``
+        after the last column is written (the pending wrap)."""
+        y = self.cursor.y + 1
+        if self.margins is not None and mo.DECOM in self.mode:
+            y -= self.margins.top
+        return y, min(self.cursor.x, self.columns - 1) + 1
 
     def send_answer(self, *_params: int) -> None:
         """The sanitizer answered a query here; its answer goes out now, after those of earlier queries."""
         if self._answers:
-            self.write_process_input(self._answers.popleft())
+            answer = self._answers.popleft()
+            if isinstance(answer, tuple):  # computed now: the size and cursor as they are at the query
+                kind, code = answer
+                if kind == "size":
+                    answer = reports.size_report(code, self.columns, self.lines)
+                else:
+                    answer = reports.cursor_report(*self._cursor_report())
+            self.write_process_input(answer)
 
     def write_process_input(self, data: str) -> None:
         self._on_reply(data)
