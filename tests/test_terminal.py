@@ -212,6 +212,10 @@ def test_size_cursor_and_capability_queries_are_answered_in_order(engine: str) -
     assert term.text == "ab"
     term.t.resize(30, 6)
     assert term.feed("\x1b[18t").replies[-1] == b"\x1b[8;6;30t"
+    # An answer is the program's input: a capability name that is not hex is not echoed back (it could be a
+    # command line a hostile file types into the shell when catted).
+    term.feed("\x1bP+q\nrm -rf x\n\x1b\\")
+    assert not any(b"rm" in reply for reply in term.replies)
 
 
 def test_a_program_cannot_forge_the_sanitizer_answer_marker(engine: str) -> None:

@@ -274,7 +274,7 @@ class GhosttyTerminal(Terminal):
             return
         if seq == b"\x1b[?6n":
             x, y = self.vt.cursor
-            self._on_reply(reports.cursor_report(y + 1, x + 1).encode())
+            self._on_reply(reports.cursor_report(y + 1, min(x, self._cols - 1) + 1).encode())
             return
         if seq.startswith(b"\x1bP"):
             self._on_reply(reports.capabilities_report(seq[4:-2].decode()).encode())

@@ -57,6 +57,7 @@ MAX_OSC = 512
 ANSWER_MARKER = "\x1b[y"
 MAX_CARRY = 4096  # an unterminated sequence longer than this is discarded up to its end
 
+_CAPABILITY_NAMES = re.compile(r"[0-9A-Fa-f;]{0,256}")  # XTGETTCAP's, hex-encoded
 _CSI_BODY = re.compile(r"[\x20-\x3f]*")
 _ESC_INTERMEDIATES = ("(", ")", "#", "%")  # the only ones pyte parses: charset designation, DECALN
 # DECSTR (soft reset, ``ESC[!p``, part of ``reset``) as the sequences pyte knows: no scroll region, replace mode,
@@ -141,7 +142,7 @@ class Sanitizer:
             inter = m.group("inter")
             if inter == "!" and final == "p" and not params:
                 return SOFT_RESET
-            if inter == "$" and final == "p" and params[:1] != ">" and params.lstrip("?").isdigit():
+            if inter == "$" and final == "p" and len(params) <= 8 and params.lstrip("?").isdigit():
                 return self._answer(f"\x1b[{params};0$y")  # DECRQM: a mode pyte does not report on
             if inter or len(params) > MAX_CSI_PARAMS or ":" in params or final == "y":
                 return ""
@@ -167,8 +168,8 @@ class Sanitizer:
             if code in ("0", "1", "2") and len(osc) <= MAX_OSC:
                 return "\x1b]" + osc + "\x07"
             return ""
-        if seq.startswith("\x1bP+q") and len(seq) <= MAX_OSC:
-            return self._answer(capabilities_report(seq[4:-2]))
+        if seq.startswith("\x1bP+q") and _CAPABILITY_NAMES.fullmatch(seq, 4, len(seq) - 2):
+            return self._answer(capabilities_report(seq[4:-2]))  # hex only: the answer is the program's input
         if seq.startswith("\x1bP$q"):
             return self._answer(DECRQSS_UNKNOWN)
         if seq[1] in "P_^X" or len(seq) > 3 or (len(seq) == 3 and seq[1] not in _ESC_INTERMEDIATES):
