@@ -95,7 +95,8 @@ def test_one_active_send_per_session(rpc: Rpc, shell: Shell) -> None:
     assert err.value.kind == "session_busy"
     assert err.value.data["operation_id"] == started["operation_id"]
     shell.call("terminal_cancel")
-    assert shell.call("terminal_wait", timeout_ms=10_000)["result"]["wait_reason"] == "stdin_read"
+    result = shell.call("terminal_wait", timeout_ms=10_000)["result"]
+    assert result["wait_reason"] == "stdin_read", result
 
 
 def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
