@@ -15,7 +15,7 @@ from msgspec import Meta
 from ptyd.config import Config
 
 DEFAULTS = Config()  # documented defaults come from the one place that sets them
-PROTOCOL_VERSION = 2  # 2: exit_code, cwd, password_prompt, ready_basis, relay, unread_input; events
+PROTOCOL_VERSION = 3  # 2: exit_code, cwd, password_prompt, ready_basis, relay, unread_input; events. 3: send keys
 
 
 def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
@@ -176,7 +176,7 @@ class TerminalOpenResult(Base, frozen=True):
 
 
 class TerminalSendParams(Base, frozen=True):
-    """Write ``input`` verbatim to the terminal and wait until the program is ready for more.
+    """Write ``input`` verbatim to the terminal, then any named ``keys``, and wait until the program is ready for more.
 
     The caller adds ``\\n`` to submit a line; control characters pass through (``\\u0003`` is Ctrl-C).
     An empty input just waits for readiness. With ``wait=false`` the send runs in the background.
@@ -185,6 +185,17 @@ class TerminalSendParams(Base, frozen=True):
     token: Token
     session_id: SessionId
     input: Annotated[str, Meta(max_length=1_048_576, description="Text written verbatim (UTF-8).")]
+    keys: Annotated[
+        Annotated[list[Annotated[str, Meta(max_length=32)]], Meta(max_length=256)] | None,
+        Meta(
+            description=(
+                "Keys pressed after input, by name, encoded in the modes the program set (application cursor keys "
+                "make Up 'ESC O A', as programs in that mode expect): Enter, Tab, BTab, Escape, Space, Backspace, "
+                "Delete, Insert, Home, End, PageUp, PageDown, Up, Down, Left, Right, F1-F12, a single character; "
+                "with C-, M-, S- modifiers (C-c, M-x, C-Left)."
+            ),
+        ),
+    ] = None
     timeout_ms: Annotated[TimeoutMs | None, _d(f"Wait bound (default {DEFAULTS.default_timeout_ms}).")] = None
     idle_ms: Annotated[
         IdleMs | None, _d(f"Silence that settles as inferred_idle (default {DEFAULTS.default_idle_ms}).")

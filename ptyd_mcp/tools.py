@@ -28,9 +28,16 @@ terminal_close."""
 
 SEND_INPUT = """\
 Text typed into the terminal verbatim. End a command with a newline to submit it ("ls -la\\n"); without one the \
-text is typed but not entered. Keys are characters: Ctrl-C "\\u0003", Ctrl-D "\\u0004", Ctrl-Z "\\u001a", Esc \
-"\\u001b", Tab "\\t", Enter "\\r", arrow up "\\u001b[A", down "\\u001b[B". An empty string types nothing and just \
-waits for readiness again."""
+text is typed but not entered. Control keys are characters: Ctrl-C "\\u0003", Ctrl-D "\\u0004", Ctrl-Z \
+"\\u001a", Esc "\\u001b", Tab "\\t", Enter "\\r"; for arrows and other special keys use keys (with input ""). \
+An empty string types nothing and just waits for readiness again."""
+
+SEND_KEYS = """\
+Keys pressed after input, by name: ["Down", "Down", "Enter"], ["F10"], ["C-c"], ["Escape", ":", "w", "q", \
+"Enter"]. Use this for arrows, Home/End, PageUp/PageDown, function keys and modified keys (C-x Ctrl, M-x Alt, \
+S-Tab): they are sent the way the program asked for (full-screen programs such as vim, less, htop and mc take \
+arrows only in the form keys sends, not as "\\u001b[A" typed in input). Names: Enter, Tab, BTab, Escape, Space, \
+Backspace, Delete, Insert, Home, End, PageUp, PageDown, Up, Down, Left, Right, F1-F12, or one character."""
 
 SEND_BOUNDS = {
     "timeout_ms": "Give up waiting after this long (default 30000); the program keeps running. Raise it for long "
@@ -69,7 +76,7 @@ _session = {"session_id": SESSION_ID}
 SEND_PARAMS = input_schema(
     p.TerminalSendParams,
     drop=("wait", "request_key"),  # this server runs every send in the background, with its own request_key
-    describe={**_session, "input": SEND_INPUT, **SEND_BOUNDS},
+    describe={**_session, "input": SEND_INPUT, "keys": SEND_KEYS, **SEND_BOUNDS},
 )
 
 TOOLS: tuple[ToolSpec, ...] = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pwd
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,51 @@ def test_a_session_has_the_login_shell_in_SHELL_unless_given(rpc: Rpc, token: st
     s = Shell(rpc, token, env={"PS1": "$ ", "SHELL": "/bin/zsh"})
     assert s.send("echo $SHELL\n")["viewport"].splitlines()[-2] == "/bin/zsh"
     s.close()
+
+
+KEYPAD_PROGRAM = r"""
+import curses
+def main(w):
+    w.keypad(True)  # application cursor keys: arrows arrive as ESC O A
+    got = []
+    while True:
+        w.addstr(0, 0, "keys: " + " ".join(got) + " ")
+        w.refresh()
+        c = w.getch()
+        if c == ord("q"):
+            return
+        got.append(curses.keyname(c).decode())
+curses.wrapper(main)
+"""
+
+
+def test_named_keys_reach_a_curses_program_as_keys(shell: Shell, tmp_path: os.PathLike[str]) -> None:
+    program = Path(tmp_path) / "keypad.py"
+    program.write_text(KEYPAD_PROGRAM)
+    shell.send(f"python3 {program}\n")
+    typed = shell.send("\x1b[B")  # the CSI arrow an agent might type: three keys to this program
+    assert typed["viewport"].splitlines()[0].split() == ["keys:", "^[", "[", "B"]
+    result = shell.send("", keys=["Down", "Up", "F5", "PageDown", "Home", "C-Left"])
+    assert result["wait_reason"] == "stdin_read"
+    keys = result["viewport"].splitlines()[0].split()[4:]
+    assert keys == ["KEY_DOWN", "KEY_UP", "KEY_F(5)", "KEY_NPAGE", "KEY_HOME", "kLFT5"], result["viewport"]
+    assert shell.send("", keys=["q"])["viewport"].splitlines()[-1] == "$"
+
+
+def test_named_keys_in_a_shell_and_bad_names(shell: Shell) -> None:
+    shell.send("echo first-line\n")
+    result = shell.send("", keys=["Up", "Enter"])  # readline: history, in normal cursor mode
+    assert result["viewport"].splitlines()[-2:] == ["first-line", "$"]
+    result = shell.send("echo ", keys=["M-."])  # bash: the last word of the previous line
+    assert result["viewport"].splitlines()[-1] == "$ echo first-line"
+    assert shell.send("", keys=["C-u"])["viewport"].splitlines()[-1] == "$"
+    with pytest.raises(RpcError) as err:
+        shell.send("echo typed\n", keys=["Down", "Hyper-x"])
+    assert err.value.code == -32602
+    assert err.value.data["field"] == "keys"
+    assert "Hyper-x" in err.value.message
+    assert "typed" not in "\n".join(shell.transcript())  # refused whole: nothing written
+    assert shell.send("echo after\n")["viewport"].splitlines()[-2:] == ["after", "$"]
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from ptyd.terminal import pyte_engine
 from ptyd.terminal.emulator import HeadCapture, Terminal, native_available
+from ptyd.terminal.keys import encode as encode_keys
 from ptyd.terminal.sanitize import MAX_CARRY
 from ptyd.terminal.scrollback import LINE_OVERHEAD, WIDE_LINE_OVERHEAD, Scrollback, line_cost
 from ptyd.terminal.viewport import bound
@@ -216,6 +217,42 @@ def test_size_cursor_and_capability_queries_are_answered_in_order(engine: str) -
     # command line a hostile file types into the shell when catted).
     term.feed("\x1bP+q\nrm -rf x\n\x1b\\")
     assert not any(b"rm" in reply for reply in term.replies)
+
+
+def test_application_cursor_keys_mode_is_seen_and_survives_a_handover(engine: str) -> None:
+    term = Term(20, 5)
+    assert term.t.app_cursor_keys is False
+    term.feed("\x1b[?1h\x1b=")  # what ncurses' keypad() sends (smkx)
+    assert term.t.app_cursor_keys is True
+    restored = Term(20, 5)
+    restored.t.restore(term.t.snapshot())
+    assert restored.t.app_cursor_keys is True
+    assert term.feed("\x1b[?1l").t.app_cursor_keys is False
+
+
+@pytest.mark.parametrize(
+    ("keys", "normal", "application"),
+    [
+        (["Up", "Down", "Right", "Left"], "\x1b[A\x1b[B\x1b[C\x1b[D", "\x1bOA\x1bOB\x1bOC\x1bOD"),
+        (["home", "END"], "\x1b[H\x1b[F", "\x1bOH\x1bOF"),
+        (["C-Left", "S-Up", "M-Right", "C-M-S-Down"], "\x1b[1;5D\x1b[1;2A\x1b[1;3C\x1b[1;8B", None),
+        (["F1", "F4", "F5", "F12", "C-F5", "S-F1"], "\x1bOP\x1bOS\x1b[15~\x1b[24~\x1b[15;5~\x1b[1;2P", None),
+        (["PageUp", "PgDn", "Delete", "Insert", "C-Delete"], "\x1b[5~\x1b[6~\x1b[3~\x1b[2~\x1b[3;5~", None),
+        (["Enter", "Tab", "S-Tab", "BTab", "Escape", "Space", "Backspace"], "\r\t\x1b[Z\x1b[Z\x1b \x7f", None),
+        (["C-c", "C-D", "C-[", "C-@", "C-Space", "C-?", "M-x", "M-Enter", "S-a", "q", "-", "é"], None, None),
+    ],
+)
+def test_named_keys_are_encoded_for_the_cursor_mode(keys: list[str], normal: str | None, application: str | None) -> None:
+    if normal is None:
+        normal = "\x03\x04\x1b\x00\x00\x7f\x1bx\x1b\rAq-é"
+    assert encode_keys(keys, app_cursor=False) == normal
+    assert encode_keys(keys, app_cursor=True) == (application or normal)
+
+
+@pytest.mark.parametrize("key", ["Down2", "C-1", "C-Enter", "", "M-", "Hyper-a", "ctrl-c"])
+def test_an_unknown_key_is_refused_by_name(key: str) -> None:
+    with pytest.raises(ValueError, match="key|Ctrl"):
+        encode_keys(["Up", key], app_cursor=False)
 
 
 def test_a_program_cannot_forge_the_sanitizer_answer_marker(engine: str) -> None:

@@ -35,6 +35,7 @@ from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config
 from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.keys import encode as encode_keys
 
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
@@ -366,6 +367,13 @@ class LocalSession:
         self.canceller.cancel(op.cancel)
         self._wake(False)
         return True
+
+    def key_input(self, keys: list[str]) -> str:
+        """Named keys as this terminal sends them now (application cursor keys or not)."""
+        try:
+            return encode_keys(keys, app_cursor=self.terminal.app_cursor_keys)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc), field="keys") from None
 
     def integration_input(self) -> str:
         """The line that installs shell integration into the shell at the prompt (terminal_integrate): fish's own

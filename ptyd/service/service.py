@@ -198,9 +198,10 @@ class PtyService:
 
     def send(self, agent: Agent, params: p.TerminalSendParams) -> SendOperation:
         cfg = self.config
-        return self.session(agent, params.session_id).start_send(
+        session = self.session(agent, params.session_id)
+        return session.start_send(
             SendRequest(
-                input=params.input,
+                input=params.input + session.key_input(params.keys) if params.keys else params.input,
                 timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
                 idle_s=_seconds(params.idle_ms, cfg.default_idle_ms),
                 max_bytes=params.max_bytes or cfg.default_max_bytes,

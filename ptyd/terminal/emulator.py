@@ -178,6 +178,11 @@ class Terminal:
     def alt_screen(self) -> bool:
         raise NotImplementedError
 
+    @property
+    def app_cursor_keys(self) -> bool:
+        """The program turned on application cursor keys (DECCKM): arrows, Home and End are sent as SS3."""
+        raise NotImplementedError
+
     def _dump_screen(self) -> bytes:
         """VT sequences that draw the active screen, its modes and cursor (see ``replay``)."""
         raise NotImplementedError

@@ -54,6 +54,7 @@ _PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")
 _PARTIAL_MAX = 32  # a longer unfinished sequence is no special one
 FAST_MIN_BYTES = 4096  # a shorter chunk of plain lines is not worth fast-forwarding
 _PLAIN_PIECE = 32 * 1024  # plain lines fast-forwarded at once (~1 ms)
+_DECCKM = 1  # application cursor keys
 _DECLRMM = 69  # left and right margins: lines would wrap and scroll inside them
 _REP_MAX = 65535  # Ghostty's bound on REP's count
 # Default colours, reported to OSC 10/11 queries: the pyte engine answers the same.
@@ -489,6 +490,10 @@ class GhosttyTerminal(Terminal):
     @property
     def alt_screen(self) -> bool:
         return self._alt_active()
+
+    @property
+    def app_cursor_keys(self) -> bool:
+        return bool(self.vt.mode(_DECCKM))
 
     def _size_history(self, cols: int, rows: int) -> int:
         cap, held = history_size(cols, rows)

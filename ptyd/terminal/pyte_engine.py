@@ -20,7 +20,7 @@ from typing import final
 
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.plain import SGR, all_plain, rows_of
-from ptyd.terminal.replay import TerminalState, pyte_redraw
+from ptyd.terminal.replay import DECCKM, TerminalState, pyte_redraw
 from ptyd.terminal.sanitize import Sanitizer
 from ptyd.terminal.screen import TerminalScreen
 from ptyd.terminal.stream import TerminalStream
@@ -264,6 +264,10 @@ class PyteTerminal(Terminal):
     @property
     def alt_screen(self) -> bool:
         return bool(self.screen.alt)
+
+    @property
+    def app_cursor_keys(self) -> bool:
+        return DECCKM in self.screen.mode
 
 
 def _not_plain(text: str, paired: bool) -> Iterator[tuple[int, int]]:

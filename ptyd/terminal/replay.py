@@ -19,6 +19,8 @@ from ptyd.terminal.scrollback import Scrollback
 if TYPE_CHECKING:
     from ptyd.terminal.screen import TerminalScreen
 
+DECCKM = 1 << 5  # application cursor keys, as pyte keeps a private mode (shifted left 5)
+
 
 class TerminalState(msgspec.Struct, frozen=True, kw_only=True):
     cols: int
@@ -107,7 +109,8 @@ def pyte_redraw(screen: TerminalScreen) -> bytes:
     out.append("\x1b[0m")
     if screen.margins is not None:
         out.append(f"\x1b[{screen.margins.top + 1};{screen.margins.bottom + 1}r")
-    for mode, seq in ((mo.DECOM, "\x1b[?6h"), (mo.IRM, "\x1b[4h"), (mo.LNM, "\x1b[20h"), (mo.DECSCNM, "\x1b[?5h")):
+    modes = ((mo.DECOM, "\x1b[?6h"), (mo.IRM, "\x1b[4h"), (mo.LNM, "\x1b[20h"), (mo.DECSCNM, "\x1b[?5h"))
+    for mode, seq in (*modes, (DECCKM, "\x1b[?1h")):
         if mode in screen.mode:
             out.append(seq)
     cursor = screen.cursor

@@ -183,11 +183,14 @@ class OpenOptions(TypedDict, total=False):
 
 
 class SendOptions(TypedDict, total=False):
-    """Bounds of one ``terminal_send``: ``timeout_ms`` (default 30000), ``idle_ms`` (3000), ``max_bytes``."""
+    """Bounds of one ``terminal_send``: ``timeout_ms`` (default 30000), ``idle_ms`` (3000), ``max_bytes``; and
+    ``keys`` pressed after the input, by name (``["Down", "Enter"]``, ``["C-c"]``), encoded as the program's
+    terminal modes want them (daemon protocol 3)."""
 
     timeout_ms: int
     idle_ms: int
     max_bytes: int
+    keys: list[str]
 
 
 def send_params(

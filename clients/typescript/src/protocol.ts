@@ -2,7 +2,7 @@
 // Do not edit: change the msgspec Structs and regenerate. Field names are snake_case, as on the wire.
 
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** Register an agent and mint its token. The token authorizes every terminal_* call of that agent. */
 export interface AgentRegisterParams {
@@ -458,7 +458,7 @@ export interface TerminalScreenResult {
 }
 
 /**
- * Write `input` verbatim to the terminal and wait until the program is ready for more.
+ * Write `input` verbatim to the terminal, then any named `keys`, and wait until the program is ready for more.
  *
  * The caller adds `\n` to submit a line; control characters pass through (`\u0003` is Ctrl-C).
  * An empty input just waits for readiness. With `wait=false` the send runs in the background.
@@ -479,6 +479,11 @@ export interface TerminalSendParams {
    * Bounds: max length 1048576.
    */
   input: string;
+  /**
+   * Keys pressed after input, by name, encoded in the modes the program set (application cursor keys make Up 'ESC O A', as programs in that mode expect): Enter, Tab, BTab, Escape, Space, Backspace, Delete, Insert, Home, End, PageUp, PageDown, Up, Down, Left, Right, F1-F12, a single character; with C-, M-, S- modifiers (C-c, M-x, C-Left).
+   * Bounds: max items 256.
+   */
+  keys?: string[] | null;
   /**
    * Wait bound (default 30000).
    * Bounds: >= 0, <= 3600000.
@@ -621,7 +626,7 @@ export interface Methods {
   /** Start a program on a new pseudo-terminal and return once it is ready for input. */
   terminal_open: { params: TerminalOpenParams; result: TerminalOpenResult };
   /**
-   * Write `input` verbatim to the terminal and wait until the program is ready for more.
+   * Write `input` verbatim to the terminal, then any named `keys`, and wait until the program is ready for more.
    *
    * The caller adds `\n` to submit a line; control characters pass through (`\u0003` is Ctrl-C).
    * An empty input just waits for readiness. With `wait=false` the send runs in the background.
