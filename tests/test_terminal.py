@@ -242,7 +242,9 @@ def test_application_cursor_keys_mode_is_seen_and_survives_a_handover(engine: st
         (["C-c", "C-D", "C-[", "C-@", "C-Space", "C-?", "M-x", "M-Enter", "S-a", "q", "-", "é"], None, None),
     ],
 )
-def test_named_keys_are_encoded_for_the_cursor_mode(keys: list[str], normal: str | None, application: str | None) -> None:
+def test_named_keys_are_encoded_for_the_cursor_mode(
+    keys: list[str], normal: str | None, application: str | None
+) -> None:
     if normal is None:
         normal = "\x03\x04\x1b\x00\x00\x7f\x1bx\x1b\rAq-é"
     assert encode_keys(keys, app_cursor=False) == normal
