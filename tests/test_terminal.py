@@ -253,8 +253,9 @@ def test_named_keys_are_encoded_for_the_cursor_mode(
 
 @pytest.mark.parametrize("key", ["Down2", "C-1", "C-Enter", "", "M-", "Hyper-a", "ctrl-c"])
 def test_an_unknown_key_is_refused_by_name(key: str) -> None:
-    with pytest.raises(ValueError, match="key|Ctrl"):
+    with pytest.raises(ValueError) as err:
         encode_keys(["Up", key], app_cursor=False)
+    assert (repr(key) if key else "an empty key") in str(err.value)
 
 
 def test_a_program_cannot_forge_the_sanitizer_answer_marker(engine: str) -> None:
