@@ -88,6 +88,8 @@ def test_open_send_read_signal_close_end_to_end(daemon: Daemon) -> None:
     result = ok_json(daemon.socket, "send", "--escapes", sid, r"\x15echo after-ctrl-u")  # Ctrl-U clears the line
     assert "typed-not-run" not in result["viewport"].splitlines()[-2]
     assert result["wait_reason"] == "stdin_read"
+    recalled = ok_json(daemon.socket, "send", "--no-newline", "--key", "Up", "--key", "Enter", sid, "")
+    assert recalled["viewport"].splitlines()[-2:] == ["after-ctrl-u", "$"]  # the history's last line, run again
 
     timed = ok_json(daemon.socket, "send", "--timeout", "0.3", sid, "sleep 30")
     assert timed["wait_reason"] == "timeout"

@@ -190,6 +190,8 @@ def cmd_send(ctx: Context) -> int:
     if not a.no_newline:
         text += "\n"
     options: core.SendOptions = {} if a.timeout is None else {"timeout_ms": int(a.timeout * 1000)}
+    if a.key:
+        options["keys"] = a.key
     result = ctx.client().terminal_send(ctx.session_id(a.id), text, **options)
     if ctx.json:
         ctx.emit(result, None)
@@ -333,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--no-newline", action="store_true", help="do not add the newline")
     p.add_argument("-e", "--escapes", action="store_true", help=r"interpret \n, \t, \x03 ... in TEXT")
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up waiting after this long")
+    p.add_argument("-k", "--key", action="append", metavar="NAME", help="then press key NAME (Down, F10, C-c...)")
     p = command("read", cmd_read, "print the session's transcript (scrollback and screen)")
     p.add_argument("id")
     group = p.add_mutually_exclusive_group()
