@@ -52,6 +52,7 @@ def test_initialize_and_list_tools_with_their_schemas(daemon: Daemon) -> None:
             send = tools["terminal_send"]
             assert send.input_schema["required"] == ["session_id", "input"]
             assert "wait" not in send.input_schema["properties"]
+            assert "Down" in send.input_schema["properties"]["keys"]["description"]
             for words in ("\\n", "\\u0003", "stdin_read", "inferred_idle", "timeout", "session_exit", "PASSWORD"):
                 assert words in send.description + send.input_schema["properties"]["input"]["description"], words
             assert {"viewport", "wait_reason", "session_status"} <= set(send.output_schema["required"])
@@ -73,6 +74,8 @@ def test_a_shell_driven_through_every_tool(daemon: Daemon) -> None:
             assert "hello-42" in sent["viewport"]
             assert text.startswith(sent["viewport"])
             assert text.splitlines()[-1].startswith("[stdin_read: `bash` is waiting for input")
+            _, again = await ok(client, "terminal_send", session_id=sid, input="", keys=["Up", "Enter"])
+            assert again["viewport"].count("hello-42") == 1  # the history's last line, run again
 
             text, read = await ok(client, "terminal_read", session_id=sid, start_line=-3)
             assert "hello-42" in read["lines"]
