@@ -33,6 +33,8 @@ describe("a session", () => {
     assert.match(sent.viewport, /^\$ echo \$\(\(6\*7\)\)\n42\n\$$/);
     const page = await s.read({ start_line: sent.lines.start_line });
     assert.deepEqual(page.lines.slice(0, 2), ["$ echo $((6*7))", "42"]);
+    const again = await s.send("", { keys: ["Up", "Enter"] }); // named keys: the history's last line, run again
+    assert.match(again.viewport, /\n42\n\$$/);
     const info = await s.resize(100, 30);
     assert.equal(info.cols, 100);
     assert.equal(info.rows, 30);
