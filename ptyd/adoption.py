@@ -10,6 +10,7 @@ the foreground (``backends.state``).
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
@@ -36,6 +37,7 @@ class FdKeeper(Protocol):
     def sync(self, masters: dict[str, int]) -> None: ...
 
 
+NEW_SESSION_SAVE_S = 0.2  # a new session is in the saved state this soon: a crash just after an open keeps it
 TIOCGPTPEER = 0x5441  # _IO('T', 0x41): open the slave of a PTY master (Linux 4.13)
 
 
@@ -77,7 +79,8 @@ class StateSaver:
     go. With systemd's fd store the PTYs are stored at once, and the state file holds what adoption needs
     (screens, the transcript's tail, the shell integration's key): a full write costs about 30 ms for 20 sessions
     of 2000 lines, so it is written at once only if the last write is ``interval_s`` old, and otherwise at the
-    next ``tick`` (sessions opened, closed, or their screens changed)."""
+    next ``tick`` (sessions closed, or their screens changed); a session opened meanwhile is written within
+    NEW_SESSION_SAVE_S."""
 
     def __init__(self, state_file: StateFile, service: PtyService, store: FdKeeper | None, interval_s: float) -> None:
         self.state_file = state_file
@@ -87,6 +90,7 @@ class StateSaver:
         self._marks: dict[str, tuple[int, int]] = {}
         self._written = -interval_s
         self._dirty = False
+        self._soon: asyncio.TimerHandle | None = None
 
     def _sessions(self) -> dict[str, LocalSession]:
         return {sid: e.session for sid, e in self.service.entries() if isinstance(e.session, LocalSession)}
@@ -96,9 +100,19 @@ class StateSaver:
         if self.store is None:
             self.state_file.write(handover.snapshot(self.service, None, "listing"))
             return
-        self.store.sync({sid: master_fd(s) for sid, s in self._sessions().items()})
+        sessions = self._sessions()
+        self.store.sync({sid: master_fd(s) for sid, s in sessions.items()})
         self._dirty = True
-        if time.monotonic() - self._written >= self.interval_s:
+        opened = not sessions.keys() <= self._marks.keys()
+        due = self._written + (NEW_SESSION_SAVE_S if opened else self.interval_s) - time.monotonic()
+        if due <= 0:
+            self._save()
+        elif opened and self._soon is None:
+            self._soon = asyncio.get_running_loop().call_later(due, self._save_if_dirty)
+
+    def _save_if_dirty(self) -> None:
+        self._soon = None
+        if self._dirty:
             self._save()
 
     def tick(self) -> None:

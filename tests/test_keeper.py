@@ -46,7 +46,7 @@ def test_sessions_outlive_a_crash_and_the_next_daemon_adopts_them(fresh_daemon: 
         pids = {shell.id: shell.opened["pid"], repl.id: repl.opened["pid"]}
         tree = session_pids(shell)
     [keeper] = keepers(fresh_daemon.directory)
-    # The sessions are saved at most once a second (as under systemd): one opened just before a crash is lost.
+    # A new session is saved within 0.2 s (as under systemd): one opened just before a crash is lost.
     wait_until(lambda: saved_sessions(fresh_daemon.directory) == set(pids), message="the saved state")
     fresh_daemon.stop(signal.SIGKILL)
     assert all(pid_alive(pid) for pid in [*pids.values(), *tree])  # no hangup: the keeper holds the masters
