@@ -84,7 +84,10 @@ def why(result: Result, session_id: str) -> str:
         line = f"[{reason}]"
     notes = []
     if result.get("alt_screen"):
-        notes.append(f"{program} is a full-screen program: the text above is its whole screen")
+        notes.append(
+            f"{program} is a full-screen program: the text above is its whole screen; press arrows and function "
+            'keys with keys (["Down"], ["F10"]), not escape sequences in input'
+        )
     if result.get("truncated"):
         lines = result.get("lines")
         where = f" from start_line {lines['start_line']}" if isinstance(lines, Mapping) else ""

@@ -404,6 +404,16 @@ def test_every_wait_reason_says_what_next(kind: str) -> None:
         assert "exited with code 3" in line
 
 
+def test_a_full_screen_program_points_the_model_to_keys() -> None:
+    from ptyd_mcp import text
+
+    result = {"viewport": "htop", "wait_reason": "stdin_read", "alt_screen": True}
+    line = text.send(result, "pty-2").splitlines()[-1]
+    assert "full-screen" in line
+    assert 'keys (["Down"]' in line
+    assert "keys" not in text.send({**result, "alt_screen": False}, "pty-2").splitlines()[-1]
+
+
 def test_a_password_prompt_tells_the_model_to_ask_the_human() -> None:
     from ptyd_mcp import text
 
