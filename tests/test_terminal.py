@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ptyd.terminal import pyte_engine
+from ptyd.terminal import pyte_engine, reports
 from ptyd.terminal.emulator import HeadCapture, Terminal, native_available
 from ptyd.terminal.keys import encode as encode_keys
 from ptyd.terminal.sanitize import MAX_CARRY
@@ -217,6 +217,30 @@ def test_size_cursor_and_capability_queries_are_answered_in_order(engine: str) -
     # command line a hostile file types into the shell when catted).
     term.feed("\x1bP+q\nrm -rf x\n\x1b\\")
     assert not any(b"rm" in reply for reply in term.replies)
+
+
+@pytest.mark.parametrize(
+    ("output", "query"),
+    [
+        (b"x\x1b[6n", True),
+        (b"\x1b[>c", True),
+        (b"\x1b[18t", True),
+        (b"\x1b[?u", True),
+        (b"\x1b[?2026$p", True),
+        (b"\x1b[>q", True),
+        (b"\x1b]11;?\x07", True),
+        (b"x\x1b]52;c;?\x07", True),
+        (b"\x1bP+q544e\x1b\\", True),
+        (b"\x1b[6nx", False),  # drawn after: not waiting for it
+        (b"\x1b[8;24;80t", False),  # a resize, not a report
+        (b"\x1b[u", False),  # restore cursor
+        (b"\x1b[2 q", False),  # cursor style
+        (b"\x1b]0;title\x07", False),
+        (b"\x1b[2J\x1b[1;1H", False),
+    ],
+)
+def test_output_that_ends_in_a_query_is_told_apart(output: bytes, query: bool) -> None:
+    assert reports.ends_in_query(output) is query
 
 
 def test_application_cursor_keys_mode_is_seen_and_survives_a_handover(engine: str) -> None:

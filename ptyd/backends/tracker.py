@@ -34,6 +34,7 @@ from ptyd.backends.readiness import Wait
 from ptyd.backends.relay import Target
 from ptyd.backends.spawn import Spawned
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.reports import ends_in_query
 
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
 MARK_QUIET_S = 0.03  # after a prompt mark, how long output must pause (the prompt itself follows the mark)
@@ -44,13 +45,6 @@ SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share 
 REFRESH_POLL_S = 0.25  # a timed wait this long, entered after answering on screen, is an idle refresh timer
 # The last visible character of a line a prompt ends with: shells, REPLs, debuggers, "Password:", "[y/N]".
 PROMPT_END = re.compile(r"[$#%>:?\])»\u276f\u279c\u03bb]\s*$")  # and fancy prompt glyphs
-# Output ending in a terminal query: DSR, DA, the size reports (CSI 11-21 t), kitty's keyboard flags, DECRQM,
-# XTVERSION, an OSC colour query, DECRQSS or XTGETTCAP. A timed wait after one that ptyd did not answer is the
-# program waiting for an answer, until its timeout: not a refresh timer, not a short-poll cycle.
-QUERY_AT_END = re.compile(
-    rb"(?:\x1b\[(?:[?>=]?[0-9;]*[cn]|(?:1[1-9]|2[01])t|\?u|\??[0-9;]+\$p|>0?q)"
-    rb"|\x1b\][0-9;a-z]*;\?(?:\x07|\x1b\\)|\x1bP[$+]q[^\x1b]*\x1b\\)\Z"
-)
 PASSWORD_TEXT = re.compile(r"(pass(word|phrase|code)?|pin|secret|token)\b[^\n]*[:?]\s*$", re.IGNORECASE)
 
 
@@ -316,7 +310,7 @@ class ReadinessTracker:
         0.5 s), is its idle wait: held with no output, it counts like an event loop's. One entered after a terminal
         query that nothing answered waits for that answer."""
         output = self._channel.received > self._received_at_write
-        if output and QUERY_AT_END.search(self._channel.tail):
+        if output and ends_in_query(self._channel.tail):
             self._weak = self._poll = None
             return False  # nothing was written since: the query waits for an answer that will not come
         timeout = target.wait.timeout

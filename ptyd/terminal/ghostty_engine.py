@@ -47,7 +47,7 @@ _ERASE_HISTORY = b"\x1b[3J"
 # a few bytes of them scroll many rows: SU (up to a screenful; any C0 inside it runs) and REP (up to 65535 cells).
 _SPECIAL = re.compile(
     rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|[^@-~\x1b]*S|[0-9]*b|1[4689]t|\?6n)|\x1bc"
-    rb"|\x1bP\+q[0-9A-Fa-f;]{0,256}\x1b\\"  # the queries Ghostty leaves unanswered (``reports``)
+    rb"|\x1bP\+q" + reports.CAPABILITY_NAMES.encode() + rb"\x1b\\"  # the queries Ghostty leaves unanswered
 )
 # A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.
 _PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")

@@ -14,9 +14,7 @@ tmux: ``C-`` (Ctrl), ``M-`` (Alt/Meta), ``S-`` (Shift), combined (``C-S-Left``):
 
 from __future__ import annotations
 
-MAX_KEYS = 256
-
-# name -> (CSI final or tilde code, whether it is a cursor key that DECCKM switches to SS3)
+# The cursor keys (DECCKM sends them as SS3), the tilde keys' codes, F1-F4 (SS3 without modifiers), plain keys.
 _CURSOR = {"up": "A", "down": "B", "right": "C", "left": "D", "home": "H", "end": "F"}
 _TILDE = {"insert": 2, "ic": 2, "delete": 3, "dc": 3, "pageup": 5, "pgup": 5, "ppage": 5}
 _TILDE |= {"pagedown": 6, "pgdn": 6, "npage": 6, "f5": 15, "f6": 17, "f7": 18, "f8": 19, "f9": 20, "f10": 21}
@@ -71,13 +69,10 @@ def _split(key: str) -> tuple[int, str]:
 
 
 def _control(text: str, key: str) -> str:
-    if len(text) != 1:
-        raise ValueError(f"{key!r}: Ctrl goes with a letter, space or one of @[\\]^_?")
     if text == "?":
         return "\x7f"
     if text == " ":
         return "\x00"
-    code = ord(text.upper())
-    if 64 <= code <= 95:  # @ A-Z [ \ ] ^ _
-        return chr(code - 64)
+    if len(text) == 1 and 64 <= ord(text.upper()) <= 95:  # @ A-Z [ \ ] ^ _
+        return chr(ord(text.upper()) - 64)
     raise ValueError(f"{key!r}: Ctrl goes with a letter, space or one of @[\\]^_?")

@@ -13,8 +13,23 @@ readiness then waits with it: answering as xterm does is both faster and what th
 
 from __future__ import annotations
 
+import re
+
 CELL_PX = (8, 16)  # width, height
 SIZE_QUERIES = (14, 16, 18, 19)
+CAPABILITY_NAMES = "[0-9A-Fa-f;]{0,256}"  # XTGETTCAP's, hex-encoded: only these are echoed in the answer (input)
+
+# Output ending in a terminal query: DSR, DA, the size reports (CSI 11-21 t), kitty's keyboard flags, DECRQM,
+# XTVERSION, an OSC colour or clipboard query, DECRQSS or XTGETTCAP.
+_QUERY_AT_END = re.compile(
+    rb"(?:\x1b\[(?:[?>=]?[0-9;]*[cn]|(?:1[1-9]|2[01])t|\?u|\??[0-9;]+\$p|>0?q)"
+    rb"|\x1b\][0-9;a-z]*;\?(?:\x07|\x1b\\)|\x1bP[$+]q[^\x1b]*\x1b\\)\Z"
+)
+
+
+def ends_in_query(output: bytes) -> bool:
+    """``output`` (its last bytes) ends in a query, which the program may now be waiting to have answered."""
+    return _QUERY_AT_END.search(output) is not None
 
 
 def size_report(code: int, cols: int, rows: int) -> str:

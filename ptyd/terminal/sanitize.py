@@ -18,7 +18,7 @@ import re
 from collections import deque
 from typing import final
 
-from ptyd.terminal.reports import SIZE_QUERIES, capabilities_report
+from ptyd.terminal.reports import CAPABILITY_NAMES, SIZE_QUERIES, capabilities_report
 
 ESC = "\x1b"
 
@@ -57,7 +57,7 @@ MAX_OSC = 512
 ANSWER_MARKER = "\x1b[y"
 MAX_CARRY = 4096  # an unterminated sequence longer than this is discarded up to its end
 
-_CAPABILITY_NAMES = re.compile(r"[0-9A-Fa-f;]{0,256}")  # XTGETTCAP's, hex-encoded
+_CAPABILITY_NAMES = re.compile(CAPABILITY_NAMES)
 _CSI_BODY = re.compile(r"[\x20-\x3f]*")
 _ESC_INTERMEDIATES = ("(", ")", "#", "%")  # the only ones pyte parses: charset designation, DECALN
 # DECSTR (soft reset, ``ESC[!p``, part of ``reset``) as the sequences pyte knows: no scroll region, replace mode,
