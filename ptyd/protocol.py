@@ -15,7 +15,9 @@ from msgspec import Meta
 from ptyd.config import Config
 
 DEFAULTS = Config()  # documented defaults come from the one place that sets them
-PROTOCOL_VERSION = 3  # 2: exit_code, cwd, password_prompt, ready_basis, relay, unread_input; events. 3: send keys
+# 2: exit_code, cwd, password_prompt, ready_basis, relay, unread_input; events. 3: send keys.
+# 4: engine isolation, sandbox profiles, named waits, recordings (fields and methods added).
+PROTOCOL_VERSION = 4
 
 
 def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
