@@ -21,7 +21,7 @@ from bench.harness import Context, DaemonProcess, cpu_seconds, register, rotated
 from bench.report import Figure, Results
 from bench.shells import BenchShell, Done, PtydShell, RawShell, TmuxShell
 from bench.throughput import MB, _check
-from ptyd.terminal.emulator import engine_name
+from ptyd.terminal.engines import engine_name
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 NAMES = ("naïve", "café", "résumé", "日本語", "données", "Ärger", "straße", "задача", "файл", "emoji😀")

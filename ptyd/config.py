@@ -51,6 +51,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # The terminal emulator: "ghostty" (libghostty-vt via pyghostty: native, ~100x faster, reflows on resize),
     # "pyte" (pure Python, the fallback), or "auto": ghostty wherever it imports (Linux x86_64 and aarch64).
     emulator: Literal["auto", "ghostty", "pyte"] = "auto"
+    # Where the emulator runs: "worker" (engine worker processes: output that crashes the native engine costs a
+    # worker, which is replaced, never the daemon; and the parse uses every core), or "daemon" (in the daemon's
+    # own process: the reference the benchmarks compare against, and the fallback).
+    engine_process: Literal["worker", "daemon"] = "worker"
+    # Engine worker processes; 0: one per core (a worker renders on one core, the daemon reads on another).
+    engine_workers: Annotated[int, Meta(ge=0, le=256)] = 0
     # Terminal size of terminal_open when the caller gives none: wide enough that tool output rarely wraps.
     default_cols: Annotated[int, Meta(ge=2, le=1000)] = 160
     # Rows of that default terminal: a screenful an agent can read in one viewport.

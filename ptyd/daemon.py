@@ -29,7 +29,8 @@ from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method
 from ptyd.rpc.server import RpcServer
 from ptyd.service.service import PtyService
-from ptyd.terminal.emulator import engine_name
+from ptyd.terminal.engines import engine_name
+from ptyd.terminal.workers.pool import shared_pool
 
 log = logging.getLogger("ptyd")
 
@@ -209,6 +210,8 @@ class Daemon:
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
         emulator = engine_name(self.config.emulator)  # imports the native engine now, not at the first open
+        if self.config.engine_process == "worker":
+            shared_pool(self.config.engine_workers).warm()  # the workers' interpreters start beside the daemon's
         # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
         # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions
         # print (a pass took 20-70 ms on a busy 2-core machine, the worst send latencies beside floods). Frozen
@@ -274,6 +277,7 @@ class Daemon:
             with contextlib.suppress(asyncio.CancelledError):
                 await maintenance
             server.stop_accepting()  # connections are left to the exec, which closes them: clients reconnect
+            await handover.quiesce(service)  # engine workers render what was read and send their snapshots
             state = handover.snapshot(service, inherited, "handover")  # from here on nothing may await
             try:
                 handover.exec_next(argv, state, handover.kept_fds(state))

@@ -59,6 +59,22 @@ class Inherited:
     socket_activated: bool
 
 
+SYNC_TIMEOUT_S = 5.0  # an engine worker this slow to render what was read: its session goes with the mirror
+
+
+async def quiesce(service: PtyService) -> None:
+    """Hold every session's channel and wait until its engine has rendered everything read and sent a snapshot
+    of it (engine workers), so the "handover" snapshot that follows is exact."""
+    terminals = []
+    for _, entry in service.entries():
+        if isinstance(entry.session, LocalSession):
+            entry.session.channel.hold()
+            terminals.append(entry.session.terminal.synced())
+    if terminals:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*terminals), SYNC_TIMEOUT_S)
+
+
 def snapshot(
     service: PtyService, inherited: Inherited | None, depth: Literal["handover", "saved", "listing"]
 ) -> DaemonState:
@@ -144,7 +160,7 @@ def check_handover() -> int:
     """``ptyd --check-handover``: import everything the daemon runs and read the document on stdin."""
     import ptyd.daemon  # noqa: F401 - the daemon and every module it imports must import
     from ptyd import __version__
-    from ptyd.terminal.emulator import engine_name
+    from ptyd.terminal.engines import engine_name
 
     try:
         state = decode(sys.stdin.buffer.read())

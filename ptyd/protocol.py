@@ -161,6 +161,10 @@ class SessionInfo(Base, frozen=True):
     password_prompt: Annotated[
         bool, _d("The foreground program waits for input with echo off (a password prompt): ask a human.")
     ] = False
+    engine: Annotated[str, _d('The terminal engine rendering this session: "ghostty" or "pyte".')] = ""
+    engine_note: Annotated[
+        str | None, _d("Why the session runs on another engine than the configured one (a crash of the native one).")
+    ] = None
 
 
 class TerminalOpenResult(Base, frozen=True):

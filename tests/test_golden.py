@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 import pytest
 
-from ptyd.terminal.emulator import Terminal, native_available
+from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.engines import native_available, open_terminal
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 HEADER = re.compile(r"cursor (\d+) (\d+) alt ([01]) size (\d+)x(\d+)")
@@ -71,7 +72,7 @@ NAMES = sorted(p.name.removesuffix(".screen") for p in GOLDEN.glob("*.screen"))
 
 
 def render(golden: Golden, chunks: list[bytes], engine: str) -> Terminal:
-    term = Terminal(
+    term = open_terminal(
         golden.cols,
         golden.lines,
         scrollback_lines=10_000,

@@ -17,10 +17,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ptyd.terminal import pyte_engine, reports
-from ptyd.terminal.emulator import HeadCapture, Terminal, native_available
+from ptyd.terminal import reports
+from ptyd.terminal.capture import HeadCapture
+from ptyd.terminal.engines import native_available, open_terminal
+from ptyd.terminal.engines.pyte import engine as pyte_engine
+from ptyd.terminal.engines.pyte.sanitize import MAX_CARRY
 from ptyd.terminal.keys import encode as encode_keys
-from ptyd.terminal.sanitize import MAX_CARRY
 from ptyd.terminal.scrollback import LINE_OVERHEAD, WIDE_LINE_OVERHEAD, Scrollback, line_cost
 from ptyd.terminal.viewport import bound
 
@@ -34,7 +36,7 @@ class Term:
 
     def __init__(self, cols: int = 20, rows: int = 5, *, lines: int = 1000, max_bytes: int = 1 << 20) -> None:
         self.replies: list[bytes] = []
-        self.t = Terminal(
+        self.t = open_terminal(
             cols,
             rows,
             scrollback_lines=lines,
@@ -759,7 +761,7 @@ def render_all(term: Term, chunks: list[bytes], *, fast: bool) -> Term:
         if not fast:  # every chunk is then "too short" for the fast path: the emulator renders all of it
             stack.enter_context(mock.patch.object(pyte_engine, "_FAST_MIN_CHARS", sys.maxsize))
             if term.engine == "ghostty":
-                from ptyd.terminal import ghostty_engine
+                from ptyd.terminal.engines.ghostty import engine as ghostty_engine
 
                 stack.enter_context(mock.patch.object(ghostty_engine, "FAST_MIN_BYTES", sys.maxsize))
         term.feed(*chunks)
@@ -887,7 +889,8 @@ def test_a_flood_of_non_ascii_lines_reaches_the_transcript_whole(cols: int) -> N
 
 def unbounded_history(term: Term) -> Term:
     """``term`` with a Ghostty history far larger than any test's output: no row is ever dropped, nothing is cut."""
-    from ptyd.terminal import ghostty_engine, ghostty_history
+    from ptyd.terminal.engines.ghostty import engine as ghostty_engine
+    from ptyd.terminal.engines.ghostty import history as ghostty_history
 
     t = term.t
     assert isinstance(t, ghostty_engine.GhosttyTerminal)
@@ -968,7 +971,7 @@ def test_a_dropped_native_terminal_is_freed_outside_the_collector(engine: str) -
 
     from pyghostty import ffi
 
-    from ptyd.terminal import ghostty_engine
+    from ptyd.terminal.engines.ghostty import engine as ghostty_engine
 
     dropped = Term(20, 5).feed("".join(f"line {i}\r\n" for i in range(50)))  # history and its mark
     assert dropped.t.scrollback.total > 0

@@ -12,12 +12,13 @@ import contextlib
 import os
 import termios
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import final
 
 from ptyd.backends import readiness
 from ptyd.backends.spawn import Spawned
-from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.engine import TerminalEngine
 
 READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions...
 READS_PER_WAKEUP = 4  # ...or this many reads: a wake-up trading turns with a fast producer must not hold the loop
@@ -99,7 +100,7 @@ class PtyChannel:
     def __init__(
         self,
         proc: Spawned,
-        terminal: Terminal,
+        terminal: TerminalEngine,
         max_backlog: int,
         on_output: Callable[[], None],
         output_filter: Callable[[bytes], bytes] | None = None,
@@ -118,6 +119,10 @@ class PtyChannel:
         self._render_scheduled = False
         self._settle_scheduled = False
         self._render_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # A remote engine's progress: (its units sent after a feed, bytes read by then), oldest first.
+        self._marks: deque[tuple[int, int]] = deque()
+        if terminal.remote:
+            terminal.on_progress = self._progressed
         self._more = False  # the last wake-up stopped with output still waiting to be read
         self._bulk = False  # the last wake-up read output in bulk
         self._reading = False
@@ -188,7 +193,8 @@ class PtyChannel:
         if self.closed:
             return
         now = time.monotonic()
-        paced = paced and not self._render_waiters  # a caller blocked on this session renders first
+        # A caller blocked on this session renders first; a remote engine's work is not the daemon's time.
+        paced = paced and not self._render_waiters and not self.terminal.remote
         budget = RENDERS.grant(now, id(self)) if paced else RENDER_BUDGET_S
         if budget <= 0:
             self._render_scheduled = True
@@ -204,21 +210,44 @@ class PtyChannel:
         more = self.terminal.process(budget)
         if paced:
             RENDERS.spend(time.monotonic() - now)
-        if more:
+        if self.terminal.remote:
+            self._marks.append((self.terminal.units_sent, fed))
+            self._advance(self._acked_through())
+        elif more:
             self._render_scheduled = True
             self.loop.call_soon(self._render)
         else:
-            self._rendered = fed
-            waiting = []
-            for mark, fut in self._render_waiters:
-                if mark > fed:
-                    waiting.append((mark, fut))
-                elif not fut.done():
-                    fut.set_result(None)
-            self._render_waiters = waiting
-            if not self._more and not self._settle_scheduled:
-                self._settle_scheduled = True
-                self.loop.call_later(SETTLE_S, self._settle, self.received)
+            self._advance(fed)
+        if not self._reading and self.terminal.backlog < self._max_backlog // 2:
+            self._start_reading()
+
+    def _acked_through(self) -> int:
+        """Bytes read of which the remote engine acknowledged every one."""
+        acked = self.terminal.units_acked
+        marks = self._marks
+        while len(marks) > 1 and marks[1][0] <= acked:
+            marks.popleft()
+        return marks[0][1] if marks and marks[0][0] <= acked else self._rendered
+
+    def _advance(self, rendered: int) -> None:
+        """Everything read up to ``rendered`` is rendered: wake those waiting for it."""
+        self._rendered = max(self._rendered, rendered)
+        waiting = []
+        for mark, fut in self._render_waiters:
+            if mark > self._rendered:
+                waiting.append((mark, fut))
+            elif not fut.done():
+                fut.set_result(None)
+        self._render_waiters = waiting
+        if self.terminal.idle and not self._raw and not self._more and not self._settle_scheduled:
+            self._settle_scheduled = True
+            self.loop.call_later(SETTLE_S, self._settle, self.received)
+
+    def _progressed(self) -> None:
+        """The remote engine acknowledged output (its answers to queries are written already)."""
+        if self.closed:
+            return
+        self._advance(self._acked_through())
         if not self._reading and self.terminal.backlog < self._max_backlog // 2:
             self._start_reading()
 
@@ -250,7 +279,8 @@ class PtyChannel:
                 break
 
     async def rendered(self) -> None:
-        """Wait until everything read so far is rendered."""
+        """Wait until everything read so far is rendered (by a remote engine: acknowledged, its answers
+        written)."""
         mark = self.received
         if self._rendered >= mark and not self._raw and self.terminal.idle:
             return
@@ -329,6 +359,7 @@ class PtyChannel:
         for fd in (self._proc.master, self._proc.slave):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        self.terminal.close()
         for _, fut in self._render_waiters:
             if not fut.done():
                 fut.set_result(None)

@@ -104,7 +104,7 @@ def session_state(
 
 def save_mark(session: LocalSession) -> tuple[int, int]:
     """Changes whenever output arrives or is drawn: the saved state is rewritten only when it has."""
-    return session.channel.received, session.terminal._generation
+    return session.channel.received, session.terminal.generation
 
 
 def master_fd(session: LocalSession) -> int:

@@ -10,7 +10,8 @@ from typing import final
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelState
-from ptyd.terminal.emulator import HeadCapture, Terminal
+from ptyd.terminal.capture import HeadCapture
+from ptyd.terminal.engine import TerminalEngine
 from ptyd.terminal.viewport import HEAD_SHARE, bound
 
 
@@ -37,7 +38,7 @@ class SendOp:
         return await asyncio.shield(self.future)
 
 
-def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange]:
+def viewport(op: SendOp, terminal: TerminalEngine) -> tuple[str, bool, p.LineRange]:
     """The rendered delta of ``op``: its lines up to the cursor line, or the screen of a full-screen program."""
     end = terminal.cursor_line + 1
     start = min(op.anchor, end - 1)
@@ -56,7 +57,7 @@ def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange]:
     return text, True, lines
 
 
-def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str, bool]:
+def consume_output(op: SendOp, terminal: TerminalEngine, max_bytes: int) -> tuple[str, bool]:
     """Completed lines since the previous call, each ending in a newline (so consecutive chunks concatenate
     to the transcript), and once the operation settled the cursor line (the prompt) without one."""
     end = terminal.cursor_line + (1 if op.done else 0)

@@ -34,8 +34,8 @@ from ptyd.backends.tracker import ReadinessTracker, Verdict
 from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config
 from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
-from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.keys import encode as encode_keys
+from ptyd.terminal.workers import open_session_terminal
 
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
@@ -78,13 +78,16 @@ class LocalSession:
         self._config = config
         self._reaper = reaper
         self._shell_key = shell_key
-        self.terminal = Terminal(
+        self.terminal = open_session_terminal(
             cols,
             rows,
             scrollback_lines=config.scrollback_lines,
             scrollback_bytes=config.scrollback_bytes,
             on_reply=self._reply,
             emulator=config.emulator,
+            engine_process=config.engine_process,
+            engine_workers=config.engine_workers,
+            label=session_id,
         )
         self.channel = PtyChannel(
             spawned,
@@ -442,6 +445,8 @@ class LocalSession:
             owner=owner,
             owner_name=owner_name,
             password_prompt=not self.exited and self.tracker.password_prompt_now(),
+            engine=self.terminal.engine,
+            engine_note=self.terminal.engine_note,
         )
 
     # --- teardown --------------------------------------------------------------------------------------

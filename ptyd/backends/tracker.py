@@ -33,7 +33,7 @@ from ptyd.backends.foreground import ForegroundGroup, RunCounts, ran_since
 from ptyd.backends.readiness import Wait
 from ptyd.backends.relay import Target
 from ptyd.backends.spawn import Spawned
-from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.engine import TerminalEngine
 from ptyd.terminal.reports import ends_in_query
 
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
@@ -66,7 +66,7 @@ class ReadinessTracker:
         foreground: ForegroundGroup,
         session_pids: Callable[[], list[int]],
         channel: PtyChannel,
-        terminal: Terminal,
+        terminal: TerminalEngine,
         relay_quiet_s: float,
     ) -> None:
         self._proc = proc

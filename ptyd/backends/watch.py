@@ -12,7 +12,7 @@ from typing import Any, final
 from ptyd import protocol as p
 from ptyd.backends.channel import PtyChannel
 from ptyd.backends.tracker import ReadinessTracker
-from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.engine import TerminalEngine
 from ptyd.terminal.viewport import bound
 
 Listener = Callable[[p.TerminalEvent], None]
@@ -28,7 +28,7 @@ class SessionWatch:
         session_id: str,
         tracker: ReadinessTracker,
         channel: PtyChannel,
-        terminal: Terminal,
+        terminal: TerminalEngine,
         busy: Callable[[], bool],
         max_bytes: int,
     ) -> None:

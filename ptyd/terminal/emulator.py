@@ -1,9 +1,9 @@
-"""The session's terminal: raw PTY bytes in, a rendered screen and a numbered transcript out.
+"""The half of a session's terminal every engine shares: the numbered transcript, bounded scrollback, the head
+capture of a send, and the handover snapshot built from an engine's screen dump.
 
-Two engines sit behind this one class. ``Terminal(...)`` builds the one the ``emulator`` setting names: "ghostty"
-(libghostty-vt, Ghostty's VT core, through pyghostty: native, ~300 MB/s), "pyte" (pure Python, 1-2 MB/s, with a
-fast path for plain floods), or "auto", the native one wherever it imports. What the daemon promises is kept
-here, once, for both: the transcript and its numbering, bounded scrollback, the head capture of a send.
+The engines (``engines.ghostty``, ``engines.pyte``, and the daemon-side proxy of an engine worker,
+``workers.proxy``) subclass ``Terminal`` for this; what the daemon reads off any of them is the
+``engine.TerminalEngine`` protocol, and ``engines.open_terminal`` picks one.
 
 Transcript line numbers are absolute from the session start: scrollback lines, then the rows of the main
 screen. Row ``y`` of the screen is line ``scrollback.total + y``. An engine hands rows that leave the top of the
@@ -13,10 +13,10 @@ screen or a scroll region.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from typing import Any, Protocol, final
 
+from ptyd.terminal.capture import HeadCapture
+from ptyd.terminal.engine import ScreenView
 from ptyd.terminal.replay import (
     TerminalState,
     main_screen_prefix,
@@ -24,82 +24,7 @@ from ptyd.terminal.replay import (
     scrollback_state,
     title_suffix,
 )
-from ptyd.terminal.scrollback import Scrollback, utf8_len
-
-ENGINES = ("ghostty", "pyte")
-
-
-class CursorView(Protocol):
-    @property
-    def x(self) -> int: ...
-    @property
-    def y(self) -> int: ...
-    @property
-    def hidden(self) -> bool: ...
-
-
-class ScreenView(Protocol):
-    """What the daemon reads off a screen."""
-
-    @property
-    def lines(self) -> int: ...
-    @property
-    def cursor(self) -> CursorView: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def main_cursor_y(self) -> int: ...
-    def visible_rows(self) -> list[str]: ...
-    def main_rows(self, start: int = 0, end: int | None = None) -> list[str]:
-        """Rows ``[start, end)`` of the main screen (the saved ones while the alternate screen is active)."""
-        ...
-
-
-@final
-class HeadCapture:
-    """Keeps the first rows of one send's output, so its head survives even if scrollback drops it."""
-
-    def __init__(self, start_line: int, budget_bytes: int) -> None:
-        self.start_line = start_line
-        self.room = budget_bytes
-        self.lines: list[str] = []
-        self.end_line = start_line  # one past the last captured line
-
-    def offer(self, first: int, rows: list[str]) -> None:
-        """Rows ``first``, ``first + 1``... left the screen; keep those past the capture's end while room lasts."""
-        if self.room <= 0 or first + len(rows) <= self.end_line:
-            return
-        if first > self.end_line:  # rows in between were never offered: the head ends at the gap
-            self.room = 0
-            return
-        for row in rows[max(0, self.end_line - first) :]:
-            size = utf8_len(row) + 1
-            if size > self.room:
-                self.room = 0
-                return
-            self.lines.append(row)
-            self.room -= size
-            self.end_line += 1
-
-
-def native_available() -> bool:
-    try:
-        import ptyd.terminal.ghostty_engine  # noqa: F401
-    except (ImportError, OSError):  # no wheel for this platform, or its library does not load
-        return False
-    return True
-
-
-def engine_name(emulator: str = "auto") -> str:
-    """The engine ``emulator`` ("auto", "ghostty" or "pyte") resolves to here. ``PTYD_EMULATOR`` overrides
-    "auto" (the tests run the daemon on the fallback with it)."""
-    if emulator == "auto":
-        emulator = os.environ.get("PTYD_EMULATOR", "auto")
-    if emulator not in ("auto", *ENGINES):
-        raise ValueError(f"unknown emulator {emulator!r}: expected auto, ghostty or pyte")
-    if emulator == "auto":
-        return "ghostty" if native_available() else "pyte"
-    return emulator
+from ptyd.terminal.scrollback import Scrollback
 
 
 class Terminal:
@@ -107,18 +32,8 @@ class Terminal:
     transcript. ``backlog`` is what is queued and not yet rendered (bytes or characters)."""
 
     engine = ""
-
-    def __new__(cls, *_args: Any, emulator: str = "auto", **_kwargs: Any) -> Terminal:
-        if cls is Terminal:
-            if engine_name(emulator) == "ghostty":
-                from ptyd.terminal.ghostty_engine import GhosttyTerminal
-
-                cls = GhosttyTerminal
-            else:
-                from ptyd.terminal.pyte_engine import PyteTerminal
-
-                cls = PyteTerminal
-        return object.__new__(cls)
+    engine_note: str | None = None  # why the session runs on this engine, when it is not the one configured
+    remote = False  # rendered in an engine worker: ``process`` only sends, acks come later (``on_progress``)
 
     def __init__(
         self,
@@ -136,6 +51,29 @@ class Terminal:
         self.capture: HeadCapture | None = None
         self._generation = 0  # counts changes to the screen, for the used-rows cache
         self._used_cache: tuple[int, int] | None = None
+        self.on_progress: Callable[[], None] | None = None  # told when a remote engine acknowledges output
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the screen may have changed."""
+        return self._generation
+
+    @property
+    def units_sent(self) -> int:
+        """A remote engine's count of output (and other work) sent to it; 0 in process."""
+        return 0
+
+    @property
+    def units_acked(self) -> int:
+        """...and of what it has acknowledged rendering."""
+        return 0
+
+    def close(self) -> None:
+        """The session ended: free what the engine holds."""
+
+    async def synced(self) -> None:
+        """Everything fed is rendered and ``snapshot(render=True)`` will be exact (a worker's engine may need
+        a round trip for it; an engine in this process is always ready)."""
 
     # --- what each engine provides -------------------------------------------------------------------------
 

@@ -48,3 +48,8 @@ def cursor_report(row: int, col: int) -> str:
 
 def capabilities_report(names: str) -> str:
     return f"\x1bP0+r{names}\x1b\\"
+
+
+# DECSTR (soft reset, ``ESC[!p``, part of ``reset``, which Ghostty ignores) as the sequences both engines know: no
+# scroll region, replace mode, autowrap, cursor shown, default rendition, ASCII. The cursor stays where it is.
+SOFT_RESET = "\x1b[r\x1b[4l\x1b[?7h\x1b[?25h\x1b[m\x1b(B"

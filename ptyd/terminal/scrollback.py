@@ -15,7 +15,6 @@ from bisect import bisect_right
 from collections import deque
 from itertools import compress
 from operator import not_
-from typing import final
 
 LINE_OVERHEAD = 56  # an ASCII str object's header and its list slot
 WIDE_LINE_OVERHEAD = 80  # the same for a str with characters beyond ASCII (a larger header)
@@ -41,8 +40,7 @@ def memory_size(lines: list[str]) -> int:
     return len(joined) + 3 * wide_chars + LINE_OVERHEAD * (len(lines) - wide) + WIDE_LINE_OVERHEAD * wide
 
 
-@final
-class Scrollback:
+class Scrollback:  # not final: an engine worker relays what its engines append (``workers.host``)
     def __init__(self, max_lines: int, max_bytes: int) -> None:
         self.max_lines = max_lines
         self.max_bytes = max_bytes

@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterator
 from typing import final
 
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.engines.pyte.redraw import DECCKM, pyte_redraw
+from ptyd.terminal.engines.pyte.sanitize import Sanitizer
+from ptyd.terminal.engines.pyte.screen import TerminalScreen
+from ptyd.terminal.engines.pyte.stream import TerminalStream
 from ptyd.terminal.plain import SGR, all_plain, rows_of
-from ptyd.terminal.replay import DECCKM, TerminalState, pyte_redraw
-from ptyd.terminal.sanitize import Sanitizer
-from ptyd.terminal.screen import TerminalScreen
-from ptyd.terminal.stream import TerminalStream
+from ptyd.terminal.replay import TerminalState
 
 # Anything that makes a line not plain: non-SGR escapes, controls (tab too), lone CR or LF, non-ASCII.
 _NOT_PLAIN = re.compile(r"\x1b(?!\[[0-9;]*m)|[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n|[^\x00-\x7f]")

@@ -35,10 +35,17 @@ from pyghostty.core import init_sized
 
 from ptyd.terminal import reports
 from ptyd.terminal.emulator import Terminal
-from ptyd.terminal.ghostty_history import GRID_REF, HISTORY_LINES, TRACK, TRACK_SET, history_size, max_scrolls, set_size
+from ptyd.terminal.engines.ghostty.history import (
+    GRID_REF,
+    HISTORY_LINES,
+    TRACK,
+    TRACK_SET,
+    history_size,
+    max_scrolls,
+    set_size,
+)
 from ptyd.terminal.plain import SGR, all_simple, rows_of
 from ptyd.terminal.replay import TerminalState
-from ptyd.terminal.sanitize import SOFT_RESET
 
 SLICE = 64 * 1024  # bytes per write between budget checks (~0.2 ms); scrolling output is cut finer
 _ERASE_HISTORY = b"\x1b[3J"
@@ -282,7 +289,7 @@ class GhosttyTerminal(Terminal):
             return
         if seq == b"\x1b[!p":  # DECSTR, which Ghostty ignores: the modes it resets, as the pyte engine does
             x, y = self.vt.cursor
-            self._write(SOFT_RESET.encode() + f"\x1b[{y + 1};{x + 1}H".encode())  # DECSTBM homed the cursor
+            self._write(reports.SOFT_RESET.encode() + f"\x1b[{y + 1};{x + 1}H".encode())  # DECSTBM homed the cursor
             return
         if seq == b"\x1b[3J":  # the program erases the terminal's scrollback: the transcript stays
             self._harvest()

@@ -18,7 +18,7 @@ import re
 from collections import deque
 from typing import final
 
-from ptyd.terminal.reports import CAPABILITY_NAMES, SIZE_QUERIES, capabilities_report
+from ptyd.terminal.reports import CAPABILITY_NAMES, SIZE_QUERIES, SOFT_RESET, capabilities_report
 
 ESC = "\x1b"
 
@@ -60,9 +60,6 @@ MAX_CARRY = 4096  # an unterminated sequence longer than this is discarded up to
 _CAPABILITY_NAMES = re.compile(CAPABILITY_NAMES)
 _CSI_BODY = re.compile(r"[\x20-\x3f]*")
 _ESC_INTERMEDIATES = ("(", ")", "#", "%")  # the only ones pyte parses: charset designation, DECALN
-# DECSTR (soft reset, ``ESC[!p``, part of ``reset``) as the sequences pyte knows: no scroll region, replace mode,
-# autowrap, cursor shown, default rendition, ASCII. The cursor stays where it is.
-SOFT_RESET = "\x1b[r\x1b[4l\x1b[?7h\x1b[?25h\x1b[m\x1b(B"
 
 DA2_REPLY = "\x1b[>1;10;0c"  # "VT220, firmware 10": what xterm-compatible programs expect
 DECRQSS_UNKNOWN = "\x1bP0$r\x1b\\"  # a setting pyte cannot report

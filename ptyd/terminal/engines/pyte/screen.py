@@ -34,8 +34,8 @@ from pyte.screens import Char, Cursor, Margins, StaticDefaultDict
 from wcwidth import wcwidth
 
 from ptyd.terminal import reports
-from ptyd.terminal.cells import MAX_CLUSTER, ZWJ, joined_width, may_join, render_line
-from ptyd.terminal.sanitize import Report
+from ptyd.terminal.engines.pyte.cells import MAX_CLUSTER, ZWJ, joined_width, may_join, render_line
+from ptyd.terminal.engines.pyte.sanitize import Report
 
 _ALT_MODES = frozenset({1049 << 5, 1047 << 5, 47 << 5})
 _ALT_WITH_CURSOR = 1049 << 5

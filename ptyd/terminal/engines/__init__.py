@@ -1,0 +1,55 @@
+"""The terminal engines, and the choice between them: "ghostty" (libghostty-vt, Ghostty's VT core, through
+pyghostty: native, ~300 MB/s), "pyte" (pure Python, 1-2 MB/s, with a fast path for plain floods), or "auto", the
+native one wherever it imports. ``PTYD_EMULATOR`` overrides "auto" (the tests run the daemon on the fallback with
+it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ptyd.terminal.emulator import Terminal
+
+ENGINES = ("ghostty", "pyte")
+
+
+def native_available() -> bool:
+    try:
+        import ptyd.terminal.engines.ghostty.engine  # noqa: F401
+    except (ImportError, OSError):  # no wheel for this platform, or its library does not load
+        return False
+    return True
+
+
+def engine_name(emulator: str = "auto") -> str:
+    """The engine ``emulator`` ("auto", "ghostty" or "pyte") resolves to here."""
+    if emulator == "auto":
+        emulator = os.environ.get("PTYD_EMULATOR", "auto")
+    if emulator not in ("auto", *ENGINES):
+        raise ValueError(f"unknown emulator {emulator!r}: expected auto, ghostty or pyte")
+    if emulator == "auto":
+        return "ghostty" if native_available() else "pyte"
+    return emulator
+
+
+def open_terminal(
+    cols: int,
+    rows: int,
+    *,
+    scrollback_lines: int,
+    scrollback_bytes: int,
+    on_reply: Callable[[bytes], None],
+    emulator: str = "auto",
+) -> Terminal:
+    """A terminal on the engine ``emulator`` names, rendering in this process."""
+    if engine_name(emulator) == "ghostty":
+        from ptyd.terminal.engines.ghostty.engine import GhosttyTerminal
+
+        return GhosttyTerminal(
+            cols, rows, scrollback_lines=scrollback_lines, scrollback_bytes=scrollback_bytes, on_reply=on_reply
+        )
+    from ptyd.terminal.engines.pyte.engine import PyteTerminal
+
+    return PyteTerminal(
+        cols, rows, scrollback_lines=scrollback_lines, scrollback_bytes=scrollback_bytes, on_reply=on_reply
+    )

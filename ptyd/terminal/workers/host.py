@@ -1,0 +1,192 @@
+"""The engines of the sessions one worker renders, and what it tells the daemon after each batch.
+
+Used in the worker process (``main``) and, when no worker can start, inside the daemon (``pool.LocalLink``). A
+session's engine keeps no transcript here: rows that leave its screen are passed on in the next ``Ack``
+(``RelayScrollback``), and the screen is sent as the rows that changed since the last one.
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.engines import open_terminal
+from ptyd.terminal.scrollback import Scrollback
+from ptyd.terminal.workers import messages as m
+
+_UNBOUNDED = 1 << 62
+
+
+@final
+class RelayScrollback(Scrollback):
+    """Scrollback that keeps nothing: what an engine appends is collected for the daemon's own scrollback."""
+
+    def __init__(self) -> None:
+        super().__init__(_UNBOUNDED, _UNBOUNDED)  # never skips: the daemon's bound is the one that binds
+        self.out: list[list[str] | int] = []
+        self.muted = False
+
+    def extend(self, lines: list[str]) -> None:
+        if lines:
+            if not self.muted:
+                self.out.append(list(lines))
+            self.total += len(lines)
+
+    def skip(self, count: int) -> None:
+        if not self.muted:
+            self.out.append(count)
+        self.total += count
+        self.first = self.total
+
+    def lines(self, start: int, end: int) -> list[str]:
+        return []
+
+    def clear(self) -> None:
+        self.first = self.total
+
+
+@final
+class Hosted:
+    """One session's engine, and what the daemon was last told about its screen."""
+
+    def __init__(self, msg: m.Open) -> None:
+        self.end = msg.end
+        self.replies: list[bytes] = []
+        self.relay = RelayScrollback()
+        self.engine: Terminal = open_terminal(
+            msg.cols, msg.rows, scrollback_lines=1, scrollback_bytes=1, on_reply=self._reply, emulator=msg.engine
+        )
+        self.engine.scrollback = self.relay
+        self.rows: list[str] = []  # the active screen as last sent
+        self.main: list[str] | None = None
+        self.error: str | None = None
+
+    def _reply(self, data: bytes) -> None:
+        if not self.relay.muted:
+            self.replies.append(data)
+
+
+@final
+class EngineHost:
+    def __init__(self) -> None:
+        self.sessions: dict[int, Hosted] = {}
+        self._dirty: dict[int, None] = {}  # sessions to acknowledge after this batch, in order
+
+    def handle(self, msg: m.ToWorker) -> list[m.ToDaemon]:
+        """Take one message; returns what is answered at once (snapshots). Acks wait for ``finish``."""
+        if isinstance(msg, m.Open):
+            self.sessions[msg.sid] = Hosted(msg)
+            self._dirty[msg.sid] = None
+            return []
+        rec = self.sessions.get(msg.sid)
+        if rec is None:
+            return []
+        if isinstance(msg, m.Close):
+            del self.sessions[msg.sid]
+            self._dirty.pop(msg.sid, None)
+            rec.engine.close()
+            return []
+        try:
+            return self._apply(rec, msg)
+        except Exception as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"[:200]
+            self._dirty[msg.sid] = None
+            return []
+
+    def _apply(self, rec: Hosted, msg: m.ToWorker) -> list[m.ToDaemon]:
+        engine = rec.engine
+        if isinstance(msg, m.Feed):
+            if msg.muted:
+                engine.process(float("inf"))  # what came before is not muted
+                rec.relay.muted = True
+                try:
+                    engine.feed(msg.data, more=msg.more)
+                    if msg.flush:
+                        engine.flush()
+                    engine.process(float("inf"))
+                finally:
+                    rec.relay.muted = False
+            else:
+                if msg.data:
+                    engine.feed(msg.data, more=msg.more)
+                if msg.flush:
+                    engine.flush()
+            rec.end = msg.end
+        elif isinstance(msg, m.Resize):
+            rec.relay.muted = msg.muted
+            try:
+                engine.resize(msg.cols, msg.rows)
+            finally:
+                rec.relay.muted = False
+            rec.end = msg.end
+        elif isinstance(msg, m.Restore):
+            engine.restore(msg.state)
+            rec.end = msg.end
+        elif isinstance(msg, m.Settle):
+            engine.settle()
+            return []
+        elif isinstance(msg, m.Snap):
+            state = engine.snapshot(render=True, max_lines=0)
+            self._dirty[msg.sid] = None  # rendering for it may have scrolled rows off
+            return [m.Snapshot(sid=msg.sid, end=rec.end, state=state)]
+        self._dirty[msg.sid] = None
+        return []
+
+    def finish(self) -> list[m.ToDaemon]:
+        """Render everything taken, and acknowledge it: one ``Ack`` per session that had work."""
+        out: list[m.ToDaemon] = []
+        for sid in self._dirty:
+            rec = self.sessions.get(sid)
+            if rec is not None:
+                out.append(self._ack(sid, rec))
+        self._dirty.clear()
+        return out
+
+    def _ack(self, sid: int, rec: Hosted) -> m.Ack:
+        engine = rec.engine
+        try:
+            engine.process(float("inf"))
+            screen = engine.current_screen()
+            rows = screen.visible_rows()
+            under = engine._main_under_alt()
+            cursor = screen.cursor
+            state = (
+                (int(cursor.x), int(cursor.y), bool(cursor.hidden)),
+                int(screen.main_cursor_y),
+                str(screen.title),
+                engine.alt_screen,
+                engine.app_cursor_keys,
+            )
+        except Exception as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"[:200]
+            rows, under, state = rec.rows, None, ((0, 0, False), 0, "", False, False)
+        sent = rec.rows
+        if len(sent) != len(rows):
+            changed = [m.Row(y, text) for y, text in enumerate(rows)]
+        else:
+            changed = [m.Row(y, text) for y, (text, old) in enumerate(zip(rows, sent, strict=True)) if text != old]
+        rec.rows = rows
+        main = under[0] if under is not None else None
+        main_changed = main != rec.main
+        rec.main = main
+        scrolled, rec.relay.out = rec.relay.out, []
+        replies, rec.replies = rec.replies, []
+        error, rec.error = rec.error, None
+        cursor_t, main_y, title, alt, keys = state
+        return m.Ack(
+            sid=sid,
+            end=rec.end,
+            scrolled=scrolled,
+            rows=changed,
+            main=main if main_changed else None,
+            main_changed=main_changed,
+            cols=engine.cols,
+            lines=engine.rows,
+            cursor=cursor_t,
+            main_cursor_y=main_y,
+            title=title,
+            alt=alt,
+            app_cursor_keys=keys,
+            replies=replies,
+            error=error,
+        )

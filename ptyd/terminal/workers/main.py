@@ -1,0 +1,62 @@
+"""An engine worker process: ``python -m ptyd.terminal.workers.main FD``, FD its end of a socketpair.
+
+It renders what the daemon sends, one batch at a time: everything readable is taken, rendered, and acknowledged
+once per session. It holds nothing the daemon cannot rebuild: when it dies, the daemon starts another and
+replays each session from its last snapshot. It ends when the daemon's end closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+
+from ptyd.terminal.engines import native_available
+from ptyd.terminal.workers import messages as m
+from ptyd.terminal.workers.host import EngineHost
+
+BATCH_BYTES = 4 << 20  # taken at most before rendering and acknowledging: the first acks must not wait long
+
+
+def serve(sock: socket.socket) -> None:
+    host = EngineHost()
+    sock.sendall(m.frame(m.Hello(pid=os.getpid(), native=native_available())))
+    buffer = bytearray()
+    while True:
+        sock.setblocking(True)
+        data = sock.recv(1 << 20)
+        if not data:
+            return
+        buffer += data
+        sock.setblocking(False)
+        while len(buffer) < BATCH_BYTES:
+            try:
+                data = sock.recv(1 << 20)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            buffer += data
+        out: list[m.ToDaemon] = []
+        for body in m.frames(buffer):
+            out.extend(host.handle(m.to_worker.decode(body)))
+        out.extend(host.finish())
+        if out:
+            sock.setblocking(True)
+            sock.sendall(b"".join(map(m.frame, out)))
+
+
+def main() -> None:
+    # Ctrl-C in the daemon's terminal reaches its whole process group: the daemon decides, the worker follows
+    # when its socket closes.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the daemon is gone
+        serve(sock)
+
+
+if __name__ == "__main__":
+    main()

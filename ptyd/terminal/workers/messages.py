@@ -1,0 +1,139 @@
+"""The frames between the daemon and an engine worker: a 4-byte length, then a msgpack message.
+
+Every message names its session (a number the daemon gives it) and most carry ``end``: the session's count of
+work sent, in output bytes plus one for each other change (a resize, a restore). The worker acknowledges the
+``end`` of the last message it has rendered; the daemon's readiness waits on that count.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import msgspec
+
+from ptyd.terminal.replay import TerminalState
+
+HEADER = struct.Struct("<I")
+MAX_FRAME = 64 << 20  # a snapshot of a 1000x1000 screen stays well below
+
+
+class Base(msgspec.Struct, array_like=True, tag=True):
+    pass
+
+
+# --- daemon -> worker -------------------------------------------------------------------------------------
+
+
+class Open(Base, tag="open"):
+    sid: int
+    engine: str  # "ghostty" or "pyte"
+    cols: int
+    rows: int
+    end: int  # the count this session starts at (a reopen after a crash starts at the snapshot's)
+
+
+class Restore(Base, tag="restore"):
+    sid: int
+    end: int
+    state: TerminalState  # the screen to take over (its ``lines`` are empty: the transcript is the daemon's)
+
+
+class Feed(Base, tag="feed"):
+    sid: int
+    end: int
+    data: bytes
+    more: bool  # more output is on its way: a partial last line may be held for it
+    flush: bool = False  # release what was held (the daemon has nothing more for it)
+    muted: bool = False  # a replay of output acknowledged already: its rows and answers were delivered
+
+
+class Resize(Base, tag="resize"):
+    sid: int
+    end: int
+    cols: int
+    rows: int
+    muted: bool = False  # a replay: rows a shrinking screen pushes off were delivered
+
+
+class Settle(Base, tag="settle"):
+    sid: int
+
+
+class Snap(Base, tag="snap"):
+    sid: int
+
+
+class Close(Base, tag="close"):
+    sid: int
+
+
+ToWorker = Open | Restore | Feed | Resize | Settle | Snap | Close
+
+
+# --- worker -> daemon -------------------------------------------------------------------------------------
+
+
+class Row(msgspec.Struct, array_like=True, frozen=True):
+    """One changed row of the active screen (room for per-row attributes: add fields with defaults)."""
+
+    y: int
+    text: str
+
+
+class Ack(Base, tag="ack"):
+    sid: int
+    end: int  # everything up to here is rendered
+    scrolled: list[list[str] | int]  # rows that left the top of the main screen, in order; an int: rows skipped
+    rows: list[Row]  # rows of the active screen that changed since the last ack
+    main: list[str] | None  # the main screen under the alternate one, when it changed
+    main_changed: bool
+    cols: int
+    lines: int
+    cursor: tuple[int, int, bool]  # x, y, hidden
+    main_cursor_y: int
+    title: str
+    alt: bool
+    app_cursor_keys: bool
+    replies: list[bytes]  # answers to queries, in order, for the daemon to write to the program
+    error: str | None = None  # the engine raised (not crashed): what it said
+
+
+class Snapshot(Base, tag="snapshot"):
+    sid: int
+    end: int
+    state: TerminalState
+
+
+class Hello(Base, tag="hello"):
+    pid: int
+    native: bool  # the native engine imports in this worker
+
+
+ToDaemon = Ack | Snapshot | Hello
+
+_encoder = msgspec.msgpack.Encoder()
+to_worker = msgspec.msgpack.Decoder(ToWorker)
+to_daemon = msgspec.msgpack.Decoder(ToDaemon)
+
+
+def frame(message: Base) -> bytes:
+    body = _encoder.encode(message)
+    return HEADER.pack(len(body)) + body
+
+
+def frames(buffer: bytearray) -> list[memoryview]:
+    """Complete frames at the start of ``buffer``, taken out of it (as copies' views)."""
+    out: list[memoryview] = []
+    pos = 0
+    size = len(buffer)
+    while size - pos >= HEADER.size:
+        (length,) = HEADER.unpack_from(buffer, pos)
+        if length > MAX_FRAME:
+            raise ValueError(f"engine worker frame of {length} bytes")
+        if size - pos - HEADER.size < length:
+            break
+        out.append(memoryview(bytes(buffer[pos + HEADER.size : pos + HEADER.size + length])))
+        pos += HEADER.size + length
+    if pos:
+        del buffer[:pos]
+    return out

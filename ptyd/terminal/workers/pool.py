@@ -1,0 +1,397 @@
+"""The engine workers: starting them, spreading sessions over them, and surviving their deaths.
+
+Each worker is a process on one end of a socketpair (``WorkerLink``). Messages to it are framed as they are
+sent and written once per loop turn, so the feeds of every session that read output in that turn go in one
+write. A worker's death is noticed when its socket reads EOF, which the kernel delivers as the process exits.
+
+Then a new worker takes its place and each of its sessions is rebuilt there (``RemoteTerminal.reopen``). A session
+with output in flight when the worker died is a suspect: suspects are replayed one at a time, every other
+session on that worker holding its new output meanwhile, so a second death during a session's replay names it.
+That session moves to the pyte engine for good (``QUARANTINE_NOTE``), still in a worker: pyte raises where
+Ghostty panics. If no worker can start at all, sessions render inside the daemon on pyte (``LocalLink``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections import deque
+from typing import Protocol, final
+
+from ptyd.terminal.workers import messages as m
+from ptyd.terminal.workers.host import EngineHost
+from ptyd.terminal.workers.proxy import RemoteTerminal
+
+log = logging.getLogger("ptyd.engine")
+
+QUARANTINE_NOTE = "the native engine crashed on this session's output"
+ERROR_NOTE = "the native engine failed on this session's output"
+NO_WORKER_NOTE = "no engine worker could start: rendered in the daemon on pyte"
+STARTUP_FAILURES = 3  # workers in a row that die before saying hello: workers cannot start here
+READ_CHUNK = 1 << 20
+STATUS_POLLS = 20  # 5 ms apart: how long a dead worker's exit status is waited for, for the log
+
+
+class Link(Protocol):
+    sessions: dict[int, RemoteTerminal]
+
+    def send(self, msg: m.ToWorker) -> None: ...
+    def may_send(self, term: RemoteTerminal) -> bool: ...
+
+
+@final
+class WorkerLink:
+    """The daemon's end of one worker."""
+
+    def __init__(self, pool: EnginePool) -> None:
+        self._pool = pool
+        self.loop = pool.loop
+        ours, theirs = socket.socketpair()
+        try:
+            # Spawned, not forked, and reaped like every child (the daemon's reaper takes any that exits): the
+            # worker's end is the only descriptor it inherits (the loop spawns one process at a time).
+            theirs.set_inheritable(True)
+            argv = [sys.executable, "-m", "ptyd.terminal.workers.main", str(theirs.fileno())]
+            self.pid = os.posix_spawn(sys.executable, argv, os.environ)
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        self.sessions: dict[int, RemoteTerminal] = {}
+        self.hello = False
+        self.dead = False
+        self.probe: RemoteTerminal | None = None  # the suspect whose output is being replayed alone
+        self.suspects: deque[RemoteTerminal] = deque()
+        self._out = bytearray()
+        self._in = bytearray()
+        self._flush_scheduled = False
+        self._writing = False
+        self.loop.add_reader(ours.fileno(), self._readable)
+
+    # --- sending ---------------------------------------------------------------------------------------
+
+    def may_send(self, term: RemoteTerminal) -> bool:
+        """While suspects wait for their probe, only the probe (and pyte sessions, which cannot crash it) send."""
+        if term.engine == "pyte" or (self.probe is None and not self.suspects):
+            return True
+        return self.probe is term
+
+    def send(self, msg: m.ToWorker) -> None:
+        if self.dead:
+            return
+        self._out += m.frame(msg)
+        if not self._flush_scheduled and not self._writing:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.dead:
+            return
+        while self._out:
+            try:
+                n = self._sock.send(self._out)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:  # the worker is gone: its EOF is on its way
+                self._out.clear()
+                break
+            del self._out[:n]
+        if self._out and not self._writing:
+            self.loop.add_writer(self._sock.fileno(), self._flush)
+            self._writing = True
+        elif not self._out and self._writing:
+            self.loop.remove_writer(self._sock.fileno())
+            self._writing = False
+
+    # --- receiving ---------------------------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        eof = False
+        while True:
+            try:
+                data = self._sock.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                eof = True
+                break
+            if not data:
+                eof = True
+                break
+            self._in += data
+            if len(data) < READ_CHUNK:
+                break
+        try:
+            bodies = m.frames(self._in)
+        except ValueError:
+            bodies, eof = [], True
+        for body in bodies:
+            msg = m.to_daemon.decode(body)
+            if isinstance(msg, m.Ack):
+                term = self.sessions.get(msg.sid)
+                if term is not None:
+                    term.acked(msg)
+            elif isinstance(msg, m.Snapshot):
+                term = self.sessions.get(msg.sid)
+                if term is not None:
+                    term.snapshotted(msg)
+            else:
+                self.hello = True
+                self._pool.started(self)
+        if eof:
+            self._died()
+
+    def _died(self) -> None:
+        if self.dead:
+            return
+        self.dead = True
+        self.loop.remove_reader(self._sock.fileno())
+        if self._writing:
+            self.loop.remove_writer(self._sock.fileno())
+        self._sock.close()
+        self._pool.died(self)
+
+    def status(self) -> str:
+        """How the process ended (its socket closes as it exits: the exit status follows within moments)."""
+        for _ in range(STATUS_POLLS):
+            try:
+                pid, code = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return "reaped"
+            if pid:
+                if os.WIFSIGNALED(code):
+                    return signal.Signals(os.WTERMSIG(code)).name
+                return f"exit status {os.waitstatus_to_exitcode(code)}"
+            time.sleep(0.005)
+        return "closed its socket"
+
+    def close(self) -> None:
+        if not self.dead:
+            self.dead = True
+            self.loop.remove_reader(self._sock.fileno())
+            if self._writing:
+                self.loop.remove_writer(self._sock.fileno())
+            self._sock.close()
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+@final
+class LocalLink:
+    """The engines in the daemon itself, on pyte: for when no worker can start."""
+
+    def __init__(self, pool: EnginePool) -> None:
+        self.loop = pool.loop
+        self.sessions: dict[int, RemoteTerminal] = {}
+        self._host = EngineHost()
+        self._queue: list[m.ToWorker] = []
+        self.dead = False
+
+    def may_send(self, term: RemoteTerminal) -> bool:
+        return True
+
+    def send(self, msg: m.ToWorker) -> None:
+        if isinstance(msg, m.Open):
+            msg = m.Open(sid=msg.sid, engine="pyte", cols=msg.cols, rows=msg.rows, end=msg.end)
+        if not self._queue:
+            self.loop.call_soon(self._run)
+        self._queue.append(msg)
+
+    def _run(self) -> None:
+        queue, self._queue = self._queue, []
+        out: list[m.ToDaemon] = []
+        for msg in queue:
+            out.extend(self._host.handle(msg))
+        out.extend(self._host.finish())
+        for reply in out:
+            term = self.sessions.get(getattr(reply, "sid", -1))
+            if term is None:
+                continue
+            if isinstance(reply, m.Ack):
+                term.acked(reply)
+            elif isinstance(reply, m.Snapshot):
+                term.snapshotted(reply)
+
+
+@final
+class EnginePool:
+    def __init__(self, size: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.size = size if size > 0 else (os.cpu_count() or 1)
+        self.loop = loop
+        self.links: list[WorkerLink] = []
+        self.local: LocalLink | None = None  # set once workers cannot start
+        self._next_sid = 0
+        self._failures = 0  # workers in a row that died before their hello
+        self.crashes = 0  # workers that died after starting
+        self.quarantined = 0  # sessions moved to pyte
+
+    @property
+    def broken(self) -> bool:
+        return self.local is not None
+
+    def new_sid(self) -> int:
+        self._next_sid += 1
+        return self._next_sid
+
+    def warm(self) -> None:
+        """Start every worker now (their interpreters start while the daemon does)."""
+        while not self.broken and len(self.links) < self.size:
+            self._spawn()
+
+    def _spawn(self) -> WorkerLink | None:
+        try:
+            link = WorkerLink(self)
+        except OSError as exc:
+            self._give_up(f"cannot start an engine worker: {exc}")
+            return None
+        self.links.append(link)
+        return link
+
+    def _give_up(self, why: str) -> None:
+        if self.local is None:
+            log.warning("%s; sessions render in the daemon on pyte from now on", why)
+            self.local = LocalLink(self)
+
+    def attach(self, term: RemoteTerminal) -> Link:
+        if not self.broken and len(self.links) < self.size:
+            self._spawn()
+        link: Link = self.local if self.local is not None else min(self.links, key=lambda wl: len(wl.sessions))
+        link.sessions[term.sid] = term
+        if isinstance(link, LocalLink):
+            term.engine = "pyte"
+            term.engine_note = NO_WORKER_NOTE
+        return link
+
+    def detach(self, term: RemoteTerminal) -> None:
+        term.link.sessions.pop(term.sid, None)
+        link = term.link
+        if isinstance(link, WorkerLink):
+            if term in link.suspects:
+                link.suspects.remove(term)
+            if link.probe is term:
+                link.probe = None
+                self._next_probe(link)
+
+    def started(self, link: WorkerLink) -> None:
+        self._failures = 0
+
+    # --- a worker died ---------------------------------------------------------------------------------
+
+    def died(self, link: WorkerLink) -> None:
+        if link in self.links:
+            self.links.remove(link)
+        if not link.hello:
+            self._failures += 1
+        sessions = list(link.sessions.values())
+        if self._failures >= STARTUP_FAILURES:
+            self._give_up(f"engine workers die before they start (pid {link.pid}: {link.status()})")
+        else:
+            self.crashes += 1
+            log.warning(
+                "engine worker pid %d died (%s) with %d sessions: rebuilding them in a new worker",
+                link.pid,
+                link.status(),
+                len(sessions),
+            )
+        target: Link | None = self.local
+        if target is None:
+            target = self._spawn()
+            if target is None:
+                target = self.local
+        assert target is not None
+        probe = link.probe
+        for term in sessions:
+            target.sessions[term.sid] = term
+            if isinstance(target, LocalLink):
+                term.engine_note = NO_WORKER_NOTE
+                term.reopen(target, "pyte", held=False)
+                continue
+            guilty = False
+            if probe is not None:
+                guilty = term is probe
+                suspect = term in link.suspects
+            else:
+                suspect = (term.in_flight or term in link.suspects) and term.engine != "pyte"
+                if suspect:
+                    term.strikes += 1
+                    guilty = term.strikes >= 2
+            if guilty:
+                self._quarantine(term, target, QUARANTINE_NOTE)
+            elif suspect and isinstance(target, WorkerLink):
+                term.reopen(target, term.engine, held=True)
+                target.suspects.append(term)
+            else:
+                term.reopen(target, term.engine, held=False)
+        if isinstance(target, WorkerLink):
+            self._next_probe(target)
+
+    def _quarantine(self, term: RemoteTerminal, target: Link, note: str) -> None:
+        self.quarantined += 1
+        term.strikes = 0
+        term.engine_note = note
+        log.warning("session %s: %s; it runs on the pyte engine from now on", term.label, note)
+        term.reopen(target, "pyte", held=False)
+
+    def engine_failed(self, term: RemoteTerminal, error: str) -> None:
+        """The engine raised on a session's output (the worker lives): native sessions move to pyte."""
+        if term.engine == "pyte":
+            log.warning("session %s: the pyte engine failed (%s); its screen may be off", term.label, error)
+            return
+        term.link.send(m.Close(sid=term.sid))
+        self._quarantine(term, term.link, ERROR_NOTE)
+
+    # --- probes ------------------------------------------------------------------------------------------
+
+    def progressed(self, term: RemoteTerminal) -> None:
+        link = term.link
+        if not isinstance(link, WorkerLink) or term.in_flight:
+            return
+        if link.probe is term:
+            link.probe = None
+            term.strikes = 0
+            self._next_probe(link)
+        elif link.probe is None and link.suspects:
+            self._next_probe(link)
+
+    def _next_probe(self, link: WorkerLink) -> None:
+        """Replay the next suspect alone, once nothing else is in flight on ``link``; none left: release all."""
+        if link.probe is not None or link.dead:
+            return
+        if any(t.in_flight for t in link.sessions.values() if t not in link.suspects and t.engine != "pyte"):
+            return  # the next ack calls again
+        if link.suspects:
+            link.probe = link.suspects.popleft()
+            link.probe.release()
+            return
+        for term in link.sessions.values():
+            if term.outbox:
+                term.release()
+
+    def close(self) -> None:
+        for link in self.links:
+            link.close()
+        self.links.clear()
+
+
+_pool: EnginePool | None = None
+
+
+def shared_pool(size: int) -> EnginePool:
+    """The daemon's pool (one per event loop: in-process tests run several)."""
+    global _pool
+    loop = asyncio.get_running_loop()
+    if _pool is None or _pool.loop is not loop or loop.is_closed():
+        _pool = EnginePool(size, loop)
+    return _pool
