@@ -20,6 +20,7 @@ pytest_plugins = ["sshd"]
 
 ROOT = Path(__file__).resolve().parent.parent
 EMULATOR = ""  # --emulator: the engine every test daemon runs (its config's ``emulator``); "" leaves "auto"
+ENGINE_PROCESS = ""  # --engine-process: where it runs (``engine_process``); "" leaves the default, "worker"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,11 +30,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
         help="the terminal engine of every daemon the tests start (.ci/run runs the terminal tests on pyte too)",
     )
+    parser.addoption(
+        "--engine-process",
+        choices=["worker", "daemon"],
+        default="",
+        help="where every test daemon's engine runs (.ci/run reruns some tests with it in the daemon)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global EMULATOR
+    global EMULATOR, ENGINE_PROCESS
     EMULATOR = config.getoption("--emulator")
+    ENGINE_PROCESS = config.getoption("--engine-process")
 
 
 class RpcError(Exception):
@@ -109,6 +117,8 @@ class Daemon:
         self.config_path = directory / "config.toml"
         if EMULATOR and "emulator" not in config:
             config = f'emulator = "{EMULATOR}"\n{config}'
+        if ENGINE_PROCESS and "engine_process" not in config:
+            config = f'engine_process = "{ENGINE_PROCESS}"\n{config}'
         self.config_path.write_text(config)
         self.log_path = directory / "daemon.log"
         self.proc: subprocess.Popen[bytes] | None = None

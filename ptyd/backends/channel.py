@@ -118,7 +118,8 @@ class PtyChannel:
         self._rendered = 0  # bytes fed to the terminal and fully rendered
         self._render_scheduled = False
         self._settle_scheduled = False
-        self._render_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # (bytes read, a remote engine's units sent) when each began to wait: woken once both are rendered.
+        self._render_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         # A remote engine's progress: (its units sent after a feed, bytes read by then), oldest first.
         self._marks: deque[tuple[int, int]] = deque()
         if terminal.remote:
@@ -232,10 +233,11 @@ class PtyChannel:
     def _advance(self, rendered: int) -> None:
         """Everything read up to ``rendered`` is rendered: wake those waiting for it."""
         self._rendered = max(self._rendered, rendered)
+        acked = self.terminal.units_acked
         waiting = []
-        for mark, fut in self._render_waiters:
-            if mark > self._rendered:
-                waiting.append((mark, fut))
+        for mark, units, fut in self._render_waiters:
+            if mark > self._rendered or units > acked:
+                waiting.append((mark, units, fut))
             elif not fut.done():
                 fut.set_result(None)
         self._render_waiters = waiting
@@ -285,7 +287,7 @@ class PtyChannel:
         if self._rendered >= mark and not self._raw and self.terminal.idle:
             return
         fut = self.loop.create_future()
-        self._render_waiters.append((mark, fut))
+        self._render_waiters.append((mark, self.terminal.units_sent, fut))
         if not self._render_scheduled:
             self._render_scheduled = True
             self.loop.call_soon(self._render)
@@ -360,7 +362,7 @@ class PtyChannel:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.terminal.close()
-        for _, fut in self._render_waiters:
+        for _, _, fut in self._render_waiters:
             if not fut.done():
                 fut.set_result(None)
         self._render_waiters.clear()

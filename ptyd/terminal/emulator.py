@@ -155,6 +155,10 @@ class Terminal:
             main_rows=main[0] if main is not None else None,
             main_cursor=main[1] if main is not None else None,
             title=str(screen.title),
+            visible=screen.visible_rows(),
+            cursor=(int(screen.cursor.x), int(screen.cursor.y), bool(screen.cursor.hidden)),
+            alt=self.alt_screen,
+            app_cursor_keys=self.app_cursor_keys,
         )
 
     def restore(self, state: TerminalState) -> None:

@@ -24,6 +24,12 @@ class TerminalState(msgspec.Struct, frozen=True, kw_only=True):
     main_rows: list[str] | None = None  # the main screen's rows while a full-screen program holds the alternate one
     main_cursor: tuple[int, int] | None = None  # ...and its cursor (x, y)
     title: str = ""
+    # What the daemon reads off the screen, as text, so a terminal whose engine is in a worker has it at once
+    # after a handover (before its worker has replayed ``screen``); None from a daemon that did not write it.
+    visible: list[str] | None = None
+    cursor: tuple[int, int, bool] | None = None  # x, y, hidden
+    alt: bool = False
+    app_cursor_keys: bool = False
 
 
 def main_screen_prefix(state: TerminalState) -> bytes:

@@ -39,10 +39,11 @@ def serve(sock: socket.socket) -> None:
             if not data:
                 break
             buffer += data
-        out: list[m.ToDaemon] = []
+        snapshots: list[m.ToDaemon] = []
         for body in m.frames(buffer):
-            out.extend(host.handle(m.to_worker.decode(body)))
-        out.extend(host.finish())
+            snapshots.extend(host.handle(m.to_worker.decode(body)))
+        # Acks first: a snapshot the daemon waits on for a handover then finds every row before it delivered.
+        out = host.finish() + snapshots
         if out:
             sock.setblocking(True)
             sock.sendall(b"".join(map(m.frame, out)))

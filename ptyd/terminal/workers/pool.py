@@ -211,10 +211,10 @@ class LocalLink:
 
     def _run(self) -> None:
         queue, self._queue = self._queue, []
-        out: list[m.ToDaemon] = []
+        snapshots: list[m.ToDaemon] = []
         for msg in queue:
-            out.extend(self._host.handle(msg))
-        out.extend(self._host.finish())
+            snapshots.extend(self._host.handle(msg))
+        out = self._host.finish() + snapshots
         for reply in out:
             term = self.sessions.get(getattr(reply, "sid", -1))
             if term is None:

@@ -89,6 +89,19 @@ class MirrorScreen:
         self.alt = ack.alt
         self.app_cursor_keys = ack.app_cursor_keys
 
+    def take(self, state: TerminalState) -> None:
+        """What a handed-over state says the screen shows, until the worker's first answer."""
+        self.resize(state.cols, state.rows)
+        if state.visible is None or state.cursor is None:
+            return
+        self.rows = (list(state.visible) + [""] * self.lines)[: self.lines]
+        self.cursor.x, self.cursor.y, self.cursor.hidden = state.cursor
+        self.alt = state.alt
+        self.app_cursor_keys = state.app_cursor_keys
+        self.title = state.title
+        self.main = list(state.main_rows) if state.main_rows is not None else None
+        self.main_cursor_y = state.main_cursor[1] if state.alt and state.main_cursor is not None else state.cursor[1]
+
     def redraw(self) -> bytes:
         """VT sequences that draw this mirror (text only: no colours), for a state saved between snapshots."""
         out = ["\x1b[?1049h" if self.alt else "", "\x1b[0m\x1b[H\x1b[2J"]
@@ -131,6 +144,7 @@ class RemoteTerminal(Terminal):
         self._holding = False  # the last feed said more is coming: the worker may hold a partial line
         self._opened = (cols, rows)
         self._snap: m.Snapshot | None = None
+        self._restored = False  # the snapshot is the state this session was restored from
         self._journal: deque[Journaled] = deque()
         self._journal_bytes = 0
         self._snap_asked = False
@@ -253,6 +267,7 @@ class RemoteTerminal(Terminal):
         if self.closed:
             return
         self._snap = snap
+        self._restored = False
         journal = self._journal
         while journal and journal[0].end <= snap.end:
             entry = journal.popleft()
@@ -298,9 +313,15 @@ class RemoteTerminal(Terminal):
 
     # --- handover ----------------------------------------------------------------------------------------
 
+    def _exact(self) -> bool:
+        """The last snapshot is the screen as of everything sent, and every row before it is here. A state
+        this session was restored from is, before its worker even acknowledged it."""
+        snap = self._snap
+        return snap is not None and snap.end >= self._sent and (self.idle or self._restored)
+
     async def synced(self) -> None:
         """Wait until everything sent is rendered and a snapshot of it is here (a handover, reader held)."""
-        if self._snap is not None and self._snap.end >= self._sent and self.idle:
+        if self._exact():
             return
         fut = self._pool.loop.create_future()
         self._snap_waiters.append(fut)
@@ -312,7 +333,7 @@ class RemoteTerminal(Terminal):
         snap = self._snap
         screen = self._screen
         first, lines = scrollback_state(self.scrollback, max_lines)
-        if snap is not None and snap.end >= self._sent and self.idle:
+        if snap is not None and self._exact():
             return msgspec.structs.replace(snap.state, first=first, lines=lines)
         return TerminalState(
             cols=screen.cols,
@@ -323,6 +344,10 @@ class RemoteTerminal(Terminal):
             main_rows=list(screen.main) if screen.alt and screen.main is not None else None,
             main_cursor=(0, screen.main_cursor_y) if screen.alt else None,
             title=screen.title,
+            visible=list(screen.rows),
+            cursor=(screen.cursor.x, screen.cursor.y, screen.cursor.hidden),
+            alt=screen.alt,
+            app_cursor_keys=screen.app_cursor_keys,
         )
 
     def restore(self, state: TerminalState) -> None:
@@ -331,10 +356,13 @@ class RemoteTerminal(Terminal):
         self._sent += 1
         bare = msgspec.structs.replace(state, lines=[], first=0)
         self._snap = m.Snapshot(sid=self.sid, end=self._sent, state=bare)
+        self._restored = True
         self._journal.clear()
         self._journal_bytes = 0
         self._push(m.Restore(sid=self.sid, end=self._sent, state=bare))
+        self._screen.take(state)
         self._generation += 1
+        self._used_cache = None
 
     # --- the screen ------------------------------------------------------------------------------------
 
