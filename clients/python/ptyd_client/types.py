@@ -198,6 +198,10 @@ class SessionInfo(TypedDict, total=False):
     """The owning agent's display name."""
     password_prompt: bool
     """The foreground program waits for input with echo off (a password prompt): ask a human."""
+    engine: str
+    """The terminal engine rendering this session: "ghostty" or "pyte"."""
+    engine_note: str | None
+    """Why the session runs on another engine than the configured one (a crash of the native one)."""
 
 
 class TerminalListResult(TypedDict):

@@ -154,6 +154,13 @@ export interface SessionInfo {
    * @defaultValue `false`
    */
   password_prompt?: boolean;
+  /**
+   * The terminal engine rendering this session: "ghostty" or "pyte".
+   * @defaultValue `""`
+   */
+  engine?: string;
+  /** Why the session runs on another engine than the configured one (a crash of the native one). */
+  engine_note?: string | null;
 }
 
 /** Send SIGINT to the foreground process group of the active send. */

@@ -164,14 +164,16 @@ class WorkerLink:
     def status(self) -> str:
         """How the process ended (its socket closes as it exits: the exit status follows within moments)."""
         for _ in range(STATUS_POLLS):
-            try:
-                pid, code = os.waitpid(self.pid, os.WNOHANG)
+            try:  # looked at, not reaped: the daemon's reaper collects every child
+                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
-                return "reaped"
-            if pid:
-                if os.WIFSIGNALED(code):
-                    return signal.Signals(os.WTERMSIG(code)).name
-                return f"exit status {os.waitstatus_to_exitcode(code)}"
+                return "exited"
+            if info is not None:
+                if info.si_code == os.CLD_EXITED:
+                    return f"exit status {info.si_status}"
+                with contextlib.suppress(ValueError):
+                    return signal.Signals(info.si_status).name
+                return f"signal {info.si_status}"
             time.sleep(0.005)
         return "closed its socket"
 
@@ -236,6 +238,7 @@ class EnginePool:
         self._failures = 0  # workers in a row that died before their hello
         self.crashes = 0  # workers that died after starting
         self.quarantined = 0  # sessions moved to pyte
+        self._dead: list[int] = []  # workers that died, for ``close`` to reap where no reaper runs
 
     @property
     def broken(self) -> bool:
@@ -292,6 +295,7 @@ class EnginePool:
     def died(self, link: WorkerLink) -> None:
         if link in self.links:
             self.links.remove(link)
+        self._dead.append(link.pid)
         if not link.hello:
             self._failures += 1
         sessions = list(link.sessions.values())
@@ -380,9 +384,13 @@ class EnginePool:
                 term.release()
 
     def close(self) -> None:
+        """End every worker (a daemon's own end at exit is enough: workers end when their socket closes)."""
         for link in self.links:
             link.close()
         self.links.clear()
+        for pid in self._dead:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 _pool: EnginePool | None = None
