@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, final
@@ -42,6 +42,31 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def engine_workers(pid: int) -> list[int]:
+    """The engine worker processes of daemon ``pid`` (``engine_process = "worker"``)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    out = []
+    for kid in kids:
+        try:
+            if b"ptyd.terminal.workers.main" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                out.append(int(kid))
+        except OSError:
+            continue
+    return out
+
+
+def with_workers(measure: Callable[[int], float], pid: int) -> float:
+    """``measure`` of the daemon plus its engine workers (CPU seconds, RSS): what the daemon costs in all."""
+    total = measure(pid)
+    for worker in engine_workers(pid):
+        with contextlib.suppress(OSError):
+            total += measure(worker)
+    return total
 
 
 def rss_bytes(pid: int) -> int:
@@ -162,6 +187,9 @@ class Context:
     quick: bool
     python: str  # the interpreter the benchmarked programs run (the system python3)
     profile_dir: Path | None = None  # run the scenario's own daemons under cProfile, writing here
+    # A daemon with its engine in its own process (``engine_process = "daemon"``), beside the shared one (engine
+    # workers, the default): figures 3 and 3b show both.
+    in_daemon: DaemonProcess | None = None
 
 
 def rotated(items: Sequence[T], i: int) -> list[T]:

@@ -17,10 +17,10 @@ import os
 import time
 from pathlib import Path
 
-from bench.harness import Context, DaemonProcess, cpu_seconds, register, rotated
+from bench.harness import Context, DaemonProcess, cpu_seconds, register, rotated, with_workers
 from bench.report import Figure, Results
 from bench.shells import BenchShell, Done, PtydShell, RawShell, TmuxShell
-from bench.throughput import MB, _check
+from bench.throughput import IN_DAEMON, MB, _check
 from ptyd.terminal.engines import engine_name
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -96,13 +96,23 @@ def run(ctx: Context, results: Results) -> None:
     pyte_daemon.start()
     caller = ctx.daemon.connect()
     pyte_caller = pyte_daemon.connect()
+    callers = [caller]
     shells: list[BenchShell] = []
     try:
         native = PtydShell(caller, register(caller, "bench-rendering"))
-        native.name = f"ptyd ({engine_name()})"  # the bench's daemons resolve "auto" as this process does
+        native.name = f"ptyd ({engine_name()})"  # engine workers; the bench's daemons resolve "auto" as this one
         fallback = PtydShell(pyte_caller, register(pyte_caller, "bench-rendering"))
         fallback.name = "ptyd (pyte)"
         shells += [native, RawShell(), TmuxShell(ctx.directory)]
+        daemons = {native.name: ctx.daemon, fallback.name: pyte_daemon}
+        in_name = f"{IN_DAEMON} ({engine_name()})"
+        if ctx.in_daemon is not None:
+            in_caller = ctx.in_daemon.connect()
+            callers.append(in_caller)
+            in_native = PtydShell(in_caller, register(in_caller, "bench-rendering"))
+            in_native.name = in_name
+            shells.append(in_native)
+            daemons[in_name] = ctx.in_daemon
         if native.name != fallback.name:
             shells.append(fallback)
         reps = 1 if ctx.quick else 3
@@ -110,17 +120,17 @@ def run(ctx: Context, results: Results) -> None:
             path, expected = make_file(ctx.directory, kind, ctx.quick)
             payload = path.stat().st_size
             rates: dict[str, list[float]] = {s.name: [] for s in shells}
-            cpu: dict[str, list[float]] = {native.name: [], fallback.name: []}
+            cpu: dict[str, list[float]] = {name: [] for name in daemons}
             exact = True
             for i in range(reps):
                 for shell in rotated(shells, i):
-                    daemon = ctx.daemon if shell is native else pyte_daemon
-                    before = cpu_seconds(daemon.pid)
+                    daemon = daemons.get(shell.name, ctx.daemon)
+                    before = with_workers(cpu_seconds, daemon.pid)
                     start = time.perf_counter()
                     out = shell.run(f"cat {path}", timeout=900)
                     elapsed = time.perf_counter() - start
                     if shell.name in cpu:
-                        cpu[shell.name].append((cpu_seconds(daemon.pid) - before) / (payload / MB))
+                        cpu[shell.name].append((with_workers(cpu_seconds, daemon.pid) - before) / (payload / MB))
                     exact &= _check(results, f"rendering {kind} {shell.name}", out, expected)
                     rates[shell.name].append(payload / MB / elapsed)
             figure = Figure(
@@ -131,27 +141,30 @@ def run(ctx: Context, results: Results) -> None:
             )
             for name, values in rates.items():
                 note = {"raw": "drain the PTY in-process", "tmux": "tmux renders, capture-pane polled"}.get(name, "")
-                if name in cpu:
-                    note = f"daemon {sum(cpu[name]) / len(cpu[name]) * 1000:.0f} CPU ms/MB" + (
+                if cpu.get(name):
+                    where = "daemon" if name == in_name else "daemon + workers"
+                    note = f"{where} {sum(cpu[name]) / len(cpu[name]) * 1000:.0f} CPU ms/MB" + (
                         "; tails exact" if exact else "; TAIL MISMATCH"
                     )
                 figure.add(name, values, note)
             results.figures.append(figure.finish())
-            ptyd_rate = figure.row(native.name).median
             tmux_rate = figure.row("tmux").median
-            ratio = figure.row(native.name).ratio or 0.0
-            results.target(
-                f"{kind}: native ptyd vs tmux, vs raw",
-                ">= 1x, >= 0.5x",
-                f"{ptyd_rate / tmux_rate:.2f}x, {ratio:.2f}x",
-                ptyd_rate >= tmux_rate and ratio >= 0.5 and exact,
-            )
+            for name in (native.name, in_name) if ctx.in_daemon is not None else (native.name,):
+                ptyd_rate = figure.row(name).median
+                ratio = figure.row(name).ratio or 0.0
+                results.target(
+                    f"{kind}: {name} vs tmux, vs raw",
+                    ">= 1x, >= 0.5x",
+                    f"{ptyd_rate / tmux_rate:.2f}x, {ratio:.2f}x",
+                    ptyd_rate >= tmux_rate and ratio >= 0.5 and exact,
+                )
             path.unlink()
     except Done as exc:
         results.failures.append(f"rendering: {exc}")
     finally:
         for shell in shells:
             shell.close()
-        caller.close()
+        for each in callers:
+            each.close()
         pyte_caller.close()
         pyte_daemon.stop()

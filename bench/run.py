@@ -65,8 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         shared.chmod(0o700)
         daemon = DaemonProcess(shared, profile=profile)
         daemon.start()
+        in_daemon_dir = directory / "in-daemon"
+        in_daemon_dir.mkdir()
+        in_daemon_dir.chmod(0o700)
+        in_daemon = DaemonProcess(in_daemon_dir, 'engine_process = "daemon"\n')
+        in_daemon.start()
         try:
-            ctx = Context(directory, daemon, args.quick, python, args.profile)
+            ctx = Context(directory, daemon, args.quick, python, args.profile, in_daemon)
             for name in names:
                 before = len(results.figures)
                 began = time.monotonic()
@@ -79,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                     print("\n" + format_figure(figure), flush=True)
                 print(f"({name}: {time.monotonic() - began:.0f} s)", flush=True)
         finally:
+            in_daemon.stop()
             code = daemon.stop()
             if code != 0:
                 results.failures.append(f"shared daemon exited with {code}:\n{daemon.log()[-2000:]}")

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import time
 
-from bench.harness import Context, DaemonProcess, cpu_seconds, register, rss_bytes
+from bench.harness import Context, DaemonProcess, cpu_seconds, register, rss_bytes, with_workers
 from bench.report import Figure, Results, Row
 from bench.shells import PtydShell, RawShell
 
 KIB, MIB = 1024, 1024 * 1024
+PROCESSES = ("worker", "daemon")  # engine_process: engine workers (the default) beside the engine in the daemon
 EMPTY_BUDGET, FULL_BUDGET = 1 * MIB, 4 * MIB + 1 * MIB  # per session; the scrollback bound is 4 MiB
 # One process printing without end. (A loop forking `seq 1000` measures, on 2 cores, the scheduler under a fork
 # storm more than the daemon; it also shows terminal_cancel racing a foreground group that keeps changing.)
@@ -31,12 +32,12 @@ def astral_fill(python: str) -> str:
     return f'{python} -c "{code}"'
 
 
-def _daemon(ctx: Context, name: str) -> DaemonProcess:
+def _daemon(ctx: Context, name: str, process: str = "worker") -> DaemonProcess:
     directory = ctx.directory / name
     directory.mkdir()
     directory.chmod(0o700)
     profile = ctx.profile_dir / f"{name}.pstats" if ctx.profile_dir else None
-    config = "max_sessions = 1024\nmax_sessions_per_agent = 1000\n"
+    config = f'max_sessions = 1024\nmax_sessions_per_agent = 1000\nengine_process = "{process}"\n'
     return DaemonProcess(directory, config, profile=profile)
 
 
@@ -83,70 +84,8 @@ def run(ctx: Context, results: Results) -> None:
     )
     memory = Figure("4. Scale: daemon RSS growth per session", "KiB", reference="budget")
     raw_opens: list[float] = []
-    for n in levels:
-        daemon = _daemon(ctx, f"scale-{n}")
-        daemon.start()
-        caller = daemon.connect()
-        try:
-            token = register(caller, f"bench-scale-{n}")
-            PtydShell(caller, token).close()  # warm: the first open imports and allocates what all share
-            baseline = rss_bytes(daemon.pid)
-            shells: list[PtydShell] = []
-            open_samples = []
-            for i in range(n):
-                start = time.perf_counter()
-                shells.append(PtydShell(caller, token))
-                open_samples.append(time.perf_counter() - start)
-                if i % 10 == 0:
-                    start = time.perf_counter()
-                    RawShell().close()
-                    raw_opens.append(time.perf_counter() - start)
-            opens.add(f"ptyd, N={n}", open_samples, f"the {n} opens in a row", scale=1000)
-            empty = (rss_bytes(daemon.pid) - baseline) / n
-            memory.rows.append(Row(f"empty, N={n}", n, empty / KIB, float("nan"), empty / EMPTY_BUDGET))
-
-            flooders = max(1, n // 10)
-            idle = shells[flooders:]
-            quiet = _sends(idle, sends, SEND_BUDGET_S)
-            for shell in shells[:flooders]:
-                shell.send(FLOOD + "\n", wait=False)
-            lines = shells[0].call("terminal_status")["total_lines"]
-            deadline = time.monotonic() + 10
-            while shells[0].call("terminal_status")["total_lines"] < lines + 2000 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            cpu, began = cpu_seconds(daemon.pid), time.monotonic()
-            loaded = _sends(idle, sends, SEND_BUDGET_S)
-            busy = (cpu_seconds(daemon.pid) - cpu) / (time.monotonic() - began)
-            # The same sends on a raw PTY of this process while the same programs print: what the machine
-            # itself gives a shell under that load, with no daemon in the sender's path.
-            raw = RawShell()
-            try:
-                raw_loaded = _sends([raw], sends, SEND_BUDGET_S / 2)
-            finally:
-                raw.close()
-            for shell in shells[:flooders]:
-                _stop(shell, results)
-            latency.add(f"N={n}, quiet", quiet, "", scale=1000)
-            row = latency.add(f"N={n}, {flooders} printing", loaded, f"daemon at {busy:.0%} of a core", scale=1000)
-            row.note += f"; {row.p99 / latency.row(f'N={n}, quiet').p99:.1f}x quiet p99"
-            raw_row = latency.add(f"raw, while {flooders} print", raw_loaded, "no daemon in the path", scale=1000)
-            row.note += f"; {row.p99 / raw_row.p99:.1f}x raw p99 under the same load"
-            if n == levels[-1]:
-                results.target(
-                    f"{n} live shells in one daemon", f"{n} opened", f"{len(shells)} opened", len(shells) == n
-                )
-                results.target(
-                    f"send p99 while {flooders} sessions print", "< 50 ms", f"{row.p99:.1f} ms", row.p99 < 50
-                )
-                results.target("RSS per empty session", "<= 1 MiB", f"{empty / KIB:.0f} KiB", empty <= EMPTY_BUDGET)
-            start = time.perf_counter()
-            caller.call("agent_release", token=token)
-            opens.rows[-1].note += f"; agent_release closed them in {time.perf_counter() - start:.1f} s"
-        finally:
-            caller.close()
-            code = daemon.stop()
-            if code != 0:
-                results.failures.append(f"scale daemon N={n} exited with {code}")
+    for n, process in ((n, process) for n in levels for process in PROCESSES):
+        _level(ctx, results, n, process, sends, levels, opens, latency, memory, raw_opens)
     opens.add("raw", raw_opens, "fork bash on a PTY until its first prompt", scale=1000)
     daemon = _daemon(ctx, "scale-full")
     daemon.start()
@@ -159,6 +98,91 @@ def run(ctx: Context, results: Results) -> None:
         caller.close()
         daemon.stop()
     results.figures += [opens.finish(), latency.finish(), memory.finish()]
+
+
+def _level(
+    ctx: Context,
+    results: Results,
+    n: int,
+    process: str,
+    sends: int,
+    levels: tuple[int, ...],
+    opens: Figure,
+    latency: Figure,
+    memory: Figure,
+    raw_opens: list[float],
+) -> None:
+    """One level: ``n`` shells in a daemon whose engine runs in ``process`` ("worker" or "daemon")."""
+    daemon = _daemon(ctx, f"scale-{n}-{process}", process)
+    daemon.start()
+    caller = daemon.connect()
+    try:
+        token = register(caller, f"bench-scale-{n}")
+        PtydShell(caller, token).close()  # warm: the first open imports and allocates what all share
+        baseline = with_workers(rss_bytes, daemon.pid)
+        shells: list[PtydShell] = []
+        open_samples = []
+        for i in range(n):
+            start = time.perf_counter()
+            shells.append(PtydShell(caller, token))
+            open_samples.append(time.perf_counter() - start)
+            if i % 10 == 0:
+                start = time.perf_counter()
+                RawShell().close()
+                raw_opens.append(time.perf_counter() - start)
+        opens.add(f"ptyd {process}, N={n}", open_samples, f"the {n} opens in a row", scale=1000)
+        empty = (with_workers(rss_bytes, daemon.pid) - baseline) / n
+        memory.rows.append(Row(f"empty, {process}, N={n}", n, empty / KIB, float("nan"), empty / EMPTY_BUDGET))
+
+        flooders = max(1, n // 10)
+        idle = shells[flooders:]
+        quiet = _sends(idle, sends, SEND_BUDGET_S)
+        for shell in shells[:flooders]:
+            shell.send(FLOOD + "\n", wait=False)
+        lines = shells[0].call("terminal_status")["total_lines"]
+        deadline = time.monotonic() + 10
+        while shells[0].call("terminal_status")["total_lines"] < lines + 2000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cpu, began = with_workers(cpu_seconds, daemon.pid), time.monotonic()
+        loaded = _sends(idle, sends, SEND_BUDGET_S)
+        busy = (with_workers(cpu_seconds, daemon.pid) - cpu) / (time.monotonic() - began)
+        # The same sends on a raw PTY of this process while the same programs print: what the machine
+        # itself gives a shell under that load, with no daemon in the sender's path.
+        raw = RawShell()
+        try:
+            raw_loaded = _sends([raw], sends, SEND_BUDGET_S / 2)
+        finally:
+            raw.close()
+        for shell in shells[:flooders]:
+            _stop(shell, results)
+        latency.add(f"{process}, N={n}, quiet", quiet, "", scale=1000)
+        row = latency.add(
+            f"{process}, N={n}, {flooders} printing", loaded, f"daemon at {busy:.0%} of a core", scale=1000
+        )
+        row.note += f"; {row.p99 / latency.row(f'{process}, N={n}, quiet').p99:.1f}x quiet p99"
+        raw_row = latency.add(
+            f"raw, while {flooders} print ({process})", raw_loaded, "no daemon in the path", scale=1000
+        )
+        row.note += f"; {row.p99 / raw_row.p99:.1f}x raw p99 under the same load"
+        if n == levels[-1]:
+            opened = f"{len(shells)} opened"
+            results.target(f"{n} live shells in one daemon ({process})", f"{n} opened", opened, len(shells) == n)
+            p99 = f"{row.p99:.1f} ms"
+            results.target(f"send p99 while {flooders} sessions print ({process})", "<= 10 ms", p99, row.p99 <= 10)
+            results.target(
+                f"RSS per empty session ({process}, workers counted)",
+                "<= 1 MiB",
+                f"{empty / KIB:.0f} KiB",
+                empty <= EMPTY_BUDGET,
+            )
+        start = time.perf_counter()
+        caller.call("agent_release", token=token)
+        opens.rows[-1].note += f"; agent_release closed them in {time.perf_counter() - start:.1f} s"
+    finally:
+        caller.close()
+        code = daemon.stop()
+        if code != 0:
+            results.failures.append(f"scale daemon N={n} exited with {code}")
 
 
 def _full_rows(

@@ -14,12 +14,13 @@ import re
 import time
 from pathlib import Path
 
-from bench.harness import Context, cpu_seconds, register, rotated
+from bench.harness import Context, cpu_seconds, register, rotated, with_workers
 from bench.report import Figure, Results
 from bench.shells import BenchShell, Done, PtydShell, RawShell, TmuxShell
 
 MB = 1_000_000
 LINE = 100  # bytes per line of the cat files, newline included (shorter than the 160 columns: no wrapping)
+IN_DAEMON = "ptyd in-daemon"  # engine_process = "daemon": the engine in the daemon's process, the reference
 _PROMPT_LINE = re.compile(r"^(\x1b\[\?2004h)?\[\d+\]bench\$ ?$")
 
 
@@ -83,10 +84,19 @@ def _check(results: Results, where: str, text: str, expected: str) -> bool:
 def run(ctx: Context, results: Results) -> None:
     plan = {10 * MB: 1} if ctx.quick else {10 * MB: 3, 50 * MB: 2, 200 * MB: 1}
     caller = ctx.daemon.connect()
+    callers = [caller]
     shells: list[BenchShell] = []
     try:
         ptyd = PtydShell(caller, register(caller, "bench-throughput"))
         shells += [ptyd, RawShell(), TmuxShell(ctx.directory)]
+        daemons = {ptyd.name: ctx.daemon}
+        if ctx.in_daemon is not None:
+            in_caller = ctx.in_daemon.connect()
+            callers.append(in_caller)
+            in_ptyd = PtydShell(in_caller, register(in_caller, "bench-throughput"))
+            in_ptyd.name = IN_DAEMON
+            shells.append(in_ptyd)
+            daemons[IN_DAEMON] = ctx.in_daemon
         for kind in ("seq", "cat"):
             for size, reps in plan.items():
                 if kind == "seq":
@@ -96,18 +106,20 @@ def run(ctx: Context, results: Results) -> None:
                     path, expected = make_cat_file(ctx.directory, size)
                     command, payload = f"cat {path}", size
                 rates: dict[str, list[float]] = {s.name: [] for s in shells}
-                cpu_per_mb: list[float] = []
+                cpu_per_mb: dict[str, list[float]] = {name: [] for name in daemons}
                 exact = True
                 for i in range(reps):
                     for shell in rotated(shells, i):
-                        cpu = cpu_seconds(ctx.daemon.pid)
+                        daemon = daemons.get(shell.name, ctx.daemon)
+                        cpu = with_workers(cpu_seconds, daemon.pid)
                         start = time.perf_counter()
                         out = shell.run(command, timeout=900)
                         elapsed = time.perf_counter() - start
                         where = f"{kind} {size // MB} MB {shell.name}"
                         if isinstance(shell, PtydShell):
-                            cpu_per_mb.append((cpu_seconds(ctx.daemon.pid) - cpu) / (payload / MB))
-                            tail = ptyd.call("terminal_read", start_line=-50, max_lines=50)["lines"]
+                            spent = with_workers(cpu_seconds, daemon.pid) - cpu
+                            cpu_per_mb[shell.name].append(spent / (payload / MB))
+                            tail = shell.call("terminal_read", start_line=-50, max_lines=50)["lines"]
                             exact &= _check(results, where + " viewport", out, expected)
                             exact &= _check(results, where + " scrollback", "\n".join(tail), expected)
                         elif isinstance(shell, TmuxShell):
@@ -121,21 +133,26 @@ def run(ctx: Context, results: Results) -> None:
                     reference="raw",
                     higher_is_better=True,
                 )
-                cpu_note = f"daemon {sum(cpu_per_mb) / len(cpu_per_mb) * 1000:.1f} CPU ms/MB"
+                exactness = "; tails exact" if exact else "; TAIL MISMATCH"
                 notes = {
-                    "ptyd": cpu_note + ("; tails exact" if exact else "; TAIL MISMATCH"),
-                    "raw": "drain the PTY in-process: the physical limit",
-                    "tmux": "tmux renders, capture-pane polled",
+                    name: f"daemon{' + workers' if name == 'ptyd' else ''} "
+                    f"{sum(values) / len(values) * 1000:.1f} CPU ms/MB" + exactness
+                    for name, values in cpu_per_mb.items()
                 }
+                notes["ptyd"] = "engine workers; " + notes["ptyd"]
+                notes["raw"] = "drain the PTY in-process: the physical limit"
+                notes["tmux"] = "tmux renders, capture-pane polled"
                 for name, values in rates.items():
                     figure.add(name, values, notes[name])
                 figure.unavailable("fixed_wait", "not run: the raw drain plus 500 ms, by construction")
                 results.figures.append(figure.finish())
-                ratio = figure.row("ptyd").ratio or 0.0
-                if kind == "seq":
-                    results.target(f"seq {size // MB} MB vs raw", ">= 0.8x", f"{ratio:.2f}x", ratio >= 0.8 and exact)
-                elif size == max(plan):
-                    results.target(f"cat {size // MB} MB vs raw", ">= 0.5x", f"{ratio:.2f}x", ratio >= 0.5 and exact)
+                for name in daemons:
+                    ratio = figure.row(name).ratio or 0.0
+                    label = f"{kind} {size // MB} MB vs raw ({name})"
+                    if kind == "seq":
+                        results.target(label, ">= 0.8x", f"{ratio:.2f}x", ratio >= 0.8 and exact)
+                    elif size == max(plan):
+                        results.target(label, ">= 0.5x", f"{ratio:.2f}x", ratio >= 0.5 and exact)
                 if kind == "cat":
                     path.unlink()
     except Done as exc:
@@ -143,4 +160,5 @@ def run(ctx: Context, results: Results) -> None:
     finally:
         for shell in shells:
             shell.close()
-        caller.close()
+        for each in callers:
+            each.close()
