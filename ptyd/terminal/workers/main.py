@@ -12,12 +12,16 @@ import os
 import signal
 import socket
 import sys
+import time
 
 from ptyd.terminal.engines import native_available
 from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.host import EngineHost
 
 BATCH_BYTES = 4 << 20  # taken at most before rendering and acknowledging: the first acks must not wait long
+# ...and acknowledged at least this often within a batch: the daemon reads nothing while its backlog waits for
+# acks, and a quiet PTY that long would look like a program gone idle (idle_ms).
+ACK_INTERVAL_S = 0.05
 
 
 def serve(sock: socket.socket) -> None:
@@ -40,13 +44,22 @@ def serve(sock: socket.socket) -> None:
                 break
             buffer += data
         snapshots: list[m.ToDaemon] = []
+        due = time.monotonic() + ACK_INTERVAL_S
         for body in m.frames(buffer):
             snapshots.extend(host.handle(m.to_worker.decode(body)))
-        # Acks first: a snapshot the daemon waits on for a handover then finds every row before it delivered.
-        out = host.finish() + snapshots
-        if out:
-            sock.setblocking(True)
-            sock.sendall(b"".join(map(m.frame, out)))
+            if time.monotonic() >= due:  # a slow engine (pyte) acknowledges as it goes
+                snapshots = _send(sock, host, snapshots)
+                due = time.monotonic() + ACK_INTERVAL_S
+        _send(sock, host, snapshots)
+
+
+def _send(sock: socket.socket, host: EngineHost, snapshots: list[m.ToDaemon]) -> list[m.ToDaemon]:
+    # Acks first: a snapshot the daemon waits on for a handover then finds every row before it delivered.
+    out = host.finish() + snapshots
+    if out:
+        sock.setblocking(True)
+        sock.sendall(b"".join(map(m.frame, out)))
+    return []
 
 
 def main() -> None:
