@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
+import secrets
 import signal as signals
 import termios
 import time
@@ -33,9 +35,11 @@ from ptyd.backends.spawn import Spawned, set_winsize
 from ptyd.backends.tracker import ReadinessTracker, Verdict
 from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config
-from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
+from ptyd.errors import InternalError, InvalidArgument, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.keys import encode as encode_keys
+
+log = logging.getLogger("ptyd.session")
 
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
@@ -239,8 +243,26 @@ class LocalSession:
             )
 
     async def _drive(self, op: SendOp) -> None:
-        reason, verdict = await self._wait_ready(op)
-        await self._settle(op, reason, verdict)
+        try:
+            reason, verdict = await self._wait_ready(op)
+            await self._settle(op, reason, verdict)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._fail(op)
+
+    def _fail(self, op: SendOp) -> None:
+        """A bug in the readiness or settling code: the send ends with an internal error naming a logged incident,
+        and the session takes sends again (rather than staying busy until it is closed)."""
+        incident = secrets.token_hex(4)
+        log.exception("incident %s in send %s of %s", incident, op.id, self.session_id)
+        if self.active is op:
+            self.active = None
+            self.terminal.capture = None
+        self.last_op = op
+        if not op.future.done():
+            op.future.set_exception(InternalError("Internal error", incident=incident))
+            op.future.exception()  # retrieved: a send nobody waits for is not logged a second time by asyncio
 
     def _wake(self, output: bool) -> None:
         if self._activity is not None and not self._activity.done():

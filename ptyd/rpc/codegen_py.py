@@ -22,6 +22,7 @@ import msgspec
 
 from ptyd import __version__
 from ptyd import protocol as p
+from ptyd.errors import ERROR_CLASSES
 from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
 
@@ -174,7 +175,6 @@ def render() -> str:
         gen.annotation(method["result"]["schema"])
     for note in document["x-notifications"]:
         gen.annotation(note["params"])
-    errors = document["components"]["errors"]
     out = [HEADER]
     for block in gen.blocks:
         out += ["", "", *block]
@@ -182,8 +182,8 @@ def render() -> str:
     out += ["", "", "METHODS: Final = (", *(f"    {json.dumps(m['name'])}," for m in document["methods"]), ")"]
     out += ['"""Every RPC method the daemon serves besides ``rpc.discover``."""', ""]
     out += ["ERROR_CODES: Final[dict[str, int]] = {"]
-    out += [f"    {json.dumps(kind)}: {error['code']}," for kind, error in errors.items()]
-    out += ["}", '"""``error.data.kind`` of every application error and its JSON-RPC code."""']
+    out += [f"    {json.dumps(cls.kind)}: {cls.code}," for cls in ERROR_CLASSES]
+    out += ["}", '"""``error.data.kind`` of every error the daemon reports (JSON-RPC\'s own first) and its code."""']
     return "\n".join(line.rstrip() for line in out).rstrip() + "\n"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from ptyd.errors import ERROR_CLASSES
+from ptyd.errors import APPLICATION_ERRORS
 from ptyd.protocol import NOTIFICATIONS
 from ptyd.rpc.dispatch import Method
 
@@ -49,12 +49,12 @@ def openrpc_document(methods: list[Method], version: str) -> dict[str, Any]:
                 "paramStructure": "by-name",
                 "params": params,
                 "result": {"name": "result", "schema": _result_schema(results[i], result_schemas)},
-                "errors": [{"$ref": f"#/components/errors/{cls.kind}"} for cls in ERROR_CLASSES],
+                "errors": [{"$ref": f"#/components/errors/{cls.kind}"} for cls in APPLICATION_ERRORS],
             }
         )
     errors = {
         cls.kind: {"code": cls.code, "message": (cls.__doc__ or cls.kind).strip(), "data": {"kind": cls.kind}}
-        for cls in ERROR_CLASSES
+        for cls in APPLICATION_ERRORS
     }
     return {
         "openrpc": "1.3.2",

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import final
 
 from ptyd.config import Config
-from ptyd.rpc.dispatch import Dispatcher
+from ptyd.errors import FrameTooLarge
+from ptyd.rpc.dispatch import Dispatcher, error_line
 
 log = logging.getLogger("ptyd.rpc")
 
@@ -70,10 +71,7 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
 
 
 def _frame_too_large(limit: int) -> bytes:
-    return (
-        b'{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid request","data":'
-        b'{"kind":"frame_too_large","limit":%d}},"id":null}\n' % limit
-    )
+    return error_line(FrameTooLarge(limit=limit)) + b"\n"
 
 
 @final

@@ -204,7 +204,7 @@ class AsyncClient:
 
     def _auth(self) -> str:
         if self.token is None:
-            raise Unauthorized(-32001, "no token: pass token=, set $PTYD_TOKEN, or call agent_register()")
+            raise Unauthorized(Unauthorized.CODE, "no token: pass token=, set $PTYD_TOKEN, or call agent_register()")
         return self.token
 
     async def _session_call(self, method: str, session_id: str, **params: Any) -> Any:

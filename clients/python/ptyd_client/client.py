@@ -171,7 +171,7 @@ class Client:
 
     def _auth(self) -> str:
         if self.token is None:
-            raise Unauthorized(-32001, "no token: pass token=, set $PTYD_TOKEN, or call agent_register()")
+            raise Unauthorized(Unauthorized.CODE, "no token: pass token=, set $PTYD_TOKEN, or call agent_register()")
         return self.token
 
     def _session_call(self, method: str, session_id: str, **params: Any) -> Any:
