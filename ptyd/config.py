@@ -98,6 +98,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     close_term_grace_ms: PositiveMs = 1_500
     # Daemon shutdown waits this long for all closes before giving up on the rest.
     shutdown_grace_ms: PositiveMs = 10_000
+    # At shutdown, after the sessions closed, requests still in flight get this long to send their answers
+    # (a send settled by the close, say) before their connections are cut.
+    shutdown_drain_ms: PositiveMs = 1_000
     # Without systemd's fd store, keep the PTY masters in a `ptyd keeper` process too, so that the sessions
     # outlive a crash of the daemon and the next one adopts them. Off by default, as before it existed: a crash
     # in the foreground then ends every session.
@@ -106,8 +109,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     fd_keeper_grace_ms: PositiveMs = 60_000
 
     # --- processes ---
-    # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker.
-    containment: str = "auto"
+    # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker;
+    # "cgroup" refuses to start without one. A typo ("cgroups") is an error, not a quiet subreaper.
+    containment: Literal["auto", "cgroup", "subreaper"] = "auto"
     # The `shell` type's program. Without the user's startup files, so prompts, aliases and traps are the same
     # for every agent; ["/bin/bash", "-i"] reads ~/.bashrc.
     shell_argv: tuple[str, ...] = ("/bin/bash", "--noprofile", "--norc", "-i")
