@@ -255,10 +255,8 @@ class Daemon:
                 log.error("reload failed, keeping the running configuration: %s", exc)
                 return
             self.config = config
-            service.config = config
-            service.backends = build_registry(config, reaper, containment)
-            server.config = config
-            server.dispatcher.max_batch = config.max_batch
+            service.reconfigure(config, build_registry(config, reaper, containment))
+            server.reconfigure(config)
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
 
         maintenance = loop.create_task(self._maintain(service, reaper, saver))

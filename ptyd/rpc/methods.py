@@ -20,6 +20,7 @@ from ptyd.service.service import PtyService
 class Api:
     def __init__(self, service: PtyService) -> None:
         self.service = service
+        self._hooked: set[int] = set()  # connections whose close ends their subscriptions
 
     # --- agents ----------------------------------------------------------------------------------------
 
@@ -80,12 +81,15 @@ class Api:
         def sink(event: p.TerminalEvent) -> None:
             connection.notify(notification("terminal_event", event))
 
-        sub_id = self.service.subscribe(agent, params.session_id, params.output, sink)
+        sub_id = self.service.subscribe(agent, params.session_id, params.output, sink, peer.connection_id)
+        if peer.connection_id not in self._hooked:  # one hook per connection, however often it subscribes
+            self._hooked.add(peer.connection_id)
 
-        def end() -> None:
-            self.service.unsubscribe(agent, sub_id)
+            def end(connection_id: int = peer.connection_id) -> None:
+                self._hooked.discard(connection_id)
+                self.service.drop_connection(connection_id)
 
-        connection.on_close(end)
+            connection.on_close(end)
         return p.TerminalSubscribeResult(subscription_id=sub_id)
 
     async def terminal_unsubscribe(self, _: Any, params: p.TerminalUnsubscribeParams) -> p.TerminalUnsubscribeResult:

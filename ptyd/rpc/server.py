@@ -82,6 +82,11 @@ class RpcServer:
         self._server: asyncio.AbstractServer | None = None
         self._connections: dict[asyncio.Task[None], tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
 
+    def reconfigure(self, config: Config) -> None:
+        """A reloaded configuration: new connections and frames follow it."""
+        self.config = config
+        self.dispatcher.max_batch = config.max_batch
+
     async def start(self, sock: socket.socket) -> None:
         self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=2**16)
 
