@@ -17,7 +17,7 @@ from ptyd import __version__
 from ptyd.errors import ERROR_CLASSES
 from ptyd.protocol import PROTOCOL_VERSION
 from ptyd.rpc.methods import Api
-from ptyd.rpc.openrpc import openrpc_document
+from ptyd.rpc.openrpc import discover_method, openrpc_document
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "clients" / "typescript" / "src" / "protocol.ts"
@@ -143,6 +143,9 @@ def render() -> str:
         out.append(f"  {method['name']}: {{ params: {params}; result: {_ts_type(method['result']['schema'])} }};")
     out += ["}", "", "/** A daemon method name. */", "export type MethodName = keyof Methods;", ""]
 
+    safe = [m.name for m in [*methods, discover_method(methods, __version__)] if m.retry_safe]
+    out += ["/** Methods safe to send again after the connection dropped mid-call (OpenRPC `x-retry-safe`). */"]
+    out += ["export const RETRY_SAFE_METHODS: readonly string[] = [", *(f'  "{name}",' for name in safe), "];", ""]
     out += ["/** Every `error.data.kind` the daemon reports, with its JSON-RPC error code. */"]
     out.append("export const ERROR_CODES = {")
     for kind, code, meaning in STANDARD_ERRORS:

@@ -40,6 +40,9 @@ class Method:
     result: Any  # a Struct type or a union of them; documentation and OpenRPC come from it
     handler: Handler  # (context, params) -> result
     summary: str
+    # Safe to send again when the connection dropped before the answer came: it reads, or doing it twice is
+    # doing it once. OpenRPC says so (x-retry-safe), and the clients' retry tables are generated from it.
+    retry_safe: bool = False
 
 
 class _Envelope(msgspec.Struct, forbid_unknown_fields=True):

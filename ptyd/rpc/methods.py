@@ -17,6 +17,25 @@ from ptyd.rpc.server import Peer
 from ptyd.service.service import PtyService
 
 
+# Methods a client may send again when the connection dropped before their answer arrived: they read, or doing
+# them twice is doing them once. Not terminal_send (a repeat types the input again, unless it carries the same
+# request_key: the clients rely on that, see their retry code), terminal_output (it consumes: a lost answer lost
+# its chunk), terminal_open/agent_register (they create), terminal_signal/terminal_cancel (they signal),
+# terminal_integrate (it types), agent_release, and the subscriptions (they belong to the connection).
+RETRY_SAFE = frozenset(
+    {
+        "daemon_info",
+        "terminal_list",
+        "terminal_status",
+        "terminal_screen",
+        "terminal_read",
+        "terminal_wait",
+        "terminal_resize",
+        "terminal_close",
+    }
+)
+
+
 class Api:
     def __init__(self, service: PtyService) -> None:
         self.service = service
@@ -154,6 +173,6 @@ class Api:
             ("daemon_info", p.DaemonInfoParams, p.DaemonInfoResult, self.daemon_info),
         ]
         return [
-            Method(name, params, result, handler, inspect.cleandoc(params.__doc__ or ""))
+            Method(name, params, result, handler, inspect.cleandoc(params.__doc__ or ""), name in RETRY_SAFE)
             for name, params, result, handler in table
         ]

@@ -50,6 +50,8 @@ def openrpc_document(methods: list[Method], version: str) -> dict[str, Any]:
                 "params": params,
                 "result": {"name": "result", "schema": _result_schema(results[i], result_schemas)},
                 "errors": [{"$ref": f"#/components/errors/{cls.kind}"} for cls in APPLICATION_ERRORS],
+                # An extension: whether a client may send it again after losing the connection mid-call.
+                "x-retry-safe": method.retry_safe,
             }
         )
     errors = {
@@ -96,6 +98,7 @@ def discover_method(methods: list[Method], version: str) -> Method:
         dict[str, Any],
         discover,
         inspect.cleandoc(DiscoverParams.__doc__ or ""),
+        retry_safe=True,
     )
     document.update(openrpc_document([*methods, method], version))
     return method

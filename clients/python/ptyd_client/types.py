@@ -286,6 +286,21 @@ METHODS: Final = (
 )
 """Every RPC method the daemon serves besides ``rpc.discover``."""
 
+RETRY_SAFE: Final = frozenset(
+    {
+        "terminal_wait",
+        "terminal_read",
+        "terminal_screen",
+        "terminal_resize",
+        "terminal_status",
+        "terminal_list",
+        "terminal_close",
+        "daemon_info",
+        "rpc.discover",
+    }
+)
+"""Methods safe to send again after the connection dropped mid-call (OpenRPC ``x-retry-safe``)."""
+
 ERROR_CODES: Final[dict[str, int]] = {
     "parse_error": -32700,
     "invalid_request": -32600,

@@ -681,6 +681,19 @@ export interface Methods {
 /** A daemon method name. */
 export type MethodName = keyof Methods;
 
+/** Methods safe to send again after the connection dropped mid-call (OpenRPC `x-retry-safe`). */
+export const RETRY_SAFE_METHODS: readonly string[] = [
+  "terminal_wait",
+  "terminal_read",
+  "terminal_screen",
+  "terminal_resize",
+  "terminal_status",
+  "terminal_list",
+  "terminal_close",
+  "daemon_info",
+  "rpc.discover",
+];
+
 /** Every `error.data.kind` the daemon reports, with its JSON-RPC error code. */
 export const ERROR_CODES = {
   /** The line is not JSON. */
