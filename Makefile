@@ -43,13 +43,15 @@ golden: venv
 bench: venv
 	$(PY) bench/run.py
 
-## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md.
+## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md,
+## and the blocking Python client's methods (from the asyncio ones).
 docs: venv
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
 	$(PY) -m ptyd.configdoc markdown > docs/config.md
 	$(PY) -m ptyd.configdoc example > docs/config.example.toml
 	$(PY) -m ptyd.rpc.codegen_ts
 	$(PY) -m ptyd.rpc.codegen_py
+	$(PY) -m ptyd.rpc.codegen_sync
 
 ## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.
 install-user: venv

@@ -16,7 +16,6 @@ from ptyd.rpc.dispatch import Method, notification
 from ptyd.rpc.server import Peer
 from ptyd.service.service import PtyService
 
-
 # Methods a client may send again when the connection dropped before their answer arrived: they read, or doing
 # them twice is doing them once. Not terminal_send (a repeat types the input again, unless it carries the same
 # request_key: the clients rely on that, see their retry code), terminal_output (it consumes: a lost answer lost

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import shutil
 import socket
@@ -30,6 +31,7 @@ from ptyd_client import (
     LimitExceeded,
     MethodNotFound,
     PtydError,
+    Session,
     SessionBusy,
     SessionExited,
     SessionNotFound,
@@ -68,6 +70,34 @@ def test_generated_types_match_the_daemons_wire_types() -> None:
 
     committed = (ROOT / "clients/python/ptyd_client/types.py").read_text()
     assert committed == codegen_py.render(), "stale: run .venv/bin/python -m ptyd.rpc.codegen_py"
+
+
+def test_the_blocking_methods_are_generated_from_the_asyncio_ones() -> None:
+    from ptyd.rpc import codegen_sync
+
+    committed = (ROOT / "clients/python/ptyd_client/methods.py").read_text()
+    assert committed == codegen_sync.render(), "stale: run .venv/bin/python -m ptyd.rpc.codegen_sync (make docs)"
+
+
+@pytest.mark.parametrize(("blocking", "asyncio_twin"), [(Client, AsyncClient), (Session, AsyncSession)])
+def test_both_clients_have_the_same_methods_signatures_and_docstrings(blocking: type, asyncio_twin: type) -> None:
+    def public(cls: type) -> dict[str, typing.Any]:
+        return {
+            name: member
+            for klass in reversed(cls.__mro__[:-1])
+            for name, member in vars(klass).items()
+            if callable(member) and not name.startswith("_")
+        }
+
+    sync, aio = public(blocking), public(asyncio_twin)
+    assert set(sync) == set(aio)
+    for name, method in sync.items():
+        assert list(inspect.signature(method).parameters) == list(inspect.signature(aio[name]).parameters), name
+        if method.__module__ != "ptyd_client.methods":
+            continue  # the transport's own (connect, close, call): its docstring says how it behaves
+        twin = (inspect.getdoc(aio[name]) or "").replace("AsyncClient", "Client").replace("AsyncSession", "Session")
+        twin = twin.replace("``async with``", "``with``").replace("an :class:`Session`", "a :class:`Session`")
+        assert inspect.getdoc(method) == twin, name
 
 
 def test_open_and_send_options_are_the_daemons_params() -> None:
