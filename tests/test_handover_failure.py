@@ -19,9 +19,9 @@ import pytest
 import uvloop
 
 from conftest import Rpc, wait_until
-from ptyd import daemon as daemon_module
-from ptyd import handover
 from ptyd.config import Config
+from ptyd.continuity import handover
+from ptyd.daemon import app as daemon_module
 
 
 def test_a_handover_failing_after_the_sessions_were_held_serves_again(

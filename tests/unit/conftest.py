@@ -14,8 +14,8 @@ import uvloop
 
 from ptyd import protocol as p
 from ptyd.backends.containment import SubreaperContainment
+from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.local import build_registry
-from ptyd.backends.reaper import ChildReaper
 from ptyd.config import Config
 from ptyd.service.agents import Agent
 from ptyd.service.service import PtyService
