@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv run test lint typecheck unit stress bench golden docs clean install-user uninstall-user
+.PHONY: venv run test lint typecheck unit quick perf stress bench golden docs clean install-user uninstall-user
 
 venv: $(STAMP)
 
@@ -31,6 +31,15 @@ typecheck: venv
 
 unit: venv
 	$(PY) -m pytest -q -m 'not slow'
+
+## The in-process tests only (tests/unit: the dispatcher, service, session, channel, state; a few seconds).
+quick: venv
+	$(PY) -m pytest -q tests/unit
+
+## The latency claims held to their tight bounds (tests/conftest.py latency()), for a quiet machine.
+perf: venv
+	$(PY) -m pytest -q -m 'not slow' --perf tests/test_readiness.py tests/test_relays.py \
+	  tests/hardening/test_program_faults.py tests/hardening/test_client_faults.py tests/clients/test_python_client.py
 
 stress: venv
 	$(PY) -m pytest -q -m slow

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Daemon, wait_until
+from conftest import ROOT, Daemon, latency, wait_until
 
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
@@ -394,7 +394,8 @@ def test_async_long_send_and_read_are_in_flight_together_on_one_connection(daemo
                 await _until_busy(shell)
                 started = time.monotonic()
                 reads = await asyncio.gather(*(shell.read(-5) for _ in range(10)), shell.status())
-                assert time.monotonic() - started < 0.8, "reads waited for the send"
+                # Reads that waited for the send would take its second.
+                latency(time.monotonic() - started, tight=0.8, fallback=1.0, what="reads beside a send")
                 assert not send.done()
                 assert all(any("before" in line for line in r["lines"]) for r in reads[:-1])
                 assert _open_fds() == fds  # no second connection was made
