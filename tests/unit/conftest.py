@@ -37,7 +37,8 @@ def run(main: Callable[[], Awaitable[T]], timeout: float = 20.0) -> T:
 @contextlib.asynccontextmanager
 async def local_service(**overrides: Any) -> AsyncIterator[PtyService]:
     """A PtyService over the real local backends (subreaper containment: no cgroup is made for the test)."""
-    config = Config(containment="subreaper", shell_integration=False, **overrides)
+    overrides.setdefault("shell_integration", False)
+    config = Config(containment="subreaper", **overrides)
     reaper = ChildReaper(asyncio.get_running_loop())
     service = PtyService(config, build_registry(config, reaper, SubreaperContainment()), "subreaper")
     try:
