@@ -278,8 +278,9 @@ class LocalSession:
             self._fail(op)
 
     def _fail(self, op: SendOp) -> None:
-        """A bug in the readiness or settling code: the send ends with an internal error naming a logged incident,
-        and the session takes sends again (rather than staying busy until it is closed)."""
+        """A bug in the readiness or settling code: the send ends with an internal error naming a logged incident
+        (its waiters get it; no send_settled event, which needs a result), and the session takes sends again
+        rather than staying busy until it is closed."""
         incident = secrets.token_hex(4)
         log.exception("incident %s in send %s of %s", incident, op.id, self.session_id)
         if self.active is op:

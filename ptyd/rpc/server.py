@@ -100,6 +100,8 @@ class RpcServer:
 
     def _gone(self, task: asyncio.Task[None]) -> None:
         self._connections.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a connection ended on an unexpected error", exc_info=task.exception())
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -195,7 +197,8 @@ class RpcServer:
         send their answers; after ``drain_s`` cancel what is left (their requests' operations are not affected)."""
         self.stop_accepting()
         for reader, writer in list(self._connections.values()):
-            cast(asyncio.Transport, writer.transport).pause_reading()  # nothing more arrives after the end fed here
+            if not writer.transport.is_closing():
+                cast(asyncio.Transport, writer.transport).pause_reading()  # nothing arrives after the end fed here
             reader.feed_eof()
         if self._connections:
             _, late = await asyncio.wait(list(self._connections), timeout=drain_s)
