@@ -36,12 +36,7 @@ from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remo
 from ptyd.backends.spawn import Spawned, set_winsize
 from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config
-<<<<<<< HEAD
-from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
-=======
 from ptyd.errors import InternalError, InvalidArgument, LimitExceeded, SessionBusy, SessionExited
-from ptyd.terminal.emulator import Terminal
->>>>>>> main
 from ptyd.terminal.keys import encode as encode_keys
 from ptyd.terminal.workers import open_session_terminal
 

@@ -199,11 +199,7 @@ class Daemon:
             with contextlib.suppress(asyncio.CancelledError):
                 await maintenance
             server.stop_accepting()  # connections are left to the exec, which closes them: clients reconnect
-<<<<<<< HEAD
             await handover.quiesce(service)  # engine workers render what was read and send their snapshots
-            state = handover.snapshot(service, inherited, "handover")  # from here on nothing may await
-=======
->>>>>>> main
             try:
                 state = handover.snapshot(service, inherited, "handover")  # from here on nothing may await
                 handover.exec_next(argv, state, handover.kept_fds(state))
