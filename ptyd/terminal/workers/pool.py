@@ -383,6 +383,19 @@ class EnginePool:
             if term.outbox:
                 term.release()
 
+    def abandon(self) -> None:
+        """The loop this pool served is gone (in-process tests run one after another): close the sockets, so
+        the workers end, without touching that loop."""
+        for link in self.links:
+            link.dead = True
+            with contextlib.suppress(OSError):
+                link._sock.close()
+            self._dead.append(link.pid)
+        self.links.clear()
+        for pid in self._dead:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
     def close(self) -> None:
         """End every worker (a daemon's own end at exit is enough: workers end when their socket closes)."""
         for link in self.links:
@@ -400,6 +413,8 @@ def shared_pool(size: int) -> EnginePool:
     """The daemon's pool (one per event loop: in-process tests run several)."""
     global _pool
     loop = asyncio.get_running_loop()
-    if _pool is None or _pool.loop is not loop or loop.is_closed():
+    if _pool is None or _pool.loop is not loop:
+        if _pool is not None:
+            _pool.abandon()
         _pool = EnginePool(size, loop)
     return _pool
