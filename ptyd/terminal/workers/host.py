@@ -15,7 +15,7 @@ from ptyd.terminal.scrollback import Scrollback
 from ptyd.terminal.workers import messages as m
 
 _UNBOUNDED = 1 << 62
-RENDER_AT = 64 * 1024  # output queued in an engine rendered before the next message (Ghostty: ~0.3 ms)
+RENDER_AT = 16 * 1024  # output queued in an engine rendered before the next message (Ghostty: ~0.1 ms)
 
 
 @final

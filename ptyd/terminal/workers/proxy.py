@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 JOURNAL_SNAPSHOT_BYTES = 256 * 1024  # journal past this: ask for a snapshot (~0.5 ms of the worker's time)
 SNAPSHOT_INTERVAL_S = 1.0  # ...or this long after output first went into it
 Journaled = m.Feed | m.Resize
+# Output sent in pieces of at most this: the worker acknowledges after each piece once 50 ms went by, and pyte
+# renders 32 KiB in ~50 ms (Ghostty 256 KiB in ~1 ms), so a paused reader never waits long enough to look idle.
+FEED_BYTES = 256 * 1024
+PYTE_FEED_BYTES = 32 * 1024
 
 
 @final
@@ -183,9 +187,13 @@ class RemoteTerminal(Terminal):
     def feed(self, data: bytes, *, more: bool = False) -> None:
         if not data:
             return
-        self._sent += len(data)
         self._holding = more
-        self._push(m.Feed(sid=self.sid, end=self._sent, data=data, more=more))
+        piece = PYTE_FEED_BYTES if self.engine == "pyte" else FEED_BYTES
+        for start in range(0, len(data), piece):
+            chunk = data[start : start + piece]
+            self._sent += len(chunk)
+            last = start + piece >= len(data)
+            self._push(m.Feed(sid=self.sid, end=self._sent, data=chunk, more=more if last else True))
 
     def flush(self) -> None:
         if self._holding:
