@@ -25,6 +25,8 @@ ACK_INTERVAL_S = 0.05
 
 
 def serve(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     host = EngineHost()
     sock.sendall(m.frame(m.Hello(pid=os.getpid(), native=native_available())))
     buffer = bytearray()
@@ -57,8 +59,11 @@ def _send(sock: socket.socket, host: EngineHost, snapshots: list[m.ToDaemon]) ->
     # Acks first: a snapshot the daemon waits on for a handover then finds every row before it delivered.
     out = host.finish() + snapshots
     if out:
+        wire = bytearray()
+        for msg in out:
+            m.frame_into(msg, wire)
         sock.setblocking(True)
-        sock.sendall(b"".join(map(m.frame, out)))
+        sock.sendall(wire)
     return []
 
 

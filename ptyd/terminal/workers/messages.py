@@ -121,9 +121,16 @@ def frame(message: Base) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
+def frame_into(message: Base, buffer: bytearray) -> None:
+    """Append ``message``'s frame to ``buffer``, encoded in place (output is not copied once more)."""
+    start = len(buffer)
+    _encoder.encode_into(message, buffer, start + HEADER.size)
+    HEADER.pack_into(buffer, start, len(buffer) - start - HEADER.size)
+
+
 def frames(buffer: bytearray) -> list[memoryview]:
-    """Complete frames at the start of ``buffer``, taken out of it (as copies' views)."""
-    out: list[memoryview] = []
+    """Complete frames at the start of ``buffer``, taken out of it (views of one copy of them)."""
+    spans: list[tuple[int, int]] = []
     pos = 0
     size = len(buffer)
     while size - pos >= HEADER.size:
@@ -132,8 +139,10 @@ def frames(buffer: bytearray) -> list[memoryview]:
             raise ValueError(f"engine worker frame of {length} bytes")
         if size - pos - HEADER.size < length:
             break
-        out.append(memoryview(bytes(buffer[pos + HEADER.size : pos + HEADER.size + length])))
+        spans.append((pos + HEADER.size, pos + HEADER.size + length))
         pos += HEADER.size + length
-    if pos:
-        del buffer[:pos]
-    return out
+    if not pos:
+        return []
+    taken = memoryview(bytes(buffer[:pos]))
+    del buffer[:pos]
+    return [taken[start:end] for start, end in spans]

@@ -35,6 +35,8 @@ ERROR_NOTE = "the native engine failed on this session's output"
 NO_WORKER_NOTE = "no engine worker could start: rendered in the daemon on pyte"
 STARTUP_FAILURES = 3  # workers in a row that die before saying hello: workers cannot start here
 READ_CHUNK = 1 << 20
+SOCKET_BUFFER = 4 << 20
+COMPACT_BYTES = 1 << 20
 STATUS_POLLS = 20  # 5 ms apart: how long a dead worker's exit status is waited for, for the log
 
 
@@ -65,6 +67,9 @@ class WorkerLink:
         finally:
             theirs.close()
         ours.setblocking(False)
+        with contextlib.suppress(OSError):  # fewer, larger writes and wake-ups (the kernel caps what it grants)
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
         self._sock = ours
         self.sessions: dict[int, RemoteTerminal] = {}
         self.hello = False
@@ -72,6 +77,7 @@ class WorkerLink:
         self.probe: RemoteTerminal | None = None  # the suspect whose output is being replayed alone
         self.suspects: deque[RemoteTerminal] = deque()
         self._out = bytearray()
+        self._sent = 0  # bytes of ``_out`` written to the socket already
         self._in = bytearray()
         self._flush_scheduled = False
         self._writing = False
@@ -88,7 +94,7 @@ class WorkerLink:
     def send(self, msg: m.ToWorker) -> None:
         if self.dead:
             return
-        self._out += m.frame(msg)
+        m.frame_into(msg, self._out)
         if not self._flush_scheduled and not self._writing:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -97,16 +103,23 @@ class WorkerLink:
         self._flush_scheduled = False
         if self.dead:
             return
-        while self._out:
+        out = self._out
+        while self._sent < len(out):
             try:
-                n = self._sock.send(self._out)
+                with memoryview(out) as view:
+                    self._sent += self._sock.send(view[self._sent :])
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:  # the worker is gone: its EOF is on its way
-                self._out.clear()
+                self._sent = len(out)
                 break
-            del self._out[:n]
-        if self._out and not self._writing:
+        if self._sent >= len(out):
+            out.clear()
+            self._sent = 0
+        elif self._sent >= COMPACT_BYTES:  # sent from an offset, moved down now and then (not on every send)
+            del out[: self._sent]
+            self._sent = 0
+        if out and not self._writing:
             self.loop.add_writer(self._sock.fileno(), self._flush)
             self._writing = True
         elif not self._out and self._writing:
