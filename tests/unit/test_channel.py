@@ -26,7 +26,9 @@ class Pty:
         self.program = os.open(os.ttyname(slave), os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
         self.replies: list[bytes] = []
         self.outputs = 0
-        self.terminal = open_terminal(80, 24, scrollback_lines=1000, scrollback_bytes=1 << 20, on_reply=self.replies.append)
+        self.terminal = open_terminal(
+            80, 24, scrollback_lines=1000, scrollback_bytes=1 << 20, on_reply=self.replies.append
+        )
         self.spawned = Spawned(pid=0, master=master, slave=slave, tty_rdev=os.fstat(slave).st_rdev, gate=-1)
         self.channel = PtyChannel(self.spawned, self.terminal, 1 << 20, self._output)
 
