@@ -60,7 +60,7 @@ class WorkerLink:
             # worker's end is the only descriptor it inherits (the loop spawns one process at a time).
             theirs.set_inheritable(True)
             argv = [sys.executable, "-m", "ptyd.terminal.workers.main", str(theirs.fileno())]
-            self.pid = os.posix_spawn(sys.executable, argv, os.environ)
+            self.pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=_file_actions(theirs.fileno()))
         except OSError:
             ours.close()
             raise
@@ -201,6 +201,19 @@ class WorkerLink:
             os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
+
+
+def _file_actions(keep: int) -> list[tuple[int | str, ...]]:
+    """What a worker must not inherit: every inheritable descriptor but ``keep`` (the PTYs a handover carried
+    across its exec, its lock and listening socket are inheritable); stdin is /dev/null."""
+    actions: list[tuple[int | str, ...]] = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            with contextlib.suppress(OSError):  # the directory's own descriptor, closed by now
+                if os.get_inheritable(fd):
+                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
+    return actions
 
 
 @final
