@@ -293,6 +293,18 @@ class TerminalCancelParams(SessionRefParams, frozen=True):
 
 class TerminalCancelResult(Base, frozen=True):
     cancelled: Annotated[bool, _d("False when no send was active (it had settled).")]
+    interrupted: Annotated[
+        bool,
+        _d(
+            "A SIGINT went to the verified foreground group: the active send's command, or, with no send active, "
+            "what the last send left running in front (it ended in timeout or inferred_idle)."
+        ),
+    ] = False
+    pgid: Annotated[int | None, _d("The process group interrupted.")] = None
+    signal: Annotated[str | None, _d("The signal sent (SIGINT).")] = None
+    program: Annotated[str | None, _d("The program in front that was interrupted.")] = None
+    message: Annotated[str, _d("What the cancel did, in a sentence.")] = ""
+    hint: Annotated[str | None, _d("When there was nothing to interrupt: what to do instead.")] = None
 
 
 class TerminalWaitParams(SessionRefParams, frozen=True):

@@ -199,9 +199,9 @@ _SIMPLE: dict[str, tuple[str, Callable[[Mapping[str, Any], str], str]]] = {
     "terminal_cancel": (
         "terminal_cancel",
         lambda r, sid: (
-            "Interrupted the running send (SIGINT); terminal_wait returns its result."
-            if r["cancelled"]
-            else "No send was running; nothing to interrupt."
+            r.get("message") or "Interrupted the running send (SIGINT); terminal_wait returns its result."
+            if r["cancelled"] or r.get("interrupted")
+            else f"Nothing to interrupt. {r.get('hint') or 'No send was running.'}"
         ),
     ),
     "terminal_read": ("terminal_read", _read),

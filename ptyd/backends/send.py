@@ -27,6 +27,8 @@ class SendOp:
         self.future: asyncio.Future[p.SendResult] = loop.create_future()
         self.exit_code: int | None = None  # of a shell command that finished during this send
         self.cancel = CancelState()
+        self.keys = request.keys.encode()  # still to press: after the input was taken
+        self.front_at_write: tuple[int, str] | None = None  # the group in front when the input was written
 
     @property
     def done(self) -> bool:

@@ -37,6 +37,7 @@ from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.keys import encode as encode_keys
 
+KEYS_HOLD_S = 0.5  # keys after input go out once the input was taken and its program ran this long unready
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
 CANONICAL_LINE_MAX = 4095  # bytes a canonical-mode line can hold (N_TTY_BUF_SIZE less its newline)
@@ -196,6 +197,9 @@ class LocalSession:
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
         self.tracker.begin(wrote_input=data)
+        if op.keys:
+            front = self.foreground.describe(self.exited)
+            op.front_at_write = (front.pgid, front.name) if front is not None else None
         self.channel.write(data)
         self._start_drive(op)
         return op
@@ -266,7 +270,12 @@ class LocalSession:
                 return "session_exit", None
             self.canceller.follow(op.cancel)
             verdict = self.tracker.check()
-            if verdict.ready and await self._nothing_owed():
+            if op.keys and op.cancel.cancelled_at is not None:
+                op.keys = b""  # a cancelled send presses nothing more
+            if op.keys and await self._keys_due(op, verdict):
+                self._press_keys(op)
+                continue
+            if verdict.ready and not op.keys and await self._nothing_owed():
                 return "stdin_read", verdict
             probed = time.monotonic()
             now = probed
@@ -281,6 +290,32 @@ class LocalSession:
                 await self._through_bulk(probed, op.deadline)
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    async def _keys_due(self, op: SendOp, verdict: Verdict) -> bool:
+        """The program took the send's input, so its keys go to what the input started: it is ready for more
+        (vim after ``oX``: now Escape), or a new program is in front (``cat`` after ``cat\n``: now C-c, which the
+        shell would have taken, flushing the line unread), or the same one went on without reading for
+        KEYS_HOLD_S (a builtin loop the shell runs)."""
+        if self.channel.input_queued() or not self.tracker.taken:
+            return False
+        if verdict.ready:
+            return await self._nothing_owed()
+        front = self.foreground.describe(self.exited)
+        if front is None:
+            return False
+        if op.front_at_write is None or front.pgid != op.front_at_write[0]:
+            # A group the shell forked is in front: keys for it once it runs its program (a signal between fork
+            # and exec is lost to the shell's handlers), or once it stayed the shell's child that long.
+            return front.name != (op.front_at_write[1] if op.front_at_write else "") or self._held_keys(op)
+        return self._held_keys(op)
+
+    def _held_keys(self, op: SendOp) -> bool:
+        return time.monotonic() - op.started >= KEYS_HOLD_S
+
+    def _press_keys(self, op: SendOp) -> None:
+        keys, op.keys = op.keys, b""
+        self.tracker.mark_write(keys)  # before the write: the program may take the keys before it returns
+        self.channel.write(keys)
 
     async def _nothing_owed(self) -> bool:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
@@ -360,13 +395,15 @@ class LocalSession:
             return p.TerminalWaitResult(operation_id=op.id, done=False, result=None)
         return p.TerminalWaitResult(operation_id=op.id, done=True, result=result)
 
-    def cancel(self) -> bool:
+    def cancel(self) -> p.TerminalCancelResult:
         op = self.active
         if op is None or op.done:
-            return False
+            last = self.last_op
+            reason = last.future.result().wait_reason if last is not None and last.future.done() else None
+            return self.canceller.interrupt_left_running(reason)
         self.canceller.cancel(op.cancel)
         self._wake(False)
-        return True
+        return self.canceller.requested(op.cancel)
 
     def key_input(self, keys: list[str]) -> str:
         """Named keys as this terminal sends them now (application cursor keys or not)."""

@@ -66,7 +66,7 @@ class Api:
 
     async def terminal_cancel(self, _: Any, params: p.TerminalCancelParams) -> p.TerminalCancelResult:
         agent = self.service.authenticate(params.token)
-        return p.TerminalCancelResult(cancelled=self.service.session(agent, params.session_id).cancel())
+        return self.service.session(agent, params.session_id).cancel()
 
     async def terminal_integrate(self, _: Any, params: p.TerminalIntegrateParams) -> p.SendResult:
         return await self.service.integrate(self.service.authenticate(params.token), params).result()

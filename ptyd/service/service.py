@@ -201,7 +201,9 @@ class PtyService:
         session = self.session(agent, params.session_id)
         return session.start_send(
             SendRequest(
-                input=params.input + session.key_input(params.keys) if params.keys else params.input,
+                # Keys after text wait for the text to be taken: sent at once, a C-c would flush the line unread.
+                input=params.input or (session.key_input(params.keys) if params.keys else ""),
+                keys=session.key_input(params.keys) if params.keys and params.input else "",
                 timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
                 idle_s=_seconds(params.idle_ms, cfg.default_idle_ms),
                 max_bytes=params.max_bytes or cfg.default_max_bytes,

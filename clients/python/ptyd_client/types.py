@@ -137,9 +137,23 @@ class TerminalWaitResult(TypedDict):
     result: SendResult | None
 
 
-class TerminalCancelResult(TypedDict):
+class TerminalCancelResult(TypedDict, total=False):
     cancelled: bool
     """False when no send was active (it had settled)."""
+    interrupted: bool
+    """A SIGINT went to the verified foreground group: the active send's command, or, with no send active,
+    what the last send left running in front (it ended in timeout or inferred_idle).
+    """
+    pgid: int | None
+    """The process group interrupted."""
+    signal: str | None
+    """The signal sent (SIGINT)."""
+    program: str | None
+    """The program in front that was interrupted."""
+    message: str
+    """What the cancel did, in a sentence."""
+    hint: str | None
+    """When there was nothing to interrupt: what to do instead."""
 
 
 class TerminalReadResult(TypedDict):

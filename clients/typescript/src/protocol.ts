@@ -173,6 +173,24 @@ export interface TerminalCancelParams {
 export interface TerminalCancelResult {
   /** False when no send was active (it had settled). */
   cancelled: boolean;
+  /**
+   * A SIGINT went to the verified foreground group: the active send's command, or, with no send active, what the last send left running in front (it ended in timeout or inferred_idle).
+   * @defaultValue `false`
+   */
+  interrupted?: boolean;
+  /** The process group interrupted. */
+  pgid?: number | null;
+  /** The signal sent (SIGINT). */
+  signal?: string | null;
+  /** The program in front that was interrupted. */
+  program?: string | null;
+  /**
+   * What the cancel did, in a sentence.
+   * @defaultValue `""`
+   */
+  message?: string;
+  /** When there was nothing to interrupt: what to do instead. */
+  hint?: string | null;
 }
 
 /**

@@ -74,9 +74,11 @@ export class Session {
     return this.client.terminalWait(this.id, timeoutMs);
   }
 
-  /** SIGINT the current send's foreground group; false when no send was active. */
+  /** SIGINT the current send's foreground group, or what the last send left running (it timed out or ended
+   * inferred_idle); false when nothing was interrupted (`terminalCancel` says why, in `hint`). */
   async cancel(): Promise<boolean> {
-    return (await this.client.terminalCancel(this.id)).cancelled;
+    const result = await this.client.terminalCancel(this.id);
+    return result.cancelled || (result.interrupted ?? false);
   }
 
   /** Install shell integration into the bash now at the prompt; afterwards sends report `exit_code` and `cwd`. */
