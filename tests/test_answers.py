@@ -55,7 +55,8 @@ def test_node_repl_await_is_waited_for(shell: Shell) -> None:
     # A child the line awaits is work in progress too.
     result = shell.send("await require('util').promisify(require('child_process').exec)('sleep 1; echo 43')\n")
     assert result["wait_reason"] == "stdin_read", result
-    assert "43" in result["viewport"] and result["viewport"].endswith(">"), result["viewport"]
+    assert "stdout: '43" in result["viewport"], result["viewport"]
+    assert result["viewport"].endswith(">"), result["viewport"]
     # A line the REPL answers with another prompt (its continuation) settles at once, with no timer of its own.
     started = time.monotonic()
     result = shell.send("function f() {\n")
@@ -80,7 +81,8 @@ def test_ipython_await_is_waited_for(shell: Shell, tmp_path: Path) -> None:
     result = shell.send("import asyncio; await asyncio.sleep(1.5); 6*7\n", idle_ms=10_000)
     assert time.monotonic() - started >= 1.4
     assert result["wait_reason"] == "stdin_read", result
-    assert "Out[1]: 42" in result["viewport"] and result["viewport"].endswith("In [2]:"), result["viewport"]
+    assert "Out[1]: 42" in result["viewport"], result["viewport"]
+    assert result["viewport"].endswith("In [2]:"), result["viewport"]
     assert shell.send("exit\n", idle_ms=10_000)["viewport"].endswith("$")
 
 
@@ -90,14 +92,16 @@ def test_cancel_stops_what_a_timed_out_send_left_running(shell: Shell) -> None:
     cancel = shell.call("terminal_cancel")
     assert cancel["cancelled"] is False  # no send was active
     assert cancel["interrupted"] is True
-    assert cancel["program"] == "yes" and cancel["signal"] == "SIGINT"
+    assert cancel["program"] == "yes"
+    assert cancel["signal"] == "SIGINT"
     assert cancel["pgid"] == result["foreground"]["pgid"]
     after = shell.send("echo status $?\n")
     assert after["foreground"]["name"] == "bash"
     assert after["viewport"].splitlines()[-2:] == ["status 130", "$"]  # yes ended by SIGINT
     # Nothing left running now: nothing is interrupted, and the answer says what to do instead.
     nothing = shell.call("terminal_cancel")
-    assert nothing["interrupted"] is False and nothing["pgid"] is None
+    assert nothing["interrupted"] is False
+    assert nothing["pgid"] is None
     assert "terminal_signal" in nothing["hint"]
 
 
@@ -105,7 +109,8 @@ def test_cancel_stops_what_an_idle_send_left_running(shell: Shell) -> None:
     result = shell.send("sleep 30\n", idle_ms=300)
     assert result["wait_reason"] == "inferred_idle"
     cancel = shell.call("terminal_cancel")
-    assert cancel["interrupted"] is True and cancel["program"] == "sleep"
+    assert cancel["interrupted"] is True
+    assert cancel["program"] == "sleep"
     assert shell.send("echo status $?\n")["viewport"].splitlines()[-2:] == ["status 130", "$"]
 
 

@@ -171,7 +171,8 @@ def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
     assert last["done"] is True
     assert last["output"].endswith("$")
     settled = shell.call("terminal_cancel")
-    assert settled["cancelled"] is False and settled["interrupted"] is False  # settled: back at the prompt
+    assert settled["cancelled"] is False
+    assert settled["interrupted"] is False
     assert settled["hint"]
 
 
