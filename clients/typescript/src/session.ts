@@ -125,8 +125,10 @@ export class SendOperation {
     return this.client.settled(this.sessionId, this.operationId);
   }
 
-  /** Request SIGINT; false when the send had already settled. */
+  /** Request SIGINT; once the send settled, SIGINT what it left running (it timed out or ended inferred_idle).
+   * False when nothing was interrupted. */
   async cancel(): Promise<boolean> {
-    return (await this.client.terminalCancel(this.sessionId)).cancelled;
+    const result = await this.client.terminalCancel(this.sessionId);
+    return result.cancelled || (result.interrupted ?? false);
   }
 }
