@@ -128,7 +128,7 @@ class LocalSession:
         # Input the program blocked to read: until it is seen to take it, its wait is the one before the answer
         # (whether the query was answered by the reader as it arrived or by the drain before settling). Marked
         # before the write: a program on the other core may read the answer before this line returns.
-        self.tracker.mark_write(data)
+        self.tracker.mark_write(data, answer=True)
         self.channel.write(data)  # answers to terminal queries (DSR, DA) go back to the program
 
     def _busy(self) -> bool:

@@ -5,14 +5,17 @@ too, behind a local relay) and there is evidence that it read after the write (o
 terminal's own echo; a changed foreground group; or the group having read data since, per ``/proc/PID/io``). Right
 after a write the input may still sit in the tty's flip buffer while the program waits exactly as before, and a
 canonical-mode reader is woken by every piece of a line still incomplete: that old wait must not count. And it
-waits to read its terminal (``readiness``), asked of the kernel for the innermost foreground group (``relay``),
+waits to read its terminal (``waits``), asked of the kernel for the innermost foreground group (``relay``),
 once the local relays in between have copied its last output here:
 
 - a blocking read, or select/poll with a long timeout: at once;
 - an event loop (epoll) on the tty: once that has held ``EVENT_LOOP_SETTLE_S`` with no output;
-- a short-timeout poll (htop redrawing every 1.5 s, vim waiting 100 ms after a lone ESC): once the program has
-  been through one whole timeout, woke, used little CPU, and is back in the same kind of wait. vim, which acts on
-  the ESC when its timeout expires, is then in a long wait; htop, which only redraws, is in its poll again;
+- a short-timeout poll (htop redrawing every 1.5 s): once the program has been through one whole timeout, woke,
+  used little CPU, and is back in the same kind of wait (htop, which only redraws, is in its poll again);
+- after a key that longer keys begin with (a lone ESC): not before the program's key-sequence timeout, the first
+  short timed wait it entered after reading the key, ran out and woke it (vim then leaves insert mode);
+- after a line given to an event loop (node's REPL awaiting a timer reads the terminal all along): once it drew
+  its prompt again, or has nothing of its own pending (a new timer, a child) (``loops``);
 - behind an opaque relay (ssh): on the far shell's signed prompt mark followed by ``MARK_QUIET_S`` of quiet, else
   once the far side answered, drew a prompt (or a full-screen program) and went quiet for ``relay_quiet_s``.
 """
@@ -163,8 +166,9 @@ class ReadinessTracker:
         if wrote_input:
             self.mark_write(wrote_input)
 
-    def mark_write(self, data: bytes = b"") -> None:
-        """From now on a wait counts only once the program is seen to have woken (see the module doc)."""
+    def mark_write(self, data: bytes = b"", *, answer: bool = False) -> None:
+        """From now on a wait counts only once the program is seen to have woken (see the module doc). An
+        ``answer`` to a terminal query keeps what the send's own input left open (an ambiguous key, a line)."""
         self.taken = False
         self._expect_answer = True
         self._received_at_write = self._channel.received
@@ -177,9 +181,10 @@ class ReadinessTracker:
         # reads the terminal again for an instant before its own handler takes it to a new prompt.
         self._after_signal = not data
         self._relay_read_at_write = None
-        self._written_at = time.monotonic()
-        self._ambiguous = loops.ambiguous(data)
-        self._key_wait = self._line_prompt = None
+        if not answer:
+            self._written_at = time.monotonic()
+            self._ambiguous = loops.ambiguous(data)
+            self._key_wait = self._line_prompt = None
         pgid = self._foreground.pgid()
         same = self._same_plain_group(pgid)
         relayed = False
@@ -199,7 +204,13 @@ class ReadinessTracker:
                 read = procfs.rchar(target.relays[-1])
                 self._relay_read_at_write = (target.relays[-1], read) if read is not None else None
         self._target_at_write = key
-        if data[-1:] in (b"\r", b"\n") and target is not None and _event_loop(target) and not self._terminal.alt_screen:
+        if (
+            not answer
+            and data[-1:] in (b"\r", b"\n")
+            and target is not None
+            and _event_loop(target)
+            and not self._terminal.alt_screen
+        ):
             # A line for an event loop's REPL: it answers by drawing this prompt again (see _loop_answered).
             self._line_prompt = (self._terminal.cursor_line, loops.prompt_shape(self.cursor_text()))
             timeout = target.wait.timeout
