@@ -82,11 +82,15 @@ def minimise(runner: Runner, pieces: list[tuple[int, int, list[bytes]]], hit: st
     steps = build(ddmin(atoms, lambda kept: fails(build(kept))))  # whole pieces
     steps = ddmin(steps, fails)  # whole steps (and their resizes)
     for i in range(len(steps)):  # the bytes of each step
-        data = ddmin(list(steps[i][2]), lambda b, i=i: fails([*steps[:i], (steps[i][0], steps[i][1], bytes(b)), *steps[i + 1 :]]))
+        data = ddmin(
+            list(steps[i][2]), lambda b, i=i: fails([*steps[:i], (steps[i][0], steps[i][1], bytes(b)), *steps[i + 1 :]])
+        )
         steps[i] = (steps[i][0], steps[i][1], bytes(data))
     steps = [s for s in steps if s[2]] if fails([s for s in steps if s[2]]) else steps
     for i in range(len(steps)):  # a smaller size where one still hits it
-        for cols, rows in sorted({(steps[i][0], steps[i][1]), *SIZES, (80, 24), (40, 10), (10, 3)}, key=lambda s: s[0] * s[1]):
+        for cols, rows in sorted(
+            {(steps[i][0], steps[i][1]), *SIZES, (80, 24), (40, 10), (10, 3)}, key=lambda s: s[0] * s[1]
+        ):
             trial = [*steps[:i], (cols, rows, steps[i][2]), *steps[i + 1 :]]
             if cols * rows < steps[i][0] * steps[i][1] and fails(trial):
                 steps = trial

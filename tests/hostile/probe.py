@@ -1,6 +1,6 @@
 """Feed terminal output to one engine in a process of its own, so that a native crash costs only this process.
 
-``python tests/hostile/probe.py MODE`` reads cases from stdin and writes one byte (``k``) to stdout after each
+``python tests/hostile/probe.py MODE`` writes ``r`` once started, reads cases from stdin and writes ``k`` after each
 case it survived; a case is a count of steps, then per step ``cols rows length`` (u16 u16 u32, little endian) and
 that many bytes of output, written after a resize to ``cols`` x ``rows`` (the first step's size is the size the
 terminal starts at). MODE is:
@@ -52,8 +52,9 @@ def _terminal(mode: str, cols: int, rows: int) -> Any:
     from ptyd.terminal.emulator import Terminal
 
     emulator = "ghostty" if mode == "engine" else "pyte"
-    return Terminal(cols, rows, scrollback_lines=2000, scrollback_bytes=1 << 20, on_reply=lambda _d: None,
-                    emulator=emulator)
+    return Terminal(
+        cols, rows, scrollback_lines=2000, scrollback_bytes=1 << 20, on_reply=lambda _d: None, emulator=emulator
+    )
 
 
 def _run_case(mode: str, steps: list[Step]) -> None:
@@ -82,6 +83,9 @@ def _run_case(mode: str, steps: list[Step]) -> None:
 
 def main(mode: str) -> int:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    _terminal(mode, 80, 24)  # the imports, before the parent's clock for the first case starts
+    stdout.write(b"r")
+    stdout.flush()
     while True:
         try:
             (count,) = struct.unpack("<I", _read(stdin, 4))
@@ -114,20 +118,27 @@ class Runner:
         self._err: Path | None = None
 
     def _start(self) -> subprocess.Popen[bytes]:
-        if self._proc is None or self._proc.poll() is not None:
+        if self._proc is None or self._proc.returncode is not None or self._proc.poll() is not None:
             self._err = Path(os.environ.get("TMPDIR", "/tmp")) / f"ptyd-probe-{os.getpid()}-{id(self)}.err"
             with open(self._err, "wb") as err:
                 self._proc = subprocess.Popen(
                     [sys.executable, str(Path(__file__).resolve()), self.mode],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=ROOT,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    cwd=ROOT,
                 )
+            assert self._proc.stdout is not None
+            if self._proc.stdout.read(1) != b"r":
+                raise RuntimeError(f"the {self.mode} probe did not start: {self._err.read_text(errors='replace')}")
         return self._proc
 
     def run(self, steps: list[Step]) -> Outcome:
         import select
 
         proc = self._start()
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
         started = time.monotonic()
         try:
             proc.stdin.write(encode(steps))

@@ -21,8 +21,44 @@ BEL = b"\x07"
 
 # Numbers a parser or a grid gets wrong: zero, one, the edges of the sizes the tests use, 16-bit and 32-bit
 # bounds, and more digits than any integer type holds.
-_COUNTS = (0, 1, 2, 3, 7, 8, 23, 24, 39, 40, 79, 80, 99, 100, 159, 160, 255, 256, 499, 500, 501, 999, 1000, 4095,
-           9999, 32767, 32768, 65534, 65535, 65536, 99999, 2**31 - 1, 2**31, 2**32, 2**63, 10**30)
+_COUNTS = (
+    0,
+    1,
+    2,
+    3,
+    7,
+    8,
+    23,
+    24,
+    39,
+    40,
+    79,
+    80,
+    99,
+    100,
+    159,
+    160,
+    255,
+    256,
+    499,
+    500,
+    501,
+    999,
+    1000,
+    4095,
+    9999,
+    32767,
+    32768,
+    65534,
+    65535,
+    65536,
+    99999,
+    2**31 - 1,
+    2**31,
+    2**32,
+    2**63,
+    10**30,
+)
 
 
 def _count(rng: random.Random) -> bytes:
@@ -77,7 +113,9 @@ def _broken_utf8(rng: random.Random) -> bytes:
 
 
 def _c0(rng: random.Random) -> bytes:
-    return bytes(rng.choice(b"\x00\x05\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x18\x1a\x1b\x7f") for _ in range(rng.randrange(1, 30)))
+    return bytes(
+        rng.choice(b"\x00\x05\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x18\x1a\x1b\x7f") for _ in range(rng.randrange(1, 30))
+    )
 
 
 def _c1(rng: random.Random) -> bytes:
@@ -107,16 +145,18 @@ def _cursor(rng: random.Random) -> bytes:
 
 def _edge(rng: random.Random) -> bytes:
     """The cursor to a corner or the last column with a pending wrap: what a resize next has to reflow."""
-    return rng.choice((
-        CSI + b"999;999H",
-        CSI + b"999;999Hx",
-        CSI + b"999;999H\xe6\xbc\xa2",
-        CSI + b"999Gx" + ESC + b"7",
-        CSI + b"1;999Hxy",
-        CSI + b"H" + ESC + b"M" * 3,
-        CSI + b"999;1H" + b"\n" * 5,
-        CSI + b"?7l" + CSI + b"999Gabc" + CSI + b"?7h",
-    ))
+    return rng.choice(
+        (
+            CSI + b"999;999H",
+            CSI + b"999;999Hx",
+            CSI + b"999;999H\xe6\xbc\xa2",
+            CSI + b"999Gx" + ESC + b"7",
+            CSI + b"1;999Hxy",
+            CSI + b"H" + ESC + b"M" * 3,
+            CSI + b"999;1H" + b"\n" * 5,
+            CSI + b"?7l" + CSI + b"999Gabc" + CSI + b"?7h",
+        )
+    )
 
 
 def _region(rng: random.Random) -> bytes:
@@ -138,14 +178,16 @@ def _erase(rng: random.Random) -> bytes:
 
 
 def _tabs(rng: random.Random) -> bytes:
-    return rng.choice((
-        b"\t" * rng.randrange(1, 300),
-        ESC + b"H",  # HTS
-        CSI + rng.choice((b"0", b"3", b"")) + b"g",  # TBC
-        CSI + _count(rng) + b"I",  # CHT
-        CSI + _count(rng) + b"Z",  # CBT
-        CSI + b"?5W",  # DECST8C
-    ))
+    return rng.choice(
+        (
+            b"\t" * rng.randrange(1, 300),
+            ESC + b"H",  # HTS
+            CSI + rng.choice((b"0", b"3", b"")) + b"g",  # TBC
+            CSI + _count(rng) + b"I",  # CHT
+            CSI + _count(rng) + b"Z",  # CBT
+            CSI + b"?5W",  # DECST8C
+        )
+    )
 
 
 def _screens(rng: random.Random) -> bytes:
@@ -190,9 +232,30 @@ def _hyperlink_run(rng: random.Random) -> bytes:
 
 
 def _osc(rng: random.Random) -> bytes:
-    number = rng.choice((b"0", b"1", b"2", b"4;1;", b"4;300;rgb:ff/00/00", b"7;file://", b"10;?", b"11;?", b"12;",
-                         b"52;c;", b"104;", b"112", b"133;A", b"133;D;0", b"1337;", b"9;", b"777;", b"99999999;",
-                         b"", b";"))
+    number = rng.choice(
+        (
+            b"0",
+            b"1",
+            b"2",
+            b"4;1;",
+            b"4;300;rgb:ff/00/00",
+            b"7;file://",
+            b"10;?",
+            b"11;?",
+            b"12;",
+            b"52;c;",
+            b"104;",
+            b"112",
+            b"133;A",
+            b"133;D;0",
+            b"1337;",
+            b"9;",
+            b"777;",
+            b"99999999;",
+            b"",
+            b";",
+        )
+    )
     return OSC + number + _payload(rng) + _terminator(rng)
 
 
@@ -213,39 +276,72 @@ def _pm_sos(rng: random.Random) -> bytes:
 def _sgr(rng: random.Random) -> bytes:
     parts = []
     for _ in range(rng.randrange(1, 12)):
-        parts.append(rng.choice((
-            _count(rng),
-            b"38;5;" + _count(rng),
-            b"48;2;" + _count(rng) + b";" + _count(rng) + b";" + _count(rng),
-            b"58:2::" + _count(rng) + b":1:2",
-            b"4:" + _count(rng),
-            b"38:5",
-            b"38;2",
-        )))
+        parts.append(
+            rng.choice(
+                (
+                    _count(rng),
+                    b"38;5;" + _count(rng),
+                    b"48;2;" + _count(rng) + b";" + _count(rng) + b";" + _count(rng),
+                    b"58:2::" + _count(rng) + b":1:2",
+                    b"4:" + _count(rng),
+                    b"38:5",
+                    b"38;2",
+                )
+            )
+        )
     return CSI + b";".join(parts) + b"m"
 
 
 def _escapes(rng: random.Random) -> bytes:
-    return rng.choice((
-        ESC + b"c",  # RIS
-        ESC + b"#8",  # DECALN
-        ESC + b"#3", ESC + b"#6",  # double height and width
-        ESC + b"(0" + b"lqqk" + ESC + b"(B",  # DEC line drawing
-        ESC + b")0\x0eab\x0f", ESC + b"*A", ESC + b"+<",
-        ESC + b"N", ESC + b"O",  # SS2, SS3
-        ESC + b"D" * 50, ESC + b"E" * 50, ESC + b"M" * 50,  # IND, NEL, RI
-        ESC + b"7", ESC + b"8", ESC + b"=", ESC + b">",
-        CSI + b"!p",  # DECSTR
-        ESC + b" F", ESC + b"%G", ESC + b"\x00",
-    ))
+    return rng.choice(
+        (
+            ESC + b"c",  # RIS
+            ESC + b"#8",  # DECALN
+            ESC + b"#3",
+            ESC + b"#6",  # double height and width
+            ESC + b"(0" + b"lqqk" + ESC + b"(B",  # DEC line drawing
+            ESC + b")0\x0eab\x0f",
+            ESC + b"*A",
+            ESC + b"+<",
+            ESC + b"N",
+            ESC + b"O",  # SS2, SS3
+            ESC + b"D" * 50,
+            ESC + b"E" * 50,
+            ESC + b"M" * 50,  # IND, NEL, RI
+            ESC + b"7",
+            ESC + b"8",
+            ESC + b"=",
+            ESC + b">",
+            CSI + b"!p",  # DECSTR
+            ESC + b" F",
+            ESC + b"%G",
+            ESC + b"\x00",
+        )
+    )
 
 
 def _queries(rng: random.Random) -> bytes:
-    return rng.choice((
-        CSI + b"c", CSI + b">c", CSI + b"=c", CSI + b"5n", CSI + b"6n", CSI + b"?6n", CSI + b">q",
-        CSI + b"?2027$p", CSI + b"14t", CSI + b"18t", CSI + b"16t", CSI + b"?u", CSI + b"x",
-        ESC + b"P$qm" + ST, ESC + b"P+q544e" + ST, OSC + b"10;?" + ST, OSC + b"4;1;?" + BEL,
-    ))
+    return rng.choice(
+        (
+            CSI + b"c",
+            CSI + b">c",
+            CSI + b"=c",
+            CSI + b"5n",
+            CSI + b"6n",
+            CSI + b"?6n",
+            CSI + b">q",
+            CSI + b"?2027$p",
+            CSI + b"14t",
+            CSI + b"18t",
+            CSI + b"16t",
+            CSI + b"?u",
+            CSI + b"x",
+            ESC + b"P$qm" + ST,
+            ESC + b"P+q544e" + ST,
+            OSC + b"10;?" + ST,
+            OSC + b"4;1;?" + BEL,
+        )
+    )
 
 
 def _lines(rng: random.Random) -> bytes:
@@ -262,9 +358,36 @@ def _kitty(rng: random.Random) -> bytes:
 
 
 PIECES: tuple[Callable[[random.Random], bytes], ...] = (
-    _text, _wide, _broken_utf8, _c0, _c1, _csi_any, _rep, _rep, _cursor, _edge, _region, _edit, _erase, _tabs,
-    _screens, _screens, _modes, _hyperlink, _hyperlink, _hyperlink_run, _osc, _dcs, _apc, _pm_sos, _sgr, _escapes, _queries,
-    _lines, _window, _kitty,
+    _text,
+    _wide,
+    _broken_utf8,
+    _c0,
+    _c1,
+    _csi_any,
+    _rep,
+    _rep,
+    _cursor,
+    _edge,
+    _region,
+    _edit,
+    _erase,
+    _tabs,
+    _screens,
+    _screens,
+    _modes,
+    _hyperlink,
+    _hyperlink,
+    _hyperlink_run,
+    _osc,
+    _dcs,
+    _apc,
+    _pm_sos,
+    _sgr,
+    _escapes,
+    _queries,
+    _lines,
+    _window,
+    _kitty,
 )
 
 

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hardening.probes import LogWatch, Witness, fuzzing, log_problems, running_daemon
 from hypothesis import given
 from hypothesis import strategies as st
 
 import conftest
 from conftest import Daemon, Rpc, Shell
-from hardening.probes import LogWatch, Witness, fuzzing, log_problems, running_daemon
 from hostile.cases import CASES, Case, daemon_steps
 from hostile.hunt import seeded_case
 from hostile.probe import Step
