@@ -180,6 +180,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         assert f"emulator {EMULATOR})" in d.log()
     yield d
     code = d.stop()
+    end_keepers(d.directory)  # if it died, its keeper holds the suite's sessions
     assert code == 0, d.log()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +81,8 @@ class Hostile:
             self._print_steps(steps, cap)
         except OSError as exc:  # the connection is gone: say whether the daemon is
             assert self.daemon.proc is not None
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.daemon.proc.wait(5)  # a daemon that crashed is reaped in a moment
             code = self.daemon.proc.poll()
             tail = self.daemon.log()[-3000:]
             raise AssertionError(f"lost the daemon's connection ({exc}); daemon exit status {code}:\n{tail}") from exc
