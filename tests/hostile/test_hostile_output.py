@@ -127,6 +127,12 @@ class Hostile:
         if canary is not None:
             assert canary not in text  # the log names a session, never its bytes
 
+    def assert_witness_state(self) -> None:
+        """The witness's shell still holds its variable and answers (this changes its transcript: checks last)."""
+        answer = self.witness.shell.send("echo $W\n")
+        assert answer["viewport"].splitlines()[-2:] == ["witness-state-kept", "$"], answer
+        self.witness.assert_answers()
+
 
 def assert_engine(info: dict[str, Any], configured: str, *, printed: bool) -> None:
     """The session's engine as SessionInfo tells it (fields of issue 18; a daemon before them has none)."""
@@ -157,7 +163,7 @@ def test_crashing_output_leaves_the_daemon_and_every_session(hostile: Hostile, c
     watch = LogWatch(hostile.daemon)
     hostile.print_steps(daemon_steps(case))
     hostile.assert_unharmed(watch)
-    hostile.witness.assert_answers()
+    hostile.assert_witness_state()
 
 
 def soup_steps(seed: int) -> tuple[list[Step], str]:
@@ -188,14 +194,14 @@ def test_seeded_soup_for_a_bounded_time(hostile: Hostile) -> None:
     # A different run of seeds each day, so the suite covers more ground over time; the seed is in any failure.
     first = int(time.time() // 86_400) * 1000
     assert run_soups(hostile, SOUP_SECONDS, first) >= 1
-    hostile.witness.assert_answers()
+    hostile.assert_witness_state()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(SLOW_SOUP_SECONDS + 120)
 def test_seeded_soup_for_longer(hostile: Hostile) -> None:
     assert run_soups(hostile, SLOW_SOUP_SECONDS, secrets.randbelow(10**9)) >= 1
-    hostile.witness.assert_answers()
+    hostile.assert_witness_state()
 
 
 _piece = st.tuples(st.integers(0, len(PIECES) - 1), st.integers(0, 2**32 - 1))
