@@ -7,7 +7,9 @@ from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.viewport import bound
 
 
-def page(term: Terminal, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult:
+def page(
+    term: Terminal, start_line: int | None, max_lines: int, max_bytes: int, *, join_wrapped: bool = False
+) -> p.TerminalReadResult:
     """Lines from ``start_line`` (negative: from the end; None: the last ``max_lines``), at most ``max_lines``
     and ``max_bytes`` (a single longer line is cut, its cut marked)."""
     total = term.total_lines

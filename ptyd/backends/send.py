@@ -10,6 +10,8 @@ from typing import final
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelState
+from ptyd.backends.named_wait import NamedWait
+from ptyd.terminal.economy import compact_bound
 from ptyd.terminal.emulator import HeadCapture, Terminal
 from ptyd.terminal.viewport import HEAD_SHARE, bound
 
@@ -27,6 +29,7 @@ class SendOp:
         self.future: asyncio.Future[p.SendResult] = loop.create_future()
         self.exit_code: int | None = None  # of a shell command that finished during this send
         self.cancel = CancelState()
+        self.named: NamedWait | None = None  # the wait the request named (until, until_stable_ms)
 
     @property
     def done(self) -> bool:
@@ -37,23 +40,33 @@ class SendOp:
         return await asyncio.shield(self.future)
 
 
-def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange]:
-    """The rendered delta of ``op``: its lines up to the cursor line, or the screen of a full-screen program."""
+def _bound(
+    request: SendRequest, head: list[str], gap: tuple[int, int] | None, tail: list[str], start: int, max_bytes: int
+) -> tuple[str, bool, int]:
+    if request.compact:
+        return compact_bound(head, gap, tail, start, max_bytes)
+    return (*bound(head, gap, tail, start, max_bytes), 0)
+
+
+def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange, int]:
+    """The rendered delta of ``op``: its lines up to the cursor line, or the screen of a full-screen program.
+    Also how many lines the request's ``compact`` folded."""
     end = terminal.cursor_line + 1
     start = min(op.anchor, end - 1)
     lines = p.LineRange(start_line=start, end_line=end)
     max_bytes = op.request.max_bytes
     if terminal.alt_screen:
         text, truncated = bound([], None, terminal.visible_rows(), 0, max_bytes)
-        return text, truncated, lines
+        return text, truncated, lines, 0
     first = terminal.scrollback.first
     if start >= first:
-        text, truncated = bound([], None, terminal.transcript(start, end), start, max_bytes)
-        return text, truncated, lines
+        text, truncated, folded = _bound(op.request, [], None, terminal.transcript(start, end), start, max_bytes)
+        return text, truncated, lines, folded
     # The head of this send's output was dropped from scrollback by a burst; the capture kept its first lines.
     head = op.capture.lines
-    text, _ = bound(head, (op.capture.end_line, first), terminal.transcript(first, end), first, max_bytes)
-    return text, True, lines
+    gap = (op.capture.end_line, first)
+    text, _, folded = _bound(op.request, head, gap, terminal.transcript(first, end), first, max_bytes)
+    return text, True, lines, folded
 
 
 def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str, bool]:
@@ -65,7 +78,7 @@ def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str,
     op.output_line = max(end, op.output_line)
     if end <= start:
         return "", dropped
-    text, truncated = bound([], None, terminal.transcript(start, end), start, max_bytes)
+    text, truncated, _ = _bound(op.request, [], None, terminal.transcript(start, end), start, max_bytes)
     if not op.done:
         text += "\n"
     return text, truncated or dropped

@@ -25,6 +25,8 @@ from ptyd.backends.channel import PtyChannel
 from ptyd.backends.containment import Scope, terminate
 from ptyd.backends.containment import remove as remove_scope
 from ptyd.backends.foreground import ForegroundGroup
+from ptyd.backends.listening import listening
+from ptyd.backends.named_wait import NamedWait
 from ptyd.backends.paging import page
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.send import SendOp, consume_output, viewport
@@ -188,6 +190,8 @@ class LocalSession:
         if data:
             self._check_deliverable(data)
         op = SendOp(request, self.terminal.cursor_line, self.loop)
+        if request.until is not None or request.until_stable_s is not None:
+            op.named = NamedWait(request.until, request.until_stable_s, self.terminal, op.anchor, typed=bool(data))
         self.active = op
         self.watch.send_started()
         self.terminal.capture = op.capture
@@ -265,8 +269,10 @@ class LocalSession:
             if self.exited:
                 return "session_exit", None
             self.canceller.follow(op.cancel)
+            if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+                return named, None
             verdict = self.tracker.check()
-            if verdict.ready and await self._nothing_owed():
+            if verdict.ready and self._readiness_ends(op, verdict) and await self._nothing_owed():
                 return "stdin_read", verdict
             probed = time.monotonic()
             now = probed
@@ -276,11 +282,26 @@ class LocalSession:
             if now >= idle_deadline:
                 return "inferred_idle", None
             delay = min(interval, op.deadline - now, idle_deadline - now)
+            if op.named is not None and (due := op.named.next_due()) is not None:
+                delay = min(delay, due - now)
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
                 await self._through_bulk(probed, op.deadline)
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    def _readiness_ends(self, op: SendOp, verdict: Verdict) -> bool:
+        """A named wait is for what a program prints, not for its readiness: only the command it typed returning
+        to a shell prompt ends it early (the command ended; waiting longer cannot match). A program that reads
+        the terminal while it works (a REPL, a TUI) keeps waiting for the name."""
+        if op.named is None:
+            return True
+        if not op.request.input:
+            return False
+        if verdict.basis == "shell_integration":
+            return True
+        front = self.foreground.describe(self.exited)
+        return front is not None and front.name in SHELLS
 
     async def _nothing_owed(self) -> bool:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
@@ -305,7 +326,7 @@ class LocalSession:
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         self.channel.drain()
         await self.channel.rendered()
-        text, truncated, lines = viewport(op, self.terminal)
+        text, truncated, lines, compacted = viewport(op, self.terminal)
         target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
             operation_id=op.id,
@@ -322,6 +343,9 @@ class LocalSession:
             ready_basis=verdict.basis if verdict is not None else None,
             relay=verdict.relay if verdict is not None else None,
             unread_input=self.channel.input_queued(),
+            match=op.named.match if op.named is not None else None,
+            listening=listening(self.scope.pids()),
+            compacted=compacted,
         )
         if self.active is op:
             self.active = None
@@ -407,9 +431,11 @@ class LocalSession:
         with contextlib.suppress(OSError):
             set_winsize(self._proc.master, cols, rows)
 
-    async def read(self, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult:
+    async def read(
+        self, start_line: int | None, max_lines: int, max_bytes: int, *, join_wrapped: bool = False
+    ) -> p.TerminalReadResult:
         await self.channel.rendered()
-        return page(self.terminal, start_line, max_lines, max_bytes)
+        return page(self.terminal, start_line, max_lines, max_bytes, join_wrapped=join_wrapped)
 
     async def screen(self) -> p.TerminalScreenResult:
         await self.channel.rendered()
@@ -442,6 +468,7 @@ class LocalSession:
             owner=owner,
             owner_name=owner_name,
             password_prompt=not self.exited and self.tracker.password_prompt_now(),
+            listening=[] if self.exited else listening(self.scope.pids()),
         )
 
     # --- teardown --------------------------------------------------------------------------------------

@@ -137,6 +137,11 @@ class Terminal:
         self._generation = 0  # counts changes to the screen, for the used-rows cache
         self._used_cache: tuple[int, int] | None = None
 
+    @property
+    def generation(self) -> int:
+        """Changes whenever output was rendered or the screen changed otherwise: nothing to look at again before."""
+        return self._generation
+
     # --- what each engine provides -------------------------------------------------------------------------
 
     def feed(self, data: bytes, *, more: bool = False) -> None:
