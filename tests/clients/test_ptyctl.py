@@ -202,7 +202,12 @@ def test_watch_follows_the_screen_and_ends_when_the_session_closes(daemon: Daemo
     assert child.exitstatus == 0
 
 
-def test_watch_shows_a_full_screen_program(daemon: Daemon, agent_shell: Session) -> None:
+def test_watch_shows_a_full_screen_program(daemon: Daemon, agent: Client) -> None:
+    with agent.open(cols=80, rows=20, env_profile="human", **SHELL) as agent_shell:  # less's own alternate screen
+        _watch_full_screen(daemon, agent_shell)
+
+
+def _watch_full_screen(daemon: Daemon, agent_shell: Session) -> None:
     agent_shell.send("seq 100 200 | less\n")
     child = spawn(daemon, "watch", agent_shell.id)
     try:
