@@ -34,8 +34,8 @@ def test_http_server_settles_on_its_log_line_with_the_port_listed(shell: Shell) 
 
 def test_a_forking_server_on_ipv6_is_listed_once(shell: Shell) -> None:
     server = (
-        "python3 -c 'import os, socket; s = socket.socket(socket.AF_INET6); s.bind((\"::\", 0)); s.listen(); "
-        'os.fork(); print("up", s.getsockname()[1], flush=True); os.pause()\'\n'
+        "python3 -c 'import os, signal, socket; s = socket.socket(socket.AF_INET6); s.bind((\"::\", 0)); "
+        's.listen(); os.fork() and print("up", s.getsockname()[1], flush=True); signal.pause()\'\n'
     )
     result = shell.send(server, until=r"up \d+")
     assert result["wait_reason"] == "matched"
@@ -126,7 +126,7 @@ def test_a_repl_reading_while_it_works_waits_for_the_value_named(shell: Shell) -
     assert shell.send("node\n", idle_ms=10_000)["viewport"].endswith(">")
     result = shell.send("await new Promise(r => setTimeout(r, 1500)); 6*7\n", until=r"^42$", timeout_ms=20_000)
     assert result["wait_reason"] == "matched", result
-    assert result["viewport"].splitlines()[-2] == "42"
+    assert "42" in result["viewport"].splitlines()  # the moment it is drawn: the prompt may follow
     shell.send(".exit\n")
 
 
