@@ -34,7 +34,7 @@ def test_http_server_settles_on_its_log_line_with_the_port_listed(shell: Shell) 
 
 def test_a_forking_server_on_ipv6_is_listed_once(shell: Shell) -> None:
     server = (
-        "python3 -c 'import os, signal, socket; s = socket.socket(socket.AF_INET6); s.bind((\"::\", 0)); "
+        'python3 -c \'import os, signal, socket; s = socket.socket(socket.AF_INET6); s.bind(("::", 0)); '
         's.listen(); os.fork() and print("up", s.getsockname()[1], flush=True); signal.pause()\'\n'
     )
     result = shell.send(server, until=r"up \d+")

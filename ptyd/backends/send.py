@@ -13,6 +13,7 @@ from ptyd.backends.cancel import CancelState
 from ptyd.backends.named_wait import NamedWait
 from ptyd.terminal.economy import compact_bound
 from ptyd.terminal.emulator import HeadCapture, Terminal
+from ptyd.terminal.logical import join
 from ptyd.terminal.viewport import HEAD_SHARE, bound
 
 
@@ -41,11 +42,23 @@ class SendOp:
 
 
 def _bound(
-    request: SendRequest, head: list[str], gap: tuple[int, int] | None, tail: list[str], start: int, max_bytes: int
+    request: SendRequest,
+    terminal: Terminal,
+    head: list[str],
+    gap: tuple[int, int] | None,
+    start: int,
+    end: int,
+    max_bytes: int,
 ) -> tuple[str, bool, int]:
+    """Transcript lines ``[start, end)`` after ``head``, as the request wants them read, within ``max_bytes``."""
+    tail = terminal.transcript(start, end)
+    numbers: list[int] | None = None
+    if request.join_wrapped and (wraps := terminal.wraps(start, end)):
+        tail, numbers = join(tail, start, wraps)
+        numbers.append(end)
     if request.compact:
-        return compact_bound(head, gap, tail, start, max_bytes)
-    return (*bound(head, gap, tail, start, max_bytes), 0)
+        return compact_bound(head, gap, tail, start, max_bytes, numbers)
+    return (*bound(head, gap, tail, start, max_bytes, numbers), 0)
 
 
 def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange, int]:
@@ -60,12 +73,12 @@ def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange, in
         return text, truncated, lines, 0
     first = terminal.scrollback.first
     if start >= first:
-        text, truncated, folded = _bound(op.request, [], None, terminal.transcript(start, end), start, max_bytes)
+        text, truncated, folded = _bound(op.request, terminal, [], None, start, end, max_bytes)
         return text, truncated, lines, folded
     # The head of this send's output was dropped from scrollback by a burst; the capture kept its first lines.
     head = op.capture.lines
     gap = (op.capture.end_line, first)
-    text, _, folded = _bound(op.request, head, gap, terminal.transcript(first, end), first, max_bytes)
+    text, _, folded = _bound(op.request, terminal, head, gap, first, end, max_bytes)
     return text, True, lines, folded
 
 
@@ -74,11 +87,15 @@ def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str,
     to the transcript), and once the operation settled the cursor line (the prompt) without one."""
     end = terminal.cursor_line + (1 if op.done else 0)
     start = max(op.output_line, terminal.scrollback.first)
+    if op.request.join_wrapped and not op.done and end > start:
+        wraps = terminal.wraps(start, end)
+        while end > start and end - 1 in wraps:  # a logical line still being written comes whole, next time
+            end -= 1
     dropped = start > op.output_line
     op.output_line = max(end, op.output_line)
     if end <= start:
         return "", dropped
-    text, truncated, _ = _bound(op.request, [], None, terminal.transcript(start, end), start, max_bytes)
+    text, truncated, _ = _bound(op.request, terminal, [], None, start, end, max_bytes)
     if not op.done:
         text += "\n"
     return text, truncated or dropped

@@ -41,8 +41,11 @@ class Piece(NamedTuple):
     text: str
 
 
-def fold(lines: list[str], start: int) -> tuple[list[Piece], int]:
-    """``lines`` (transcript lines from ``start``) with runs folded; also how many lines the folds left out."""
+def fold(lines: list[str], start: int, numbers: list[int] | None = None) -> tuple[list[Piece], int]:
+    """``lines`` (transcript lines from ``start``, or numbered by ``numbers`` as in ``viewport.bound``) with runs
+    folded; also how many lines the folds left out."""
+    if numbers is None:
+        numbers = list(range(start, start + len(lines) + 1))
     pieces: list[Piece] = []
     folded = 0
     i, n = 0, len(lines)
@@ -52,8 +55,8 @@ def fold(lines: list[str], start: int) -> tuple[list[Piece], int]:
         while j < n and lines[j] == line:
             j += 1
         if j - i >= REPEAT_MIN:
-            marker = f"[... the line above {j - i - 1} more times: lines {start + i + 1}-{start + j - 1} ...]"
-            pieces.append(Piece(start + i, start + j, f"{line}\n{marker}"))
+            marker = f"[... the line above {j - i - 1} more times: lines {numbers[i + 1]}-{numbers[j] - 1} ...]"
+            pieces.append(Piece(numbers[i], numbers[j], f"{line}\n{marker}"))
             folded += j - i - 1
             i = j
             continue
@@ -63,13 +66,13 @@ def fold(lines: list[str], start: int) -> tuple[list[Piece], int]:
             while j < n and lines[j] != lines[j - 1] and _DIGITS.sub("#", lines[j]) == shape:
                 j += 1
             if j - i >= PROGRESS_MIN:
-                span = f"lines {start + i}-{start + j - 2}"
+                span = f"lines {numbers[i]}-{numbers[j - 1] - 1}"
                 marker = f"[... {j - i - 1} earlier states of this progress line: {span} ...]"
-                pieces.append(Piece(start + i, start + j, f"{marker}\n{lines[j - 1]}"))
+                pieces.append(Piece(numbers[i], numbers[j], f"{marker}\n{lines[j - 1]}"))
                 folded += j - i - 1
                 i = j
                 continue
-        pieces.append(Piece(start + i, start + i + 1, line))
+        pieces.append(Piece(numbers[i], numbers[i + 1], line))
         i += 1
     return pieces, folded
 
@@ -84,17 +87,22 @@ def _omitted(first: int, end: int, gone: str = "") -> str:
 
 
 def compact_bound(
-    head: list[str], gap: tuple[int, int] | None, tail: list[str], tail_start: int, max_bytes: int
+    head: list[str],
+    gap: tuple[int, int] | None,
+    tail: list[str],
+    tail_start: int,
+    max_bytes: int,
+    numbers: list[int] | None = None,
 ) -> tuple[str, bool, int]:
     """As ``viewport.bound`` (``head``, kept apart from ``tail`` by the lines of ``gap`` no longer retained), with
     runs folded and a cut that keeps errors before head. Returns the text, whether lines were cut, and how many
     lines folds left out."""
     if gap is None:
-        pieces, folded = fold(head + tail, tail_start - len(head))
+        pieces, folded = fold(head + tail, tail_start - len(head), None if head else numbers)
         lost: tuple[int, int] | None = None
     else:
         head_pieces, folded_head = fold(head, gap[0] - len(head))
-        tail_pieces, folded = fold(tail, tail_start)
+        tail_pieces, folded = fold(tail, tail_start, numbers)
         pieces, folded = head_pieces + tail_pieces, folded + folded_head
         lost = (gap[0], tail_start)
     if lost is None and sum(map(_size, pieces)) <= max_bytes + 1:

@@ -341,7 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
         "session, where less and $EDITOR work), agent with an agent's --token",
     )
     p.add_argument(
-        "--agent-profile", dest="env_profile", action="store_const", const="agent", help="the same as --env-profile agent"
+        "--agent-profile",
+        dest="env_profile",
+        action="store_const",
+        const="agent",
+        help="the same as --env-profile agent",
     )
     p.add_argument("argv", nargs="*", help="program and arguments, after --")
     p = command("send", cmd_send, "type TEXT and a newline, print the screen delta and why the send returned")
