@@ -85,12 +85,12 @@ def why(result: Result, session_id: str) -> str:
         where = f" on line {match['line']}" if match.get("line") is not None else " on the screen"
         line = (
             f"[matched: until found {match.get('text', '')!r}{where}; {program} is still running (a server keeps "
-            "serving). Send input '' with a new until to wait for the next thing, or Ctrl-C ('\\u0003') to stop it]"
+            "serving): send input '' with a new until to wait for the next thing, or Ctrl-C ('\\u0003') to stop it]"
         )
     elif reason == "stable":
         line = (
-            f"[stable: the screen did not change for until_stable_ms; {program} may still be working. Look at the "
-            "output; send input '' to wait longer]"
+            f"[stable: the screen did not change for until_stable_ms; {program} may still be working: look at the "
+            "output, send input '' to wait longer]"
         )
     else:
         line = f"[{reason}]"

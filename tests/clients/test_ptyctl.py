@@ -402,3 +402,32 @@ def test_a_crop_follows_the_cursor_down_a_tall_screen() -> None:
     assert shown[-1] == "row 35"  # the cursor's row is the last one shown
     assert note == " | CROPPED rows 14-36/40"
     assert render.crop(screen, 40, 160, 200, 40)[1] == ""  # it fits: no note
+
+
+def test_open_gives_a_person_their_environment_and_says_how_to_get_an_agents(daemon: Daemon) -> None:
+    helped = ptyctl(daemon.socket, "open", "--help")
+    assert "--env-profile" in helped.stdout
+    assert "human with the operator token" in " ".join(helped.stdout.split())
+    person = ok_json(daemon.socket, "open", "--env", "PS1=$ ")
+    assert person["env_profile"] == "human"
+    agentlike = ok_json(daemon.socket, "open", "--env", "PS1=$ ", "--env-profile", "agent")
+    assert agentlike["env_profile"] == "agent"
+    shown = ok_json(daemon.socket, "send", agentlike["session_id"], "echo pager=$PAGER")
+    assert "pager=cat" in shown["viewport"].splitlines()
+    for opened in (person, agentlike):
+        ok_json(daemon.socket, "close", opened["session_id"])
+
+
+def test_send_until_and_read_joined(daemon: Daemon) -> None:
+    opened = ok_json(daemon.socket, "open", "--env", "PS1=$ ", "--size", "40x10")
+    sid = opened["session_id"]
+    waited = ok_json(daemon.socket, "send", "--until", "up-[0-9]+", sid, "sleep 0.3; echo up-$((6*7)); sleep 30")
+    assert waited["wait_reason"] == "matched"
+    assert waited["match"]["text"] == "up-42"
+    ptyctl(daemon.socket, "signal", sid, "INT")
+    ok_json(daemon.socket, "send", sid, "printf '%090d\\n' 5")
+    joined = ptyctl(daemon.socket, "read", "-J", sid)
+    assert "5".rjust(90, "0") in joined.stdout.splitlines()
+    rows = ptyctl(daemon.socket, "read", sid)
+    assert "5".rjust(90, "0") not in rows.stdout.splitlines()
+    ok_json(daemon.socket, "close", sid)
