@@ -5,7 +5,6 @@ choose either, and the open result saying which was applied."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -24,8 +23,8 @@ def probe(shell: Shell) -> str:
 
 
 @pytest.fixture
-def operator(daemon: Daemon) -> Iterator[str]:
-    yield (daemon.directory / "operator.token").read_text().strip()
+def operator(daemon: Daemon) -> str:
+    return (daemon.directory / "operator.token").read_text().strip()
 
 
 def test_an_agent_token_gets_the_agent_preset_by_default(rpc: Rpc, token: str) -> None:

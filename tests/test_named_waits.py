@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RpcError, Shell, wait_until
+from conftest import Rpc, RpcError, Shell, wait_until
 
 
 def test_http_server_settles_on_its_log_line_with_the_port_listed(shell: Shell) -> None:
@@ -151,3 +151,18 @@ def test_idle_sessions_list_no_ports_and_a_listener_appears_on_status(shell: She
     assert entry["address"] == "127.0.0.1"
     shell.send("kill %1; wait\n")
     assert shell.call("terminal_status")["listening"] == []
+
+
+def test_a_line_wrapped_by_the_width_matches_whole_and_a_long_command_line_does_not(rpc: Rpc, token: str) -> None:
+    narrow = Shell(rpc, token, env={"PS1": "$ "}, cols=40, rows=12)
+    url = "http://127.0.0.1:8000/" + "a" * 60
+    # The typed line wraps too (over 40 columns): none of its rows is output.
+    command = f"sleep 0.2; printf 'listening on %s\\n' {url}; sleep 30 # listening on {url}\n"
+    result = narrow.send(command, until=r"listening on http://\S+a{60}")
+    assert result["wait_reason"] == "matched"
+    assert result["match"]["text"] == f"listening on {url}"
+    assert narrow.call("terminal_read", start_line=result["match"]["line"], max_lines=1, join_wrapped=True)[
+        "lines"
+    ] == [f"listening on {url}"]
+    narrow.send("\x03")
+    narrow.close()

@@ -10,6 +10,7 @@ ones keep their results for ``terminal_wait`` and for a client repeating a ``req
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal, cast
 
@@ -19,6 +20,7 @@ from ptyd import protocol as p
 from ptyd.backends import procfs
 from ptyd.backends.base import SendRequest
 from ptyd.backends.containment import CgroupScope, Containment, Scope
+from ptyd.backends.named_wait import NamedWait
 from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.send import SendOp
 from ptyd.backends.session import LocalSession
@@ -47,6 +49,10 @@ def op_state(op: SendOp, *, taken: bool = True) -> OpState:
         capture_end=op.capture.end_line,
         exit_code=op.exit_code,
         taken=taken,
+        until=req.until.pattern if req.until is not None else None,
+        until_stable_s=req.until_stable_s,
+        compact=req.compact,
+        join_wrapped=req.join_wrapped,
         result=msgspec.json.encode(op.future.result()) if op.done else None,
     )
 
@@ -114,9 +120,13 @@ def master_fd(session: LocalSession) -> int:
 def _op(state: OpState, session: LocalSession) -> SendOp:
     request = SendRequest(
         input="", timeout_s=state.timeout_s, idle_s=state.idle_s, max_bytes=state.max_bytes,
-        request_key=state.request_key,
+        request_key=state.request_key, until=re.compile(state.until) if state.until is not None else None,
+        until_stable_s=state.until_stable_s, compact=state.compact, join_wrapped=state.join_wrapped,
     )  # fmt: skip
     op = SendOp(request, state.anchor, session.loop)
+    if request.until is not None or request.until_stable_s is not None:
+        typed = state.input_len > 0
+        op.named = NamedWait(request.until, request.until_stable_s, session.terminal, state.anchor, typed=typed)
     op.id = state.id
     op.started, op.deadline = state.started, state.deadline
     op.output_line = state.output_line

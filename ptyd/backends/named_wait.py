@@ -1,9 +1,10 @@
 """A send's named wait: ``until`` (a pattern in the output since the send) and ``until_stable_ms`` (a screen that
 stopped changing), checked on rendered lines as they arrive.
 
-Lines that left the screen are final: each is searched once, as scrollback grows. Rows still on the screen may be
-redrawn (a progress bar, a cursor moving up), so the rows from the scan's start to the cursor are searched again
-whenever the screen changed: at most a screenful per check, however long the output. Checks come at the send's
+Lines are logical lines: rows the terminal soft-wrapped are joined first, so a long line split by the width still
+matches. Lines that left the screen are final: each is searched once, as scrollback grows. Rows still on the
+screen may be redrawn (a progress bar, a cursor moving up), so the rows from the scan's start to the cursor are
+searched again whenever the screen changed: at most a screenful per check, however long the output. Checks come at the send's
 probe cadence (every few ms at most while output pours in), so a flood costs one search per line in all.
 """
 
@@ -15,6 +16,7 @@ from typing import final
 
 from ptyd import protocol as p
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.logical import join
 
 
 @final
@@ -24,9 +26,10 @@ class NamedWait:
     ) -> None:
         self.until = until
         self.stable_s = stable_s
-        # The line the input is echoed on (the prompt and the command) is not output of the command. Without
-        # input, that line counts once it changed.
-        self._scanned = anchor + 1 if typed else anchor
+        self.typed = typed  # the send wrote input (a command), rather than only waiting
+        # The line the input is echoed on (the prompt and the command, however many rows) is not output of the
+        # command. Without input, that line counts once it changed.
+        self._scanned = anchor  # the first row of the first logical line not searched for good
         self._anchor_text = None if typed else _line(terminal, anchor)
         self._anchor = anchor
         self._seen_generation = -1
@@ -67,27 +70,38 @@ class NamedWait:
             return False
         sb = terminal.scrollback
         start = max(self._scanned, sb.first)
-        if start < sb.total:  # final lines, searched once
-            if self._search(terminal, start, sb.total):
+        if start < sb.total:  # final lines, searched once; one that goes on onto the screen stays with the screen
+            lines, firsts, wraps = _logical(terminal, start, sb.total)
+            complete = len(lines) - (1 if sb.total - 1 in wraps else 0)
+            if self._search(lines[:complete], firsts[:complete]):
                 return True
-            self._scanned = sb.total
-            start = sb.total
+            self._scanned = firsts[complete] if complete < len(lines) else sb.total
+            changed = True
         if not changed:
             return False
-        return self._search(terminal, start, terminal.cursor_line + 1)  # rows on the screen: again while they change
+        lines, firsts, _ = _logical(terminal, self._scanned, terminal.cursor_line + 1)
+        return self._search(lines, firsts)  # rows on the screen: again while they change
 
-    def _search(self, terminal: Terminal, start: int, end: int) -> bool:
+    def _search(self, lines: list[str], firsts: list[int]) -> bool:
         pattern = self.until
         assert pattern is not None
-        for number, line in enumerate(terminal.transcript(start, end), start):
-            if number == self._anchor and self._anchor_text is not None:
-                if line == self._anchor_text:
-                    continue
+        for number, line in zip(firsts, lines, strict=True):
+            if number == self._anchor:
+                if self._anchor_text is None or line == self._anchor_text:
+                    continue  # the typed command, or an unchanged line the wait started on
                 self._anchor_text = None  # it changed: from now on it is output like any other line
+                self._anchor = -1
             if (m := pattern.search(line)) is not None:
                 self.match = p.SendMatch(text=m.group(), line=number)
                 return True
         return False
+
+
+def _logical(terminal: Terminal, start: int, end: int) -> tuple[list[str], list[int], dict[int, int]]:
+    """Transcript rows ``[start, end)`` as logical lines, each with its first row; and the rows that wrapped."""
+    wraps = terminal.wraps(start, end)
+    lines, firsts = join(terminal.transcript(start, end), start, wraps)
+    return lines, firsts, wraps
 
 
 def _line(terminal: Terminal, number: int) -> str:

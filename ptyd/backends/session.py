@@ -296,7 +296,7 @@ class LocalSession:
         the terminal while it works (a REPL, a TUI) keeps waiting for the name."""
         if op.named is None:
             return True
-        if not op.request.input:
+        if not op.named.typed:
             return False
         if verdict.basis == "shell_integration":
             return True

@@ -50,6 +50,10 @@ class OpState(_State):
     capture_end: int
     exit_code: int | None = None
     taken: bool = True  # the program was seen to take the input
+    until: str | None = None  # a named wait's pattern (protocol 4)
+    until_stable_s: float | None = None
+    compact: bool = False
+    join_wrapped: bool = False
     result: bytes | None = None  # the settled SendResult, as JSON
 
 
