@@ -99,6 +99,7 @@ def run() -> list[dict[str, Any]]:
                     session_id=sid,
                     input=scenario.command.format(n=n),
                     timeout_ms=scenario.timeout_ms,
+                    idle_ms=scenario.timeout_ms,  # a quiet build step is not the end: wait for the prompt
                     **options,
                 )
                 lines = result["lines"]

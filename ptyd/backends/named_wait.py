@@ -4,8 +4,8 @@ stopped changing), checked on rendered lines as they arrive.
 Lines are logical lines: rows the terminal soft-wrapped are joined first, so a long line split by the width still
 matches. Lines that left the screen are final: each is searched once, as scrollback grows. Rows still on the
 screen may be redrawn (a progress bar, a cursor moving up), so the rows from the scan's start to the cursor are
-searched again whenever the screen changed: at most a screenful per check, however long the output. Checks come at the send's
-probe cadence (every few ms at most while output pours in), so a flood costs one search per line in all.
+searched again whenever the screen changed: at most a screenful per check, however long the output. Checks come
+at the send's probe cadence (every few ms at most while output pours in), so a flood costs one search per line in all.
 """
 
 from __future__ import annotations
