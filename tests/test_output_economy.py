@@ -32,7 +32,7 @@ def test_progress_lines_keep_their_final_state(shell: Shell) -> None:
     )
     lines = result["viewport"].splitlines()
     assert lines[-3:] == [
-        f"[... 20 earlier states of this progress line: lines {result['lines']['start_line'] + 1}-"
+        f"[... 20 lines like the next but for their numbers (progress): lines {result['lines']['start_line'] + 1}-"
         f"{result['lines']['start_line'] + 20} ...]",
         "Downloading wheel: 100% (1000/1000 kB)",
         "$",

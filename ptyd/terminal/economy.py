@@ -67,7 +67,7 @@ def fold(lines: list[str], start: int, numbers: list[int] | None = None) -> tupl
                 j += 1
             if j - i >= PROGRESS_MIN:
                 span = f"lines {numbers[i]}-{numbers[j - 1] - 1}"
-                marker = f"[... {j - i - 1} earlier states of this progress line: {span} ...]"
+                marker = f"[... {j - i - 1} lines like the next but for their numbers (progress): {span} ...]"
                 pieces.append(Piece(numbers[i], numbers[j], f"{marker}\n{lines[j - 1]}"))
                 folded += j - i - 1
                 i = j
