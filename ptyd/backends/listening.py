@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 
 from ptyd import protocol as p
-from ptyd.backends.sockets import socket_inode
+from ptyd.backends.readiness.sockets import socket_inode
 
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
 MAX_PORTS = 64  # a result lists at most this many: a server with thousands of ports is still one line of news

@@ -22,7 +22,7 @@ from ptyd.terminal.logical import join
 @final
 class NamedWait:
     def __init__(
-        self, until: re.Pattern[str] | None, stable_s: float | None, terminal: Terminal, anchor: int, typed: bool
+        self, until: re.Pattern[str] | None, stable_s: float | None, anchor: int, typed: bool, anchor_text: str | None
     ) -> None:
         self.until = until
         self.stable_s = stable_s
@@ -30,7 +30,7 @@ class NamedWait:
         # The line the input is echoed on (the prompt and the command, however many rows) is not output of the
         # command. Without input, that line counts once it changed.
         self._scanned = anchor  # the first row of the first logical line not searched for good
-        self._anchor_text = None if typed else _line(terminal, anchor)
+        self._anchor_text = None if typed else anchor_text  # None with typed: the line is skipped whatever it holds
         self._anchor = anchor
         self._seen_generation = -1
         self._screen_key: tuple[int, int, int, int] | None = None
@@ -104,7 +104,8 @@ def _logical(terminal: Terminal, start: int, end: int) -> tuple[list[str], list[
     return lines, firsts, wraps
 
 
-def _line(terminal: Terminal, number: int) -> str:
+def line_text(terminal: Terminal, number: int) -> str:
+    """Transcript line ``number`` as it is now (empty if it is not retained)."""
     lines = terminal.transcript(number, number + 1)
     return lines[0] if lines else ""
 

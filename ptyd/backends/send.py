@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import time
 from typing import final
+
+import msgspec
 
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelState
 from ptyd.backends.named_wait import NamedWait
+from ptyd.backends.session_state import OpState
 from ptyd.terminal.economy import compact_bound
 from ptyd.terminal.emulator import HeadCapture, Terminal
 from ptyd.terminal.logical import join
@@ -39,6 +43,55 @@ class SendOp:
     async def result(self) -> p.SendResult:
         # Shielded: a caller that disconnects must not cancel the operation its result belongs to.
         return await asyncio.shield(self.future)
+
+    def to_state(self, *, taken: bool = True) -> OpState:
+        """This send for the next daemon: in flight (``taken``: the program was seen to take its input) or settled."""
+        req = self.request
+        return OpState(
+            id=self.id,
+            timeout_s=req.timeout_s,
+            idle_s=req.idle_s,
+            max_bytes=req.max_bytes,
+            request_key=req.request_key,
+            started=self.started,
+            deadline=self.deadline,
+            anchor=self.anchor,
+            output_line=self.output_line,
+            capture_lines=list(self.capture.lines),
+            capture_room=self.capture.room,
+            capture_end=self.capture.end_line,
+            exit_code=self.exit_code,
+            taken=taken,
+            result=msgspec.json.encode(self.future.result()) if self.done else None,
+            until=req.until.pattern if req.until is not None else None,
+            until_stable_s=req.until_stable_s,
+            typed=self.named.typed if self.named is not None else True,
+            compact=req.compact,
+            join_wrapped=req.join_wrapped,
+        )
+
+    @classmethod
+    def from_state(cls, state: OpState, loop: asyncio.AbstractEventLoop) -> SendOp:
+        request = SendRequest(
+            input="", timeout_s=state.timeout_s, idle_s=state.idle_s, max_bytes=state.max_bytes,
+            request_key=state.request_key, until=re.compile(state.until) if state.until is not None else None,
+            until_stable_s=state.until_stable_s, compact=state.compact, join_wrapped=state.join_wrapped,
+        )  # fmt: skip
+        op = cls(request, state.anchor, loop)
+        if request.until is not None or request.until_stable_s is not None:  # the line it started on counts
+            op.named = NamedWait(request.until, request.until_stable_s, state.anchor, state.typed, None)
+        op.id = state.id
+        op.started, op.deadline = state.started, state.deadline
+        op.output_line = state.output_line
+        op.capture.lines, op.capture.room = state.capture_lines, state.capture_room
+        op.capture.end_line = state.capture_end
+        op.exit_code = state.exit_code
+        if state.result is not None:
+            op.future.set_result(_result_decoder.decode(state.result))
+        return op
+
+
+_result_decoder = msgspec.json.Decoder(p.SendResult)
 
 
 def _bound(
