@@ -53,10 +53,12 @@ SEND_WAITS = {
     "join_wrapped": "Join lines the terminal wrapped at its width into one (default true).",
 }
 
+_D = p.DEFAULTS  # the daemon's defaults, stated once (ptyd/config.py)
 SEND_BOUNDS = {
-    "timeout_ms": "Give up waiting after this long (default 30000); the program keeps running. Raise it for long "
-    "builds or tests.",
-    "idle_ms": "Settle as inferred_idle after this much silence while nothing waits for input (default 3000).",
+    "timeout_ms": f"Give up waiting after this long (default {_D.default_timeout_ms}); the program keeps running. "
+    "Raise it for long builds or tests.",
+    "idle_ms": "Settle as inferred_idle after this much silence while nothing waits for input "
+    f"(default {_D.default_idle_ms}).",
     "max_bytes": "Upper bound of the returned viewport in UTF-8 bytes (default 8192, set by the server's "
     "--max-bytes); the tail and the lines that look like errors are kept, terminal_read has the rest.",
 }
@@ -109,7 +111,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "name": "A short label for the session, shown in terminal_list and to a person watching.",
                 "argv": 'Program and arguments, e.g. ["python3"] or ["ssh", "host"]. Default: bash.',
                 "env": "Extra environment variables for the program.",
-                "timeout_ms": "How long to wait for the program to be ready (default 30000).",
+                "timeout_ms": f"How long to wait for the program to be ready (default {_D.open_timeout_ms}).",
                 "env_profile": "'agent' (default) sets PAGER=cat, GIT_EDITOR=true and similar, so tools do not "
                 "stop in a pager or an editor you cannot see. 'human' leaves the environment as it is.",
             },
