@@ -512,7 +512,8 @@ class GhosttyTerminal(Terminal):
         if self.main_screen is not None:
             main, y = self.main_screen
             top = max(0, y - (rows - 1))
-            self.main_screen = ([row[:cols] for row in main[top : top + rows]], y - top)
+            kept = [row[:cols] for row in main[top : top + rows]]
+            self.main_screen = (kept + [""] * (rows - len(kept)), y - top)  # a taller screen: blank rows below
         self._harvest()
 
     @property
