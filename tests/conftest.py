@@ -316,6 +316,16 @@ def shell(rpc: Rpc, token: str) -> Iterator[Shell]:
         s.close()
 
 
+@pytest.fixture
+def human_shell(rpc: Rpc, token: str) -> Iterator[Shell]:
+    """A session with the environment as it is (env_profile human): less and other programs with their own
+    defaults, where the agent preset's LESS=-FRX keeps less off the alternate screen."""
+    s = Shell(rpc, token, env={"PS1": "$ "}, env_profile="human")
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()
+
+
 def pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

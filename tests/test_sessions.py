@@ -361,7 +361,8 @@ def test_sessions_on_separate_connections_run_in_parallel(daemon: Daemon, token:
     assert all(f"worker{i}" in results[i]["viewport"].splitlines() for i in range(4))
 
 
-def test_screen_shows_the_full_screen_program_without_writing(shell: Shell) -> None:
+def test_screen_shows_the_full_screen_program_without_writing(human_shell: Shell) -> None:
+    shell = human_shell
     shell.send("seq 100 300 | less\n")
     screen = shell.call("terminal_screen")
     assert screen["alt_screen"] is True

@@ -7,6 +7,7 @@ terminal state, scrollback, its one active send and the quiescence of its captur
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -36,6 +37,10 @@ class SendRequest:
     max_bytes: int
     request_key: str | None
     keys: str = ""  # named keys' bytes, pressed once the program took ``input`` (see LocalSession._keys_due)
+    until: re.Pattern[str] | None = None  # named wait: settle when a rendered line matches
+    until_stable_s: float | None = None  # named wait: settle once the screen was unchanged this long
+    compact: bool = False  # output economy in the viewport and terminal_output
+    join_wrapped: bool = False  # logical lines in the viewport and terminal_output
 
 
 class SendOperation(Protocol):
@@ -73,7 +78,9 @@ class PtyBackendSession(Protocol):
         """Where the session's events go (None: nowhere), and whether output events are wanted."""
         ...
 
-    async def read(self, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult: ...
+    async def read(
+        self, start_line: int | None, max_lines: int, max_bytes: int, *, join_wrapped: bool = False
+    ) -> p.TerminalReadResult: ...
     def signal(self, signum: int) -> p.TerminalSignalResult: ...
     def resize(self, cols: int, rows: int) -> None: ...
     async def close(self, reason: str) -> int: ...

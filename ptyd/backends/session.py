@@ -27,6 +27,8 @@ from ptyd.backends.channel import PtyChannel
 from ptyd.backends.containment import Scope, terminate
 from ptyd.backends.containment import remove as remove_scope
 from ptyd.backends.containment.reaper import ChildReaper
+from ptyd.backends.listening import listening
+from ptyd.backends.named_wait import NamedWait, line_text
 from ptyd.backends.paging import page
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
@@ -206,6 +208,9 @@ class LocalSession:
             self._check_deliverable(data)
             self._check_room(data)
         op = SendOp(request, self.terminal.cursor_line, self.loop)
+        if request.until is not None or request.until_stable_s is not None:
+            anchor_text = line_text(self.terminal, op.anchor)
+            op.named = NamedWait(request.until, request.until_stable_s, op.anchor, bool(data), anchor_text)
         self.active = op
         self.watch.send_started()
         self.terminal.capture = op.capture
@@ -318,13 +323,15 @@ class LocalSession:
             if self.exited:
                 return "session_exit", None
             self.canceller.follow(op.cancel)
+            if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+                return named, None
             verdict = self.tracker.check()
             if op.keys and op.cancel.cancelled_at is not None:
                 op.keys = b""  # a cancelled send presses nothing more
             if op.keys and await self._keys_due(op, verdict):
                 self._press_keys(op)
                 continue
-            if verdict.ready and not op.keys and await self._nothing_owed():
+            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._nothing_owed():
                 return "stdin_read", verdict
             probed = time.monotonic()
             now = probed
@@ -334,6 +341,8 @@ class LocalSession:
             if now >= idle_deadline:
                 return "inferred_idle", None
             delay = min(interval, op.deadline - now, idle_deadline - now)
+            if op.named is not None and (due := op.named.next_due()) is not None:
+                delay = min(delay, due - now)
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
                 await self._through_bulk(probed, op.deadline)
@@ -366,6 +375,19 @@ class LocalSession:
         self.tracker.mark_write(keys)  # before the write: the program may take the keys before it returns
         self.channel.write(keys)
 
+    def _readiness_ends(self, op: SendOp, verdict: Verdict) -> bool:
+        """A named wait is for what a program prints, not for its readiness: only the command it typed returning
+        to a shell prompt ends it early (the command ended; waiting longer cannot match). A program that reads
+        the terminal while it works (a REPL, a TUI) keeps waiting for the name."""
+        if op.named is None:
+            return True
+        if not op.named.typed:
+            return False
+        if verdict.basis == "shell_integration":
+            return True
+        front = self.foreground.describe(self.exited)
+        return front is not None and front.name in SHELLS
+
     async def _nothing_owed(self) -> bool:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
         answer written now is input the program must first take (it blocked reading it): not ready yet."""
@@ -389,7 +411,7 @@ class LocalSession:
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         self.channel.drain()
         await self.channel.rendered()
-        text, truncated, lines = viewport(op, self.terminal)
+        text, truncated, lines, compacted = viewport(op, self.terminal)
         target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
             operation_id=op.id,
@@ -406,6 +428,9 @@ class LocalSession:
             ready_basis=verdict.basis if verdict is not None else None,
             relay=verdict.relay if verdict is not None else None,
             unread_input=self.channel.input_queued(),
+            match=op.named.match if op.named is not None else None,
+            listening=listening(self.scope.pids()),
+            compacted=compacted,
         )
         if self.active is op:
             self.active = None
@@ -493,9 +518,11 @@ class LocalSession:
         with contextlib.suppress(OSError):
             set_winsize(self._proc.master, cols, rows)
 
-    async def read(self, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult:
+    async def read(
+        self, start_line: int | None, max_lines: int, max_bytes: int, *, join_wrapped: bool = False
+    ) -> p.TerminalReadResult:
         await self.channel.rendered()
-        return page(self.terminal, start_line, max_lines, max_bytes)
+        return page(self.terminal, start_line, max_lines, max_bytes, join_wrapped=join_wrapped)
 
     async def screen(self) -> p.TerminalScreenResult:
         await self.channel.rendered()
@@ -528,6 +555,7 @@ class LocalSession:
             owner=owner,
             owner_name=owner_name,
             password_prompt=not self.exited and self.tracker.password_prompt_now(),
+            listening=[] if self.exited else listening(self.scope.pids()),
         )
 
     # --- continuity: the session as data, for the next daemon ------------------------------------------
