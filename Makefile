@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv run test lint typecheck unit stress bench golden docs clean install-user uninstall-user
+.PHONY: venv run try-ssh test lint typecheck unit stress bench golden docs clean install-user uninstall-user
 
 venv: $(STAMP)
 
@@ -19,12 +19,16 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 run: venv
 	$(VENV)/bin/ptyd
 
+## A throwaway sshd on a loopback port, to try `ptyctl --host ssh://` on this machine (Ctrl-C stops it).
+try-ssh: venv
+	$(PY) tests/sshd.py
+
 ## Lint, type-check and run every test against a real daemon.
 test: lint typecheck unit
 
 lint: venv
-	$(VENV)/bin/ruff check ptyd ptyd_mcp tests clients/python bench
-	$(VENV)/bin/ruff format --check ptyd ptyd_mcp tests clients/python bench
+	$(VENV)/bin/ruff check ptyd ptyd_mcp tests clients/python bench tools
+	$(VENV)/bin/ruff format --check ptyd ptyd_mcp tests clients/python bench tools
 
 typecheck: venv
 	$(VENV)/bin/mypy ptyd ptyd_mcp clients/python/ptyd_client
@@ -43,13 +47,15 @@ golden: venv
 bench: venv
 	$(PY) bench/run.py
 
-## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md.
+## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md,
+## and the files the README includes (its TypeScript examples).
 docs: venv
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
 	$(PY) -m ptyd.configdoc markdown > docs/config.md
 	$(PY) -m ptyd.configdoc example > docs/config.example.toml
 	$(PY) -m ptyd.rpc.codegen_ts
 	$(PY) -m ptyd.rpc.codegen_py
+	$(PY) tools/readme.py
 
 ## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.
 install-user: venv

@@ -87,9 +87,24 @@ install_units() {
 			say "next: systemctl --user enable --now ptyd.socket"
 		fi
 	else
-		say "no user service manager reachable (systemctl --user); run 'systemctl --user daemon-reload' and" \
-			"'systemctl --user enable --now ptyd.socket' in a login session"
+		no_manager
 	fi
+}
+
+# No user manager answers. Said before anyone runs 'systemctl --user enable --now', which in a container creates
+# its symlink and then fails to start anything.
+no_manager() {
+	if [ -d /run/systemd/system ]; then
+		say "no user service manager reachable (systemctl --user): in a login session of this machine, run" \
+			"'systemctl --user daemon-reload' and 'systemctl --user enable --now ptyd.socket'."
+		say "Without a login session:"
+	else
+		say "this system does not run systemd (a container?): 'systemctl --user enable --now ptyd.socket' would" \
+			"fail here. Instead:"
+	fi
+	say "  run the daemon under your own supervisor: 'make run' (or '$bin' itself), in the foreground, logging to stderr;"
+	say "  add 'fd_keeper = true' to ~/.config/ptyd/config.toml so the sessions outlive a crash of the daemon"
+	say "  (see the README's 'Without systemd')."
 }
 
 uninstall_units() {

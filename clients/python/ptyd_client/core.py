@@ -25,6 +25,7 @@ OPERATOR_TOKEN_FILE = "operator.token"  # noqa: S105 - a file name, not a secret
 # rather than silently getting the next one.
 RETRY_SAFE = frozenset(
     {
+        "agent_list",
         "daemon_info",
         "rpc.discover",
         "terminal_list",
