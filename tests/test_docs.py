@@ -62,17 +62,36 @@ def test_the_readmes_contents_list_every_section_in_order() -> None:
     assert all(anchor == slug(title) for title, anchor in listed)
 
 
+def tree_paths(tree: str) -> set[str]:
+    """The paths a tree drawing names: two spaces of indent per level, names before the description (a line
+    deeper than any name is a description's continuation), several names joined by commas."""
+    paths: set[str] = set()
+    stack: list[str] = []
+    for line in tree.strip("`\n").splitlines():
+        depth = (len(line) - len(line.lstrip())) // 2
+        if depth > len(stack):
+            continue
+        names = re.match(r"\s*((?:[\w.]+/?(?:, )?)+)", line)
+        assert names, line
+        del stack[depth:]
+        entries = [n.strip() for n in names.group(1).split(",") if n.strip()]
+        for entry in entries:
+            paths.add("/".join([*stack, entry.rstrip("/")]))
+        if entries[-1].endswith("/"):
+            stack.append(entries[-1].rstrip("/"))
+    return paths
+
+
 def test_architecture_names_every_module_of_ptyd() -> None:
     text = (ROOT / "docs" / "architecture.md").read_text()
     tree = text.split("## The tree", 1)[1].split("\n## ", 1)[0]
-    named = set(re.findall(r"[\w.]+\.py|[\w]+/", tree))
-    package = ROOT / "ptyd"
-    missing = []
-    for module in sorted(package.rglob("*.py")):
-        relative = module.relative_to(package)
-        if module.name == "__init__.py" and relative.parent != Path():
-            if f"{relative.parent.name}/" not in named:
-                missing.append(f"{relative.parent}/")
-        elif module.name not in ("__init__.py", "__main__.py") and module.name not in named:
-            missing.append(str(relative))
-    assert not missing, f"docs/architecture.md does not name {missing}"
+    drawn = tree_paths(re.search(r"```\n(.*?)```", tree, re.S).group(1))  # type: ignore[union-attr]
+    modules = set()
+    for module in (ROOT / "ptyd").rglob("*.py"):
+        relative = module.relative_to(ROOT)
+        if module.name == "__init__.py":
+            modules.add(str(relative.parent))  # a package is named by its folder
+        elif module.name != "__main__.py":
+            modules.add(str(relative))
+    assert not sorted(modules - drawn), f"docs/architecture.md does not name {sorted(modules - drawn)}"
+    assert not sorted(p for p in drawn - modules if p.endswith(".py")), "it names modules that do not exist"
