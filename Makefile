@@ -59,11 +59,11 @@ docs: venv
 
 ## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.
 install-user: venv
-	sh systemd/install.sh install
+	sh ptyd/daemon/units/install.sh install
 
 ## Stop and remove the systemd user units (this closes every session).
 uninstall-user:
-	sh systemd/install.sh uninstall
+	sh ptyd/daemon/units/install.sh uninstall
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -30,7 +30,7 @@ import pytest
 from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, start_escapee, wait_until
 from ptyd.continuity.document import StateFile
 
-UNITS = ROOT / "systemd"
+UNITS = ROOT / "ptyd" / "daemon" / "units"
 INSTALL = UNITS / "install.sh"
 PTYD_BIN = Path(sys.executable).parent / "ptyd"  # the console script install.sh points the unit at
 

@@ -1,16 +1,20 @@
 #!/bin/sh
 # Install or remove ptyd's systemd user units.
 #
-#   systemd/install.sh install     copy ptyd.socket and ptyd.service to the user unit directory, with the
-#                                  service's ExecStart pointing at this checkout's .venv/bin/ptyd (or $PTYD_BIN)
-#   systemd/install.sh uninstall   stop and disable both units if the user manager is reachable, then remove them
+#   install.sh install     copy ptyd.socket and ptyd.service to the user unit directory, with the service's
+#                          ExecStart pointing at $PTYD_BIN, else at the checkout's .venv/bin/ptyd when this file is
+#                          in a checkout, else at the ptyd on the PATH
+#   install.sh uninstall   stop and disable both units if the user manager is reachable, then remove them
+#
+# `make install-user` runs it from a checkout; `ptyd install-user` runs the copy inside the installed package
+# (ptyd/daemon/units/), with PTYD_BIN set to that ptyd.
 #
 # The unit directory is ${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user. Installing again replaces the units
 # in place (enablement is kept) and never restarts a running daemon: that would close every session.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
+repo=$(cd "$here/../../.." && pwd)  # the checkout, when this is ptyd/daemon/units of one
 units="ptyd.socket ptyd.service"
 
 say() { printf 'ptyd-install: %s\n' "$*"; }
@@ -42,7 +46,15 @@ exec_word() {
 }
 
 ptyd_bin() {
-	bin=${PTYD_BIN:-$repo/.venv/bin/ptyd}
+	bin=${PTYD_BIN:-}
+	if [ -z "$bin" ]; then
+		if [ -x "$repo/.venv/bin/ptyd" ]; then
+			bin=$repo/.venv/bin/ptyd
+		else
+			bin=$(command -v ptyd 2>/dev/null) ||
+				die "no ptyd found: run 'make venv' in a checkout, or set PTYD_BIN to an installed ptyd"
+		fi
+	fi
 	case $bin in
 	/*) ;;
 	*) bin=$PWD/$bin ;;
