@@ -3,20 +3,26 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+DEV    := $(VENV)/.installed-dev
 
 .PHONY: venv run try-ssh test lint typecheck unit stress bench golden docs clean install-user uninstall-user
 
-venv: $(STAMP)
+## Everything: what `make run` needs, and the test, lint and type-check tools (pyproject's [dev] extra).
+venv: $(DEV)
 
+## What `make run` needs, and no more (the first run from a fresh clone): ptyd, ptyctl, ptyd-mcp and the Python
+## client, editable. The checkout's distribution carries the client (clients/python), so one install does.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet -e clients/python
+	$(PY) -m pip install --quiet -e .
 	touch $(STAMP)
 
+$(DEV): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(DEV)
+
 ## Start the daemon in the foreground on the default socket (Ctrl-C stops it and every session).
-run: venv
+run: $(STAMP)
 	$(VENV)/bin/ptyd
 
 ## A throwaway sshd on a loopback port, to try `ptyctl --host ssh://` on this machine (Ctrl-C stops it).
@@ -49,7 +55,7 @@ bench: venv
 
 ## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md,
 ## and the files the README includes (its TypeScript examples).
-docs: venv
+docs: $(STAMP)
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
 	$(PY) -m ptyd.configdoc markdown > docs/config.md
 	$(PY) -m ptyd.configdoc example > docs/config.example.toml
@@ -58,7 +64,7 @@ docs: venv
 	$(PY) tools/readme.py
 
 ## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.
-install-user: venv
+install-user: $(STAMP)
 	sh ptyd/daemon/units/install.sh install
 
 ## Stop and remove the systemd user units (this closes every session).
