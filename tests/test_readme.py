@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, Daemon, Rpc
+from sshd import HOST_ALIAS, Sshd
 
 sys.path.insert(0, str(ROOT / "tools"))
 import readme as readme_tool
@@ -205,6 +206,30 @@ def test_the_readme_includes_the_examples_as_they_are() -> None:
     assert readme_tool.render(text) == text, "README.md is stale: run make docs"
 
 
+# --- Another machine ------------------------------------------------------------------------------------------
+
+
+def test_another_machine_example_reaches_the_daemon_through_ssh(
+    sshd: Sshd, daemon: Daemon, rpc: Rpc, tmp_path: Path
+) -> None:
+    # "buildbox" is the loopback sshd: an ssh config alias, as a user's ~/.ssh/config would have it.
+    config = tmp_path / "ssh_config"
+    config.write_text(sshd.client_config.read_text().replace(f"Host {HOST_ALIAS}\n", "Host buildbox\n", 1))
+    (tmp_path / "hello.py").write_text(readme_block("From Python", "python"))
+    operator = (daemon.socket.parent / "operator.token").read_text().strip()
+    before = agents(rpc, operator)
+    # PTYD_SOCKET reaches the far side through the config's SendEnv PTYD_*: its ptyd dial-stdio finds the
+    # test's daemon there, as the far side's default socket would be found.
+    env = as_the_readme_says(daemon, PTYD_SSH_COMMAND=f"ssh -F {config}")
+    done = run_sh(readme_block("Another machine", "sh"), env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ptyd 0.1.0 (protocol ")
+    assert "socket:   ssh://buildbox\n" in done.stdout
+    assert "hello from 42\n" in done.stdout
+    assert agents(rpc, operator) == before
+    assert sshd.log().count("Accepted publickey") >= 3  # the token, status, and hello.py went through sshd
+
+
 # --- The rest ----------------------------------------------------------------------------------------------------
 
 
@@ -219,3 +244,29 @@ def test_the_method_table_lists_every_method(rpc: Rpc) -> None:
     methods = [m["name"] for m in rpc.call("rpc.discover")["methods"]]
     missing = [name for name in methods if f"`{name}" not in table]
     assert not missing, f"README's method table lacks {missing}"
+
+
+# Every runnable (```sh) block of the README, and the test that runs it as written, or why no test can.
+SH_BLOCKS = {
+    ("Set up", 0): "make run: the daemon every test starts (conftest's Daemon); timed from a fresh clone by hand",
+    ("Set up", 1): "test_set_up_puts_ptyd_and_ptyctl_on_the_path",
+    ("Set up", 2): "pipx install: tests/test_install.py installs the same wheel into a fresh venv and runs it",
+    ("A first session", 0): "test_first_session_example_prints_what_the_readme_shows_and_releases_its_agent",
+    ("From TypeScript / Node", 0): "typescript_built, test_typescript_example_prints_what_the_readme_shows",
+    ("Another machine", 0): "test_another_machine_example_reaches_the_daemon_through_ssh",
+    ("As a systemd user service", 0): "needs a user service manager: tests/test_systemd.py runs a private one",
+    ("Configuration", 0): "test_configuration_example",
+}
+
+
+def test_every_runnable_block_is_accounted_for() -> None:
+    text = README.read_text()
+    found = set()
+    for heading in re.findall(r"^## (.*)$", text, re.M):
+        for index, _ in enumerate(re.findall(r"```sh\n(.*?)```", readme_section(heading), re.S)):
+            found.add((heading, index))
+    assert found == set(SH_BLOCKS), f"new or moved sh blocks: {sorted(found ^ set(SH_BLOCKS))}"
+    names = {name for name, value in globals().items() if name.startswith(("test_", "typescript_")) and value}
+    for reason in SH_BLOCKS.values():
+        for word in re.findall(r"(?<![/\w])(?:test|typescript)_\w+\b(?!\.py)", reason):
+            assert word in names, f"{word} is named in SH_BLOCKS but is not a test here"
