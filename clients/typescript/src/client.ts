@@ -11,6 +11,7 @@ import { ConnectionLostError, ProtocolError, UnauthorizedError } from "./errors.
 import { EventStream, type SubscribeOptions } from "./events.js";
 import type {
   AgentRegisterResult,
+  AgentListResult,
   AgentReleaseResult,
   DaemonInfoResult,
   MethodName,
@@ -65,6 +66,7 @@ export type OpenRpcDocument = Record<string, unknown>;
 // changes nothing. Not terminal_output (it consumes), terminal_signal/terminal_cancel (they signal),
 // terminal_open/agent_register (they create), agent_release, terminal_send (see terminalSend).
 const REPEATABLE: ReadonlySet<string> = new Set([
+  "agent_list",
   "terminal_read",
   "terminal_status",
   "terminal_screen",
@@ -183,6 +185,11 @@ export class PtydClient {
     const result = await this.call("agent_release", { token: this.requireToken() });
     this.token = undefined;
     return result;
+  }
+
+  /** `agent_list`: the registered agents (every one with the operator token; else this client's agent alone). */
+  async agentList(): Promise<AgentListResult> {
+    return this.call("agent_list", { token: this.requireToken() });
   }
 
   // --- sessions --------------------------------------------------------------------------------------------
