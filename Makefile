@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
 
-.PHONY: venv run try-ssh test lint typecheck unit stress bench golden docs clean install-user uninstall-user
+.PHONY: venv run try-ssh test lint typecheck unit quick perf stress bench golden docs clean install-user uninstall-user
 
 ## Everything: what `make run` needs, and the test, lint and type-check tools (pyproject's [dev] extra).
 venv: $(DEV)
@@ -42,6 +42,15 @@ typecheck: venv
 unit: venv
 	$(PY) -m pytest -q -m 'not slow'
 
+## The in-process tests only (tests/unit: the dispatcher, service, session, channel, state; a few seconds).
+quick: venv
+	$(PY) -m pytest -q tests/unit
+
+## The latency claims held to their tight bounds (tests/conftest.py latency()), for a quiet machine.
+perf: venv
+	$(PY) -m pytest -q -m 'not slow' --perf tests/test_readiness.py tests/test_relays.py \
+	  tests/hardening/test_program_faults.py tests/hardening/test_client_faults.py tests/clients/test_python_client.py
+
 stress: venv
 	$(PY) -m pytest -q -m slow
 
@@ -54,13 +63,15 @@ bench: venv
 	$(PY) bench/run.py
 
 ## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md,
-## and the files the README includes (its TypeScript examples).
+## the blocking Python client's methods (from the asyncio ones), and the files the README includes (its TypeScript
+## examples).
 docs: $(STAMP)
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
 	$(PY) -m ptyd.configdoc markdown > docs/config.md
 	$(PY) -m ptyd.configdoc example > docs/config.example.toml
 	$(PY) -m ptyd.rpc.codegen_ts
 	$(PY) -m ptyd.rpc.codegen_py
+	$(PY) -m ptyd.rpc.codegen_sync
 	$(PY) tools/readme.py
 
 ## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.

@@ -104,7 +104,7 @@ def same_shape(shown: Any, real: Any, path: str = "$") -> list[str]:
     return [] if shown == real else [f"{path}: shown {shown!r}, the daemon says {real!r}"]
 
 
-@pytest.mark.skipif(not (shutil.which("socat") and shutil.which("jq")), reason="needs socat and jq")
+@pytest.mark.skipif(not (shutil.which("socat") and shutil.which("jq")), reason="socat or jq is not installed")
 def test_first_session_example_prints_what_the_readme_shows_and_releases_its_agent(daemon: Daemon, rpc: Rpc) -> None:
     operator = (daemon.socket.parent / "operator.token").read_text().strip()
     before = agents(rpc, operator)
