@@ -121,10 +121,34 @@ class AgentReleaseParams(Base, frozen=True):
     """Close every session of the agent (awaited, whole process trees) and revoke its token."""
 
     token: Token
+    agent_id: Annotated[
+        Name | None,
+        _d(
+            "With the operator token (ptyctl): the agent to release, from agent_list. An agent's own token may "
+            "name only itself; another id is answered like one that does not exist."
+        ),
+    ] = None
 
 
 class AgentReleaseResult(Base, frozen=True):
     closed_sessions: int
+
+
+class AgentListParams(Base, frozen=True):
+    """The registered agents: every one for the operator token (ptyctl), the caller alone for an agent's token."""
+
+    token: Token
+
+
+class AgentInfo(Base, frozen=True):
+    agent_id: str
+    name: Annotated[str | None, _d("The display name given to agent_register.")]
+    sessions: Annotated[int, _d("How many sessions the agent owns now.")]
+    idle_ms: Annotated[int, _d("Since the agent's last call; at agent_idle_timeout_ms the daemon releases it.")]
+
+
+class AgentListResult(Base, frozen=True):
+    agents: list[AgentInfo]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -81,6 +81,29 @@ def test_sigterm_closes_every_session_and_exits_zero(fresh_daemon: Daemon) -> No
     assert "stopped" in fresh_daemon.log()
 
 
+def command_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def test_sigterm_with_clients_connected_logs_no_error(fresh_daemon: Daemon) -> None:
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as idle, fresh_daemon.rpc() as waiting:
+        idle.call("daemon_info")  # connected, between requests
+        tok = waiting.call("agent_register")["token"]
+        shell = Shell(waiting, tok, env={"PS1": "$ "})
+        waiting.request("terminal_send", {"token": tok, "session_id": shell.id, "input": "sleep 1000\n"})
+        wait_until(lambda: "sleep" in map(command_name, session_pids(shell)), message="the sleep to start")
+        assert fresh_daemon.stop(signal.SIGTERM) == 0
+    log = fresh_daemon.log()
+    assert "stopped" in log
+    assert " ERROR " not in log, log
+    assert "Traceback" not in log, log
+
+
 def test_second_daemon_on_a_live_socket_exits_and_touches_nothing(daemon: Daemon) -> None:
     inode = daemon.socket.stat().st_ino
     proc = subprocess.run(

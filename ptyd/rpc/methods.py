@@ -23,6 +23,7 @@ from ptyd.service.service import PtyService, env_profile
 # terminal_integrate (it types), agent_release, and the subscriptions (they belong to the connection).
 RETRY_SAFE = frozenset(
     {
+        "agent_list",
         "daemon_info",
         "terminal_list",
         "terminal_status",
@@ -47,8 +48,12 @@ class Api:
         return p.AgentRegisterResult(agent_id=agent.agent_id, token=token)
 
     async def agent_release(self, _: Any, params: p.AgentReleaseParams) -> p.AgentReleaseResult:
-        agent = self.service.authenticate(params.token)
+        caller = self.service.authenticate(params.token)
+        agent = caller if params.agent_id is None else self.service.agent(caller, params.agent_id)
         return p.AgentReleaseResult(closed_sessions=await self.service.release(agent))
+
+    async def agent_list(self, _: Any, params: p.AgentListParams) -> p.AgentListResult:
+        return p.AgentListResult(agents=self.service.list_agents(self.service.authenticate(params.token)))
 
     # --- sessions --------------------------------------------------------------------------------------
 
@@ -150,6 +155,7 @@ class Api:
         table: list[tuple[str, type[Any], Any, Any]] = [
             ("agent_register", p.AgentRegisterParams, p.AgentRegisterResult, self.agent_register),
             ("agent_release", p.AgentReleaseParams, p.AgentReleaseResult, self.agent_release),
+            ("agent_list", p.AgentListParams, p.AgentListResult, self.agent_list),
             ("terminal_open", p.TerminalOpenParams, p.TerminalOpenResult, self.terminal_open),
             ("terminal_send", p.TerminalSendParams, p.SendResult | p.SendStarted, self.terminal_send),
             ("terminal_output", p.TerminalOutputParams, p.TerminalOutputResult, self.terminal_output),

@@ -122,6 +122,26 @@ class PtyService:
         results = await asyncio.gather(*(self._close(sid, "agent released") for sid in ids))
         return sum(1 for closed, _ in results if closed)
 
+    def agent(self, caller: Agent, agent_id: str) -> Agent:
+        """The agent ``agent_id`` names, as ``caller`` may see it: any agent for the operator, else only itself."""
+        for agent in self.agents:
+            if agent.agent_id == agent_id and (agent is caller or caller.operator) and not agent.operator:
+                return agent
+        raise InvalidArgument(f"no agent {agent_id}", reason="agent_not_found", agent_id=agent_id)
+
+    def list_agents(self, caller: Agent) -> list[p.AgentInfo]:
+        now = time.monotonic()
+        return [
+            p.AgentInfo(
+                agent_id=a.agent_id,
+                name=a.name,
+                sessions=sum(1 for e in self._sessions.values() if e.owner is a),
+                idle_ms=int((now - a.last_seen) * 1000),
+            )
+            for a in self.agents
+            if not a.operator and (a is caller or caller.operator)
+        ]
+
     async def release_idle(self) -> None:
         limit = self.config.agent_idle_timeout_ms / 1000
         now = time.monotonic()

@@ -15,6 +15,7 @@ from ptyd_client.core import OpenOptions, SendOptions
 from ptyd_client.errors import Unauthorized
 from ptyd_client.events import EventStream
 from ptyd_client.types import (
+    AgentListResult,
     AgentRegisterResult,
     AgentReleaseResult,
     DaemonInfoResult,
@@ -60,11 +61,18 @@ class Methods:
         self.token = result["token"]
         return result
 
-    def agent_release(self) -> AgentReleaseResult:
-        """Close every session of this agent (whole process trees, awaited) and revoke its token."""
-        result = cast(AgentReleaseResult, self.call("agent_release", token=self._auth()))
-        self.token = None
+    def agent_release(self, agent_id: str | None = None) -> AgentReleaseResult:
+        """Close every session of this agent (whole process trees, awaited) and revoke its token; with the
+        operator token, of the agent ``agent_id`` names (see :meth:`agent_list`)."""
+        params = core.drop_none({"token": self._auth(), "agent_id": agent_id})
+        result = cast(AgentReleaseResult, self.call("agent_release", **params))
+        if agent_id is None:
+            self.token = None
         return result
+
+    def agent_list(self) -> AgentListResult:
+        """The registered agents: every one with the operator token, else this agent alone."""
+        return cast(AgentListResult, self.call("agent_list", token=self._auth()))
 
     # --- sessions --------------------------------------------------------------------------------------
 

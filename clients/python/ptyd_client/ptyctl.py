@@ -145,6 +145,36 @@ def cmd_ls(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_agents(ctx: Context) -> int:
+    result = ctx.client().agent_list()
+    agents = sorted(result["agents"], key=lambda a: (a["name"] or "", a["agent_id"]))
+    ctx.emit(result, render.agent_table(agents) if agents else "no agents")
+    return EXIT_OK
+
+
+def cmd_release(ctx: Context) -> int:
+    """Release the agent that NAME|ID names (an id, a unique name or a unique id prefix): close its sessions and
+    revoke its token."""
+    text = ctx.args.agent
+    agents = ctx.client().agent_list()["agents"]
+    chosen = [a for a in agents if a["agent_id"] == text]
+    for matches, what in (
+        ([a for a in agents if a["name"] == text], "name"),
+        ([a for a in agents if a["agent_id"].startswith(text)], "id prefix"),
+    ):
+        if chosen:
+            break
+        if len(matches) > 1:
+            ids = ", ".join(a["agent_id"] for a in matches)
+            raise Usage(f"{what} {text!r} matches {len(matches)} agents ({ids}); give the id")
+        chosen = matches
+    agent_id = chosen[0]["agent_id"] if chosen else text  # as given: the daemon's own answer reaches the user
+    result = ctx.client().agent_release(agent_id)
+    closed = result["closed_sessions"]
+    ctx.emit(result, f"released {agent_id}, closed {closed} session{'' if closed == 1 else 's'}")
+    return EXIT_OK
+
+
 def parse_env(pairs: list[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for pair in pairs:
@@ -161,7 +191,9 @@ def cmd_open(ctx: Context) -> int:
     if a.name is not None:
         options["name"] = a.name
     if a.cwd is not None:
-        options["cwd"] = a.cwd
+        options["cwd"] = os.path.abspath(a.cwd)
+    elif not isinstance(ctx.target, remote.SshHost):
+        options["cwd"] = os.getcwd()  # where the caller is, as a new shell tab would; a far host has no such dir
     if a.env:
         options["env"] = parse_env(a.env)
     if a.env_profile is not None:
@@ -327,10 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("upgrade", cmd_upgrade, "hand every session to the newly installed ptyd; print the new version")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="give up after (default 60)")
     command("ls", cmd_ls, "every agent's sessions")
+    command("agents", cmd_agents, "the registered agents: id, name, sessions, idle time")
+    p = command("release", cmd_release, "release an agent: close its sessions and revoke its token")
+    p.add_argument("agent", metavar="NAME|ID", help="an agent id, a unique name, or a unique id prefix")
     p = command("open", cmd_open, "open a session and print its id")
     p.add_argument("--name", help="display name")
     p.add_argument("--type", default="shell", help="backend type (default: shell)")
-    p.add_argument("--cwd", help="working directory")
+    p.add_argument("--cwd", help="working directory (default: this one; the daemon's home over --host)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="add a variable (repeatable)")
     p.add_argument("--size", nargs="+", metavar="COLSxROWS", help="terminal size: 120x40 or 120 40")
     p.add_argument(

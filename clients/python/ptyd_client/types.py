@@ -17,6 +17,20 @@ class AgentReleaseResult(TypedDict):
     closed_sessions: int
 
 
+class AgentInfo(TypedDict):
+    agent_id: str
+    name: str | None
+    """The display name given to agent_register."""
+    sessions: int
+    """How many sessions the agent owns now."""
+    idle_ms: int
+    """Since the agent's last call; at agent_idle_timeout_ms the daemon releases it."""
+
+
+class AgentListResult(TypedDict):
+    agents: list[AgentInfo]
+
+
 class Running(TypedDict):
     """The top-level program is alive."""
 
@@ -319,6 +333,7 @@ class TerminalEvent(TypedDict, total=False):
 METHODS: Final = (
     "agent_register",
     "agent_release",
+    "agent_list",
     "terminal_open",
     "terminal_send",
     "terminal_output",
@@ -340,6 +355,7 @@ METHODS: Final = (
 
 RETRY_SAFE: Final = frozenset(
     {
+        "agent_list",
         "terminal_wait",
         "terminal_read",
         "terminal_screen",

@@ -11,6 +11,7 @@ import { ConnectionLostError, ProtocolError, UnauthorizedError } from "./errors.
 import { EventStream, type SubscribeOptions } from "./events.js";
 import type {
   AgentRegisterResult,
+  AgentListResult,
   AgentReleaseResult,
   DaemonInfoResult,
   MethodName,
@@ -173,6 +174,11 @@ export class PtydClient {
     const result = await this.call("agent_release", { token: this.requireToken() });
     this.token = undefined;
     return result;
+  }
+
+  /** `agent_list`: the registered agents (every one with the operator token; else this client's agent alone). */
+  async agentList(): Promise<AgentListResult> {
+    return this.call("agent_list", { token: this.requireToken() });
   }
 
   // --- sessions --------------------------------------------------------------------------------------------

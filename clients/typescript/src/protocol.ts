@@ -4,6 +4,29 @@
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
 export const PROTOCOL_VERSION = 4;
 
+export interface AgentInfo {
+  agent_id: string;
+  /** The display name given to agent_register. */
+  name: string | null;
+  /** How many sessions the agent owns now. */
+  sessions: number;
+  /** Since the agent's last call; at agent_idle_timeout_ms the daemon releases it. */
+  idle_ms: number;
+}
+
+/** The registered agents: every one for the operator token (ptyctl), the caller alone for an agent's token. */
+export interface AgentListParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+}
+
+export interface AgentListResult {
+  agents: AgentInfo[];
+}
+
 /** Register an agent and mint its token. The token authorizes every terminal_* call of that agent. */
 export interface AgentRegisterParams {
   /**
@@ -26,6 +49,11 @@ export interface AgentReleaseParams {
    * Bounds: min length 1, max length 256.
    */
   token: string;
+  /**
+   * With the operator token (ptyctl): the agent to release, from agent_list. An agent's own token may name only itself; another id is answered like one that does not exist.
+   * Bounds: max length 128.
+   */
+  agent_id?: string | null;
 }
 
 export interface AgentReleaseResult {
@@ -704,6 +732,8 @@ export interface Methods {
   agent_register: { params: AgentRegisterParams; result: AgentRegisterResult };
   /** Close every session of the agent (awaited, whole process trees) and revoke its token. */
   agent_release: { params: AgentReleaseParams; result: AgentReleaseResult };
+  /** The registered agents: every one for the operator token (ptyctl), the caller alone for an agent's token. */
+  agent_list: { params: AgentListParams; result: AgentListResult };
   /** Start a program on a new pseudo-terminal and return once it is ready for input. */
   terminal_open: { params: TerminalOpenParams; result: TerminalOpenResult };
   /**
@@ -764,6 +794,7 @@ export type MethodName = keyof Methods;
 
 /** Methods safe to send again after the connection dropped mid-call (OpenRPC `x-retry-safe`). */
 export const RETRY_SAFE_METHODS: readonly string[] = [
+  "agent_list",
   "terminal_wait",
   "terminal_read",
   "terminal_screen",
