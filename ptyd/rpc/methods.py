@@ -80,7 +80,7 @@ class Api:
         def sink(event: p.TerminalEvent) -> None:
             connection.notify(notification("terminal_event", event))
 
-        sub_id = self.service.subscribe(agent, params.session_id, params.output, sink)
+        sub_id = self.service.subscribe(agent, params.session_id, params.output, sink, params.screen)
 
         def end() -> None:
             self.service.unsubscribe(agent, sub_id)
@@ -118,6 +118,12 @@ class Api:
         closed, killed = await self.service.close(agent, params.session_id, params.reason)
         return p.TerminalCloseResult(closed=closed, killed=killed)
 
+    async def terminal_record(self, _: Any, params: p.TerminalRecordParams) -> p.TerminalRecordResult:
+        return self.service.record(self.service.authenticate(params.token), params)
+
+    async def terminal_recordings(self, _: Any, params: p.TerminalRecordingsParams) -> p.TerminalRecordingsResult:
+        return self.service.list_recordings(self.service.authenticate(params.token), params.session_id)
+
     async def daemon_info(self, _: Any, params: p.DaemonInfoParams) -> p.DaemonInfoResult:
         if params.token is not None:
             self.service.authenticate(params.token)
@@ -146,6 +152,13 @@ class Api:
                 p.TerminalUnsubscribeParams,
                 p.TerminalUnsubscribeResult,
                 self.terminal_unsubscribe,
+            ),
+            ("terminal_record", p.TerminalRecordParams, p.TerminalRecordResult, self.terminal_record),
+            (
+                "terminal_recordings",
+                p.TerminalRecordingsParams,
+                p.TerminalRecordingsResult,
+                self.terminal_recordings,
             ),
             ("daemon_info", p.DaemonInfoParams, p.DaemonInfoResult, self.daemon_info),
         ]

@@ -23,6 +23,7 @@ class Subscription:
     output: bool
     sink: Sink
     seq: int = 0
+    screen: bool = False
 
     def hears(self, session_id: str, owner: Agent) -> bool:
         return (self.agent is owner or self.agent.operator) and self.session_id in (None, session_id)
@@ -35,8 +36,8 @@ class EventHub:
     def __iter__(self) -> Iterator[Subscription]:
         return iter(list(self._subs.values()))
 
-    def add(self, agent: Agent, session_id: str | None, output: bool, sink: Sink) -> Subscription:
-        sub = Subscription("sub-" + secrets.token_hex(8), agent, session_id, output, sink)
+    def add(self, agent: Agent, session_id: str | None, output: bool, sink: Sink, screen: bool = False) -> Subscription:
+        sub = Subscription("sub-" + secrets.token_hex(8), agent, session_id, output, sink, screen=screen)
         self._subs[sub.subscription_id] = sub
         return sub
 
@@ -57,9 +58,15 @@ class EventHub:
         subs = [s for s in self._subs.values() if s.hears(session_id, owner)]
         return bool(subs), any(s.output for s in subs)
 
+    def screen_listeners(self, session_id: str, owner: Agent) -> bool:
+        """Anyone wants this session's screen events."""
+        return any(s.screen and s.hears(session_id, owner) for s in self._subs.values())
+
     def publish(self, session_id: str, owner: Agent, event: p.TerminalEvent) -> None:
         for sub in self:
             if not sub.hears(session_id, owner) or (event.kind == "output" and not sub.output):
+                continue
+            if event.kind == "screen" and not sub.screen:
                 continue
             sub.seq += 1
             sub.sink(msgspec.structs.replace(event, subscription_id=sub.subscription_id, seq=sub.seq))

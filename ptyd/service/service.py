@@ -21,6 +21,8 @@ from typing import final
 from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
+from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
+from ptyd.backends.recording.store import RecordingStore
 from ptyd.backends.state import AgentState
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
@@ -32,6 +34,12 @@ log = logging.getLogger("ptyd.service")
 
 def _seconds(ms: int | None, default_ms: int) -> float:
     return (ms if ms is not None else default_ms) / 1000
+
+
+def _title(name: str | None, agent_name: str | None, argv: list[str]) -> str:
+    """A recording's title: what the session is and whose."""
+    who = f" ({agent_name})" if agent_name else ""
+    return f"{name or ' '.join(argv)[:200]}{who}"
 
 
 def parse_signal(value: str | int) -> int:
@@ -74,6 +82,7 @@ class PtyService:
         self._started = time.monotonic()
         self._tasks: set[asyncio.Task[int]] = set()
         self.events = EventHub()
+        self.recordings = RecordingStore(config)
 
     # --- agents ----------------------------------------------------------------------------------------
 
@@ -138,20 +147,30 @@ class PtyService:
             )
         env = dict(AGENT_PROFILE_ENV) if params.profile == "agent" else {}
         env.update(params.env or {})
+        session_id = "pty-" + secrets.token_hex(12)
+        cols, rows = params.cols or cfg.default_cols, params.rows or cfg.default_rows
+        recording: NoRecording = NO_RECORDING
+        if self.recordings.wanted(agent.name, params.record):
+            title = _title(params.name, agent.name, params.argv or [params.type])
+            recording = self.recordings.start(session_id, title, cols, rows)
         spec = SpawnSpec(
-            session_id="pty-" + secrets.token_hex(12),
+            session_id=session_id,
             name=params.name,
             argv=params.argv,
             cwd=params.cwd,
             env=env,
-            cols=params.cols or cfg.default_cols,
-            rows=params.rows or cfg.default_rows,
+            cols=cols,
+            rows=rows,
             timeout_s=(params.timeout_ms if params.timeout_ms is not None else cfg.open_timeout_ms) / 1000,
             idle_s=(params.idle_ms or cfg.default_idle_ms) / 1000,
+            recording=recording,
         )
         self._opening += 1
         try:
             session = await backend.spawn(spec)
+        except BaseException:
+            recording.close()
+            raise
         finally:
             self._opening -= 1
         if agent not in self.agents:
@@ -239,12 +258,51 @@ class PtyService:
         self.session(agent, params.session_id).resize(params.cols, params.rows)
         return self.describe(agent, params.session_id)
 
+    # --- recordings ----------------------------------------------------------------------------------------
+
+    def record(self, agent: Agent, params: p.TerminalRecordParams) -> p.TerminalRecordResult:
+        entry = self.entry(agent, params.session_id)
+        session = entry.session
+        if params.record and not session.recording.active:
+            info = session.info(entry.owner.agent_id, entry.owner.name)
+            title = _title(info.name, entry.owner.name, [info.foreground.name if info.foreground else info.type])
+            session.set_recording(self.recordings.start(params.session_id, title, info.cols, info.rows))
+        elif not params.record:
+            session.set_recording(NO_RECORDING)
+        path = session.recording.path
+        return p.TerminalRecordResult(
+            session_id=params.session_id, recording=session.recording.active, path=str(path) if path else None
+        )
+
+    def list_recordings(self, agent: Agent, session_id: str | None) -> p.TerminalRecordingsResult:
+        """Parts on disk of the sessions this agent owns or closed (every session's for the operator)."""
+        active = {
+            str(e.session.recording.path) for e in self._sessions.values() if e.session.recording.path is not None
+        }
+        found = [
+            p.RecordingInfo(
+                session_id=f.session_id,
+                part=f.part,
+                path=str(f.path),
+                bytes=f.size,
+                started_at_ms=f.started_at_ms,
+                cols=f.cols,
+                rows=f.rows,
+                title=f.title,
+                active=str(f.path) in active,
+            )
+            for f in self.recordings.files()
+            if (session_id is None or f.session_id == session_id)
+            and (agent.operator or f.session_id in agent.session_ids or f.session_id in agent.closed_ids)
+        ]
+        return p.TerminalRecordingsResult(directory=str(self.recordings.directory), recordings=found)
+
     # --- events --------------------------------------------------------------------------------------------
 
-    def subscribe(self, agent: Agent, session_id: str | None, output: bool, sink: Sink) -> str:
+    def subscribe(self, agent: Agent, session_id: str | None, output: bool, sink: Sink, screen: bool = False) -> str:
         if session_id is not None:
             self.entry(agent, session_id)
-        sub = self.events.add(agent, session_id, output, sink)
+        sub = self.events.add(agent, session_id, output, sink, screen)
         self._listen_all()
         return sub.subscription_id
 
@@ -265,7 +323,7 @@ class PtyService:
         def publish(event: p.TerminalEvent, owner: Agent = entry.owner) -> None:
             self.events.publish(session_id, owner, event)
 
-        entry.session.set_listener(publish, output)
+        entry.session.set_listener(publish, output, self.events.screen_listeners(session_id, entry.owner))
 
     def _listen_all(self) -> None:
         for session_id in self._sessions:
@@ -322,6 +380,7 @@ class PtyService:
         if ids:
             log.info("closing %d sessions", len(ids))
         await asyncio.gather(*(self._close(sid, "daemon shutdown") for sid in ids))
+        await asyncio.to_thread(self.recordings.close)  # what is queued reaches the files
 
     def info(self) -> p.DaemonInfoResult:
         return p.DaemonInfoResult(

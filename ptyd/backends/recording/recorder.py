@@ -1,0 +1,94 @@
+"""A session's recording as the event loop sees it: each call queues one event for the writer thread and returns.
+
+The session calls ``output`` at its read point (after the shell-integration filter, so the signed marks never
+reach a file), ``input`` at its write point and ``resize``; a session that records nothing holds ``NO_RECORDING``,
+whose calls do nothing. Input written while a password prompt waits is recorded as ``[secret]``, never as typed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import final
+
+from ptyd.backends.recording.writer import EventKind, FileState, Header, RecordingWriter, part_path
+
+SECRET_MARK = b"[secret]"
+
+
+class NoRecording:
+    """What a session that is not recorded holds: every call is free."""
+
+    active = False
+    path: Path | None = None
+
+    def output(self, data: bytes) -> bytes:
+        return data
+
+    def input(self, data: bytes, secret: Callable[[], bool]) -> None:
+        pass
+
+    def resize(self, cols: int, rows: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+NO_RECORDING = NoRecording()
+
+
+@final
+class Recording(NoRecording):
+    active = True
+
+    def __init__(self, writer: RecordingWriter, prefix: Path, header: Header, max_bytes: int, keep: int) -> None:
+        self._writer = writer
+        self._state = FileState(prefix=prefix, header=header, max_bytes=max_bytes, keep=keep)
+        self._dropped = 0  # events lost to a full queue since the last marker
+        self.started_at_ms = int(time.time() * 1000)
+        self.closed = False
+        self._submit("rotate", b"")  # opens the first part now, so its header time is the start
+
+    @property
+    def path(self) -> Path | None:  # type: ignore[override]
+        """The part being written (as far as the loop knows: the writer may have moved on to the next one)."""
+        return part_path(self._state.prefix, self._state.part) if self._state.part else None
+
+    @property
+    def session_id(self) -> str:
+        return self._state.header.session_id
+
+    def _submit(self, kind: EventKind, data: bytes) -> None:
+        if self.closed:
+            return
+        now = time.monotonic()
+        if self._dropped:
+            marker = f"ptyd: {self._dropped} events dropped (the recording queue was full)".encode()
+            if not self._writer.submit(self._state, "m", now, marker):
+                if kind in ("rotate", "end"):  # never refused while the writer runs
+                    self._writer.submit(self._state, kind, now, data)
+                else:
+                    self._dropped += 1
+                return
+            self._dropped = 0
+        if not self._writer.submit(self._state, kind, now, data):
+            self._dropped += 1
+
+    def output(self, data: bytes) -> bytes:
+        if data:
+            self._submit("o", data)
+        return data
+
+    def input(self, data: bytes, secret: Callable[[], bool]) -> None:
+        if data:
+            self._submit("i", SECRET_MARK if secret() else data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self._submit("r", f"{cols}x{rows}".encode())
+
+    def close(self) -> None:
+        if not self.closed:
+            self._submit("end", b"")
+            self.closed = True
