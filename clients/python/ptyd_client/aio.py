@@ -31,6 +31,8 @@ from ptyd_client.types import (
     TerminalOpenResult,
     TerminalOutputResult,
     TerminalReadResult,
+    TerminalRecordingsResult,
+    TerminalRecordResult,
     TerminalScreenResult,
     TerminalSignalResult,
     TerminalUnsubscribeResult,
@@ -333,6 +335,15 @@ class AsyncClient:
     async def terminal_status(self, session_id: str) -> SessionInfo:
         """Describe one session."""
         return cast(SessionInfo, await self._session_call("terminal_status", session_id))
+
+    async def terminal_record(self, session_id: str, record: bool = True) -> TerminalRecordResult:
+        """Start (or with ``record=False`` stop) recording a live session in asciicast v2."""
+        return cast(TerminalRecordResult, await self._session_call("terminal_record", session_id, record=record))
+
+    async def terminal_recordings(self, session_id: str | None = None) -> TerminalRecordingsResult:
+        """The recordings on disk (parts of this agent's sessions; every session's with the operator token)."""
+        params = core.drop_none({"token": self._auth(), "session_id": session_id})
+        return cast(TerminalRecordingsResult, await self.call("terminal_recordings", **params))
 
     async def terminal_list(self) -> TerminalListResult:
         """This agent's sessions (every agent's, with the operator token)."""

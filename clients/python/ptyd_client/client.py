@@ -28,6 +28,8 @@ from ptyd_client.types import (
     TerminalOpenResult,
     TerminalOutputResult,
     TerminalReadResult,
+    TerminalRecordingsResult,
+    TerminalRecordResult,
     TerminalScreenResult,
     TerminalSignalResult,
     TerminalUnsubscribeResult,
@@ -307,6 +309,15 @@ class Client:
     def terminal_status(self, session_id: str) -> SessionInfo:
         """Describe one session: status, size, foreground process, whether a send is active."""
         return cast(SessionInfo, self._session_call("terminal_status", session_id))
+
+    def terminal_record(self, session_id: str, record: bool = True) -> TerminalRecordResult:
+        """Start (or with ``record=False`` stop) recording a live session in asciicast v2."""
+        return cast(TerminalRecordResult, self._session_call("terminal_record", session_id, record=record))
+
+    def terminal_recordings(self, session_id: str | None = None) -> TerminalRecordingsResult:
+        """The recordings on disk (parts of this agent's sessions; every session's with the operator token)."""
+        params = core.drop_none({"token": self._auth(), "session_id": session_id})
+        return cast(TerminalRecordingsResult, self.call("terminal_recordings", **params))
 
     def terminal_list(self) -> TerminalListResult:
         """This agent's sessions (every agent's, with the operator token)."""

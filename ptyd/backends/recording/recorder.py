@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import final
 
-from ptyd.backends.recording.writer import EventKind, FileState, Header, RecordingWriter, part_path
+from ptyd.backends.recording.writer import EventKind, FileState, Header, RecordingWriter, part_path, parts
 
 SECRET_MARK = b"[secret]"
 
@@ -45,7 +45,9 @@ class Recording(NoRecording):
 
     def __init__(self, writer: RecordingWriter, prefix: Path, header: Header, max_bytes: int, keep: int) -> None:
         self._writer = writer
-        self._state = FileState(prefix=prefix, header=header, max_bytes=max_bytes, keep=keep)
+        existing = parts(prefix)
+        self._first = (existing[-1][0] if existing else 0) + 1  # a session's parts go on counting
+        self._state = FileState(prefix=prefix, header=header, max_bytes=max_bytes, keep=keep, part=self._first - 1)
         self._dropped = 0  # events lost to a full queue since the last marker
         self.started_at_ms = int(time.time() * 1000)
         self.closed = False
@@ -54,7 +56,7 @@ class Recording(NoRecording):
     @property
     def path(self) -> Path | None:  # type: ignore[override]
         """The part being written (as far as the loop knows: the writer may have moved on to the next one)."""
-        return part_path(self._state.prefix, self._state.part) if self._state.part else None
+        return part_path(self._state.prefix, max(self._state.part, self._first))
 
     @property
     def session_id(self) -> str:

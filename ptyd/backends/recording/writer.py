@@ -81,6 +81,11 @@ class RecordingWriter:
         self._closing = False
         self.dropped = 0  # events dropped on a full queue since start (all recordings)
 
+    @property
+    def pending(self) -> int:
+        """Bytes queued, not yet taken by the thread."""
+        return self._pending
+
     def submit(self, state: FileState, kind: EventKind, when: float, data: bytes) -> bool:
         """Queue one event; False (dropped) when the queue is full. Called on the event loop: never blocks on I/O."""
         size = len(data) + 64
