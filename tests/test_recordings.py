@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Daemon, Rpc, RpcError, Shell, _private_dir, wait_until
+from conftest import Daemon, Rpc, RpcError, Shell, _private_dir, wait_until
 
 ASCIINEMA = shutil.which("asciinema")
 needs_asciinema = pytest.mark.skipif(ASCIINEMA is None, reason="asciinema is not installed (.ci/run installs it)")
@@ -151,11 +151,16 @@ def test_asciinema_cat_reads_a_recording_with_resizes_and_split_characters(rec_r
         shell.close()
     _, evts = events(path)
     output = "".join(data for _, kind, data in evts if kind == "o")
-    assert "é" in output and "漢" in output and "😀" in output and "\ufffd" not in output
+    assert "é" in output
+    assert "漢" in output
+    assert "😀" in output
+    assert "\ufffd" not in output
     assert [data for _, kind, data in evts if kind == "r"] == ["90x25"]
     times = [t for t, _, _ in evts]
     assert times == sorted(times)
-    cat = Shell(rec_rpc, agent, type="exec", argv=[str(ASCIINEMA), "cat", str(path)], env={"HOME": str(path.parent.parent)})
+    cat = Shell(
+        rec_rpc, agent, type="exec", argv=[str(ASCIINEMA), "cat", str(path)], env={"HOME": str(path.parent.parent)}
+    )
     try:
         wait_exited(cat)
         assert cat.call("terminal_status")["status"]["exit_code"] == 0
@@ -229,7 +234,8 @@ def test_terminal_record_starts_and_stops_a_live_session(rec_rpc: Rpc, agent: st
         }
         shell.send("echo after\n")
         (part,) = parts_of(rec_rpc, agent, shell.id)
-        assert part["active"] is False and part["part"] == 1
+        assert part["active"] is False
+        assert part["part"] == 1
         again = shell.call("terminal_record")
         assert again["path"].endswith(".0002.cast")
         # The writer thread creates the file a moment later.
@@ -237,7 +243,9 @@ def test_terminal_record_starts_and_stops_a_live_session(rec_rpc: Rpc, agent: st
     finally:
         shell.close()
     text = Path(started["path"]).read_text()
-    assert "during" in text and "before" not in text and "after" not in text
+    assert "during" in text
+    assert "before" not in text
+    assert "after" not in text
     directory = Path(started["path"]).parent
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     for path in directory.iterdir():
@@ -259,12 +267,14 @@ def test_a_flood_rotates_into_bounded_parts(fresh_daemon: Daemon, tmp_path: Path
         found = parts_of(rpc, token, shell.id)
     assert len(found) == 3
     numbers = [r["part"] for r in found]
-    assert numbers == list(range(numbers[0], numbers[0] + 3)) and numbers[0] > 1
+    assert numbers == list(range(numbers[0], numbers[0] + 3))
+    assert numbers[0] > 1
     for r in found:
         # Cut at the first event past the bound: a part holds one read's worth (64 KiB, JSON-escaped) more at most.
         assert r["bytes"] < 65536 + 8 * 65536
         header, evts = events(Path(r["path"]))
-        assert header["version"] == 2 and evts
+        assert header["version"] == 2
+        assert evts
     assert "flood-done" in Path(found[-1]["path"]).read_text()
     assert len(list(tmp_path.iterdir())) == 3
 
@@ -293,6 +303,8 @@ def test_a_full_queue_drops_events_with_a_marker_and_never_blocks(tmp_path: Path
     (path,) = tmp_path.iterdir()
     _, evts = events(path)
     markers = [d for _, k, d in evts if k == "m"]
-    assert markers and "events dropped" in markers[0]
+    assert markers
+    assert "events dropped" in markers[0]
     kept = [d for _, k, d in evts if k == "o"]
-    assert 0 < len(kept) < 1001 and kept[-1] == "the end"
+    assert 0 < len(kept) < 1001
+    assert kept[-1] == "the end"

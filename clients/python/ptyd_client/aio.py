@@ -291,11 +291,13 @@ class AsyncClient:
         prompt-based readiness through the relay. Settles like a send."""
         return cast(SendResult, await self._session_call("terminal_integrate", session_id, timeout_ms=timeout_ms))
 
-    async def terminal_subscribe(self, session_id: str | None = None, output: bool = False) -> AsyncEventStream:
+    async def terminal_subscribe(
+        self, session_id: str | None = None, output: bool = False, screen: bool = False
+    ) -> AsyncEventStream:
         """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
         their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
-        events (completed lines as they appear)."""
-        return await AsyncEventStream.open(self.target, self._auth(), session_id, output)
+        events (completed lines as they appear), ``screen=True`` screen events (the screen changed)."""
+        return await AsyncEventStream.open(self.target, self._auth(), session_id, output, screen)
 
     async def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
         """End a subscription (closing its stream does the same)."""

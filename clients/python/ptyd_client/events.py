@@ -21,8 +21,10 @@ from ptyd_client.errors import ConnectionLost
 from ptyd_client.types import TerminalEvent
 
 
-def _subscribe_frame(token: str, session_id: str | None, output: bool) -> bytes:
+def _subscribe_frame(token: str, session_id: str | None, output: bool, screen: bool = False) -> bytes:
     params = core.drop_none({"token": token, "session_id": session_id, "output": output})
+    if screen:  # only when asked: a daemon older than the screen events refuses the field
+        params["screen"] = True
     return core.Requests().encode("terminal_subscribe", params)[1]
 
 
@@ -114,13 +116,13 @@ class AsyncEventStream:
 
     @classmethod
     async def open(
-        cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool
+        cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool, screen: bool = False
     ) -> AsyncEventStream:
         socket_path = str(target)
         connection = remote.dial(target, None)
         connection.sock.setblocking(False)
         reader, writer = await asyncio.open_unix_connection(sock=connection.sock, limit=1 << 24)
-        writer.write(_subscribe_frame(token, session_id, output))
+        writer.write(_subscribe_frame(token, session_id, output, screen))
         early: deque[TerminalEvent] = deque()
         while True:
             line = await reader.readline()
