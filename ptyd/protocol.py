@@ -483,7 +483,9 @@ class TerminalRecordParams(SessionRefParams, frozen=True):
     and input (input typed while a password prompt waits is written as ``[secret]``). Files go to the recordings
     directory, 0600, in parts bounded in size (recording_max_file_bytes, recording_files_kept)."""
 
-    record: Annotated[bool, _d("True: start (a no-op if recording); false: stop.")] = True
+    record: Annotated[
+        bool, _d("True: start (a no-op if recording); false: stop, returning once the file is complete.")
+    ] = True
 
 
 class TerminalRecordResult(Base, frozen=True):

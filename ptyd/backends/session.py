@@ -484,6 +484,7 @@ class LocalSession:
             await asyncio.sleep(0.005)
         self.channel.drain()
         self.recording.close()
+        await self.recording.finished()  # a closed session's recording is complete on disk
         op = self.active
         for task in list(self._drivers):
             task.cancel()

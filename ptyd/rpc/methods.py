@@ -119,7 +119,7 @@ class Api:
         return p.TerminalCloseResult(closed=closed, killed=killed)
 
     async def terminal_record(self, _: Any, params: p.TerminalRecordParams) -> p.TerminalRecordResult:
-        return self.service.record(self.service.authenticate(params.token), params)
+        return await self.service.record(self.service.authenticate(params.token), params)
 
     async def terminal_recordings(self, _: Any, params: p.TerminalRecordingsParams) -> p.TerminalRecordingsResult:
         return self.service.list_recordings(self.service.authenticate(params.token), params.session_id)

@@ -260,7 +260,8 @@ class PtyService:
 
     # --- recordings ----------------------------------------------------------------------------------------
 
-    def record(self, agent: Agent, params: p.TerminalRecordParams) -> p.TerminalRecordResult:
+    async def record(self, agent: Agent, params: p.TerminalRecordParams) -> p.TerminalRecordResult:
+        """Start or stop; a stop returns once the file is complete on disk."""
         entry = self.entry(agent, params.session_id)
         session = entry.session
         if params.record and not session.recording.active:
@@ -268,7 +269,9 @@ class PtyService:
             title = _title(info.name, entry.owner.name, [info.foreground.name if info.foreground else info.type])
             session.set_recording(self.recordings.start(params.session_id, title, info.cols, info.rows))
         elif not params.record:
+            stopped = session.recording
             session.set_recording(NO_RECORDING)
+            await stopped.finished()
         path = session.recording.path
         return p.TerminalRecordResult(
             session_id=params.session_id, recording=session.recording.active, path=str(path) if path else None

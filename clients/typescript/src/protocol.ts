@@ -448,7 +448,7 @@ export interface TerminalRecordParams {
    */
   session_id: string;
   /**
-   * True: start (a no-op if recording); false: stop.
+   * True: start (a no-op if recording); false: stop, returning once the file is complete.
    * @defaultValue `true`
    */
   record?: boolean;

@@ -7,6 +7,7 @@ whose calls do nothing. Input written while a password prompt waits is recorded 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import final
 from ptyd.backends.recording.writer import EventKind, FileState, Header, RecordingWriter, part_path, parts
 
 SECRET_MARK = b"[secret]"
+FINISH_WAIT_S = 5.0  # a stop waits this long at most for the writer to complete the file
 
 
 class NoRecording:
@@ -34,6 +36,9 @@ class NoRecording:
 
     def close(self) -> None:
         pass
+
+    async def finished(self) -> None:
+        """Wait (bounded) until the file is complete on disk after ``close``."""
 
 
 NO_RECORDING = NoRecording()
@@ -94,3 +99,7 @@ class Recording(NoRecording):
         if not self.closed:
             self._submit("end", b"")
             self.closed = True
+
+    async def finished(self) -> None:
+        if not self._state.ended.is_set():
+            await asyncio.get_running_loop().run_in_executor(None, self._state.ended.wait, FINISH_WAIT_S)

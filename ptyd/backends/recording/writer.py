@@ -25,6 +25,9 @@ log = logging.getLogger("ptyd.recording")
 
 EventKind = Literal["o", "i", "r", "m", "rotate", "end"]
 _encode = msgspec.json.Encoder().encode
+# The thread takes what queued up over this long in one go: each wake-up takes the GIL from the event loop, and
+# a wake-up per read of a flood would hand it back and forth thousands of times a second.
+BATCH_S = 0.025
 
 
 @dataclass(slots=True)
@@ -52,6 +55,7 @@ class FileState:
     t0: float = 0.0  # monotonic time of the part's start
     buffer: bytearray = field(default_factory=bytearray)
     decoder: Any = None
+    ended: threading.Event = field(default_factory=threading.Event)  # the file is complete and closed
 
 
 def part_path(prefix: Path, part: int) -> Path:
@@ -100,7 +104,8 @@ class RecordingWriter:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ptyd recordings", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if len(self._queue) == 1:  # the thread waits only on an empty queue
+                self._cond.notify()
         return True
 
     def close(self, timeout: float = 5.0) -> None:
@@ -120,6 +125,9 @@ class RecordingWriter:
             with self._cond:
                 while not self._queue and not self._closing:
                     self._cond.wait()
+            if not self._closing:
+                time.sleep(BATCH_S)  # the batching window (GIL released), not a wait for a condition
+            with self._cond:
                 batch = list(self._queue)
                 self._queue.clear()
                 self._pending = 0
@@ -149,6 +157,8 @@ class RecordingWriter:
 
     def _event(self, state: FileState, kind: EventKind, when: float, data: bytes) -> None:
         if state.keep <= 0:  # a write failed earlier: nothing more for this recording
+            if kind == "end":
+                state.ended.set()
             return
         if kind == "end":
             self._end(state)
@@ -211,12 +221,15 @@ class RecordingWriter:
                 old.unlink()
 
     def _end(self, state: FileState) -> None:
-        if state.fd >= 0 and state.decoder is not None:
-            tail = state.decoder.decode(b"", final=True)
-            if tail:
-                self._line(state, _encode([round(time.monotonic() - state.t0, 6), "o", tail]))
-        self._close_file(state)
-        state.keep = 0
+        try:
+            if state.fd >= 0 and state.decoder is not None:
+                tail = state.decoder.decode(b"", final=True)
+                if tail:
+                    self._line(state, _encode([round(time.monotonic() - state.t0, 6), "o", tail]))
+            self._close_file(state)
+        finally:
+            state.keep = 0
+            state.ended.set()
 
     def _close_file(self, state: FileState) -> None:
         if state.fd < 0:
