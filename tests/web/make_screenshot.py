@@ -1,5 +1,6 @@
 """Regenerate docs/web-dashboard.png: a daemon of its own with a few agents' sessions (a build, vim, htop),
-``ptyd web`` and headless Chromium. Run from the checkout: ``PYTHONPATH=tests .venv/bin/python -m web.make_screenshot``."""
+``ptyd web`` and headless Chromium. From the checkout: ``PYTHONPATH=tests .venv/bin/python -m web.make_screenshot``.
+"""
 
 from __future__ import annotations
 
