@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "operator-token":
         sys.exit(print_operator_token(socket_path or default_socket_path()))
     if args.command == "web":
-        from ptyd.web.server import run
+        from ptyd_web.server import run
 
         sys.exit(run(socket_path or default_socket_path(), args.listen))
     if args.command == "keeper":

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import stat
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -308,3 +310,75 @@ def test_a_full_queue_drops_events_with_a_marker_and_never_blocks(tmp_path: Path
     kept = [d for _, k, d in evts if k == "o"]
     assert 0 < len(kept) < 1001
     assert kept[-1] == "the end"
+
+
+def ptyctl(recorder: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
+    return subprocess.run(
+        [sys.executable, "-m", "ptyd_client", "--socket", str(recorder.socket), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_ptyctl_records_lists_and_replays(rec_rpc: Rpc, agent: str, recorder: Daemon) -> None:
+    shell = Shell(rec_rpc, agent, name="by-ptyctl", env={"PS1": "$ "}, cols=70, rows=10)
+    try:
+        done = ptyctl(recorder, "record", "by-ptyctl")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"recording {shell.id} to ")
+        # What the screen showed before the start is not in the file: clear it, so the replay can match.
+        shell.send("clear; echo replayed by ptyctl\n")
+        stopped = ptyctl(recorder, "--json", "record", "by-ptyctl", "--stop")
+        assert json.loads(stopped.stdout)["recording"] is False
+        screen = shell.call("terminal_screen")["lines"]
+        listed = ptyctl(recorder, "recordings")
+        assert shell.id in listed.stdout
+        assert listed.stdout.splitlines()[0].split()[:3] == ["SESSION", "PART", "BYTES"]
+        # Into a pipe: the output events as they were, so the text is there.
+        piped = ptyctl(recorder, "replay", shell.id[:12], "--speed", "100")
+        assert piped.returncode == 0, piped.stderr
+        assert "replayed by ptyctl" in piped.stdout
+        assert ptyctl(recorder, "replay", "no-such-thing").returncode == 2
+        # In a terminal of the recorded size: the same screen as the daemon's when the recording stopped.
+        (part,) = parts_of(rec_rpc, agent, shell.id)
+        player = Shell(
+            rec_rpc,
+            agent,
+            type="exec",
+            argv=[sys.executable, "-m", "ptyd_client", "replay", part["path"], "--speed", "100"],
+            cols=70,
+            rows=10,
+            env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent / "clients" / "python")},
+        )
+        wait_exited(player)
+        lines = player.call("terminal_screen")["lines"]
+        player.close()
+        assert lines[: len(screen)] == screen
+    finally:
+        shell.close()
+
+
+def test_ptyctl_replay_stops_on_ctrl_c(rec_rpc: Rpc, agent: str, tmp_path: Path) -> None:
+    cast = tmp_path / "slow.cast"
+    header = {"version": 2, "width": 40, "height": 5, "timestamp": 0, "title": "slow", "env": {}}
+    cast.write_text(json.dumps(header) + "\n" + '[0.0, "o", "first\\r\\n"]\n[600.0, "o", "ten minutes later"]\n')
+    player = Shell(
+        rec_rpc,
+        agent,
+        argv=["/bin/bash", "--noprofile", "--norc"],
+        env={"PS1": "$ ", "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "clients" / "python")},
+    )
+    try:
+        player.send(f"{sys.executable} -m ptyd_client replay {cast}\n", wait=False)
+        wait_until(lambda: "first" in "\n".join(player.call("terminal_screen")["lines"]), message="the first event")
+        player.call("terminal_signal", signal="SIGINT")  # what Ctrl-C in that terminal sends
+        result = player.call("terminal_wait", timeout_ms=20_000)["result"]
+        assert result["wait_reason"] == "stdin_read"
+        assert "ptyctl: stopped" in result["viewport"]
+        assert "ten minutes later" not in result["viewport"]
+    finally:
+        player.close()

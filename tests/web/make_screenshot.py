@@ -25,10 +25,10 @@ def main() -> int:
                 ci = rpc.call("agent_register", name="ci-bot")["token"]
                 editor = rpc.call("agent_register", name="refactor-agent")["token"]
                 build = Shell(rpc, ci, name="build", env={"PS1": "$ "}, cols=80, rows=14, cwd=str(ROOT))
-                build.send("python3 -m compileall -f -q ptyd/web && echo build ok\n", timeout_ms=60_000)
-                build.send("ls ptyd/web\n")
+                build.send("python3 -m compileall -f -q ptyd_web && echo build ok\n", timeout_ms=60_000)
+                build.send("ls ptyd_web\n")
                 vim = Shell(rpc, editor, name="edit", env={"PS1": "$ "}, cols=80, rows=14, cwd=str(ROOT))
-                vim.send(f"HOME={base} vim -u NONE -N +'syntax off' ptyd/web/hub.py\n", idle_ms=5_000)
+                vim.send(f"HOME={base} vim -u NONE -N +'syntax off' ptyd_web/hub.py\n", idle_ms=5_000)
                 top = Shell(rpc, editor, name="monitor", env={"PS1": "$ "}, cols=80, rows=14)
                 top.send(f"HOME={base} htop -d 600\n", timeout_ms=15_000)
                 with Browser(base / "chromium") as browser:

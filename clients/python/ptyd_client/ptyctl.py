@@ -328,7 +328,8 @@ def cmd_replay(ctx: Context) -> int:
         reason = play(paths, sys.stdout, speed=a.speed, idle_limit=a.idle_limit)
     except (BadRecording, OSError) as exc:
         raise Usage(str(exc)) from None
-    print(f"ptyctl: {reason}", file=sys.stderr)
+    if reason == "stopped":  # a replay that ran to its end leaves its last screen as it was, as asciinema does
+        print(f"ptyctl: {reason}", file=sys.stderr)
     return EXIT_OK
 
 

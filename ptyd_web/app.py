@@ -16,8 +16,8 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ptyd.web.frames import NotARecording, render_frames
-from ptyd.web.hub import Hub
+from ptyd_web.frames import NotARecording, render_frames
+from ptyd_web.hub import Hub
 
 STATIC = Path(__file__).parent / "static"
 KEEPALIVE_S = 15.0  # a comment line this often keeps proxies and the browser from closing an idle stream

@@ -12,8 +12,8 @@ from pathlib import Path
 from starlette.types import ASGIApp
 
 from ptyd.loopback import SameUserOnly
-from ptyd.web.auth import TokenRequired
-from ptyd.web.hub import Hub, operator_token
+from ptyd_web.auth import TokenRequired
+from ptyd_web.hub import Hub, operator_token
 
 LOOPBACK = ("127.0.0.1", "localhost")
 
@@ -42,7 +42,7 @@ def run(socket_path: Path, listen: str, emulator: str = "auto") -> int:
     import uvicorn
 
     from ptyd.daemon import bind_socket
-    from ptyd.web.app import build
+    from ptyd_web.app import build
 
     try:
         where = parse_listen(listen)
