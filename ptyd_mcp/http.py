@@ -14,7 +14,7 @@ from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
-from ptyd.daemon import bind_socket
+from ptyd.daemon.runtime import bind_socket
 from ptyd.loopback import SameUserOnly as _SameUserOnly
 from ptyd.loopback import peer_uid as peer_uid
 

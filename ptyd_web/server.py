@@ -41,7 +41,7 @@ def parse_listen(text: str) -> tuple[str, int] | Path:
 def run(socket_path: Path, listen: str, emulator: str = "auto") -> int:
     import uvicorn
 
-    from ptyd.daemon import bind_socket
+    from ptyd.daemon.runtime import bind_socket
     from ptyd_web.app import build
 
     try:

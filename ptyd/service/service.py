@@ -23,10 +23,9 @@ from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.recording.store import RecordingStore
-from ptyd.backends.state import AgentState
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
-from ptyd.service.agents import Agent, AgentRegistry
+from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
 
 log = logging.getLogger("ptyd.service")
