@@ -62,6 +62,7 @@ class Hub:
         page = Page()
         page.put(("state", self.state()))
         self.pages.add(page)
+        self._wake.set()  # screens that changed while nobody watched are read now
         return page
 
     def leave(self, page: Page) -> None:
@@ -153,6 +154,8 @@ class Hub:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if not self.pages:  # nobody watches: the changes wait for the next page (join wakes this)
+                continue
             now = time.monotonic()
             due = [s for s in self._dirty if now - self._last_read.get(s, 0.0) >= SCREEN_MIN_INTERVAL_S]
             later = self._dirty.difference(due)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -189,6 +190,23 @@ def test_a_password_typed_at_a_read_s_prompt_is_not_in_the_file(rec_rpc: Rpc, ag
     inputs = [data for _, kind, data in evts if kind == "i"]
     assert "[secret]" in inputs
     assert "echo typed in the open\n" in inputs
+
+
+def test_shell_integration_marks_and_key_do_not_reach_the_file(rec_rpc: Rpc, agent: str) -> None:
+    shell = recorded_session(rec_rpc, agent)
+    try:
+        assert shell.send("false\n")["exit_code"] == 1  # the marks are there, and were read
+        # terminal_integrate types a line with the session's key, and the shell echoes it.
+        assert shell.call("terminal_integrate")["wait_reason"] == "stdin_read"
+        assert shell.send("false\n")["exit_code"] == 1
+        path, _ = stop_and_screen(shell)
+    finally:
+        shell.close()
+    text = path.read_text()
+    assert re.search(r"__ptyd_key=[0-9a-f]{16}", text) is None
+    assert "__ptyd_key=[ptyd key]" in text
+    inputs = [d for _, k, d in events(path)[1] if k == "i"]
+    assert any("__ptyd_key=[ptyd key]" in d for d in inputs)
 
 
 def test_shell_integration_marks_do_not_reach_the_file(rec_rpc: Rpc, agent: str) -> None:
@@ -382,3 +400,13 @@ def test_ptyctl_replay_stops_on_ctrl_c(rec_rpc: Rpc, agent: str, tmp_path: Path)
         assert "ten minutes later" not in result["viewport"]
     finally:
         player.close()
+
+
+def test_the_key_is_redacted_when_reads_cut_it() -> None:
+    from ptyd.backends.recording.writer import FileState, Header, _redact
+
+    state = FileState(prefix=Path("/nowhere"), header=Header(1, 1, "", {}, ""), max_bytes=1, keep=1)
+    state.secret = b"abcdef0123"
+    chunks = (b"xx key=abc", b"def01", b"23 and ab", b"c done ", b"abcdef0123abcdef0123")
+    out = b"".join(_redact(state, chunk) for chunk in chunks) + state.carry
+    assert out == b"xx key=[ptyd key] and abc done [ptyd key][ptyd key]"

@@ -72,6 +72,7 @@ class LocalSession:
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.recording = recording  # asciicast events at the read and write points (recording/)
+        recording.hide(shell_key.encode())
         self.session_id = session_id
         self.type = type
         self.name = name
@@ -134,6 +135,7 @@ class LocalSession:
         """Start (a Recording) or stop (NO_RECORDING) recording this session."""
         self.recording.close()
         self.recording = recording
+        recording.hide(self._shell_key.encode())
 
     def _reply(self, data: bytes) -> None:
         self._replies += 1

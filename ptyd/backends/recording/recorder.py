@@ -37,6 +37,9 @@ class NoRecording:
     def close(self) -> None:
         pass
 
+    def hide(self, secret: bytes) -> None:
+        """Never write ``secret`` (the session's shell-integration key): it is replaced wherever it appears."""
+
     async def finished(self) -> None:
         """Wait (bounded) until the file is complete on disk after ``close``."""
 
@@ -94,6 +97,9 @@ class Recording(NoRecording):
 
     def resize(self, cols: int, rows: int) -> None:
         self._submit("r", f"{cols}x{rows}".encode())
+
+    def hide(self, secret: bytes) -> None:
+        self._state.secret = secret
 
     def close(self) -> None:
         if not self.closed:

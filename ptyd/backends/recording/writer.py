@@ -28,6 +28,7 @@ _encode = msgspec.json.Encoder().encode
 # The thread takes what queued up over this long in one go: each wake-up takes the GIL from the event loop, and
 # a wake-up per read of a flood would hand it back and forth thousands of times a second.
 BATCH_S = 0.025
+REDACTED = b"[ptyd key]"
 
 
 @dataclass(slots=True)
@@ -56,6 +57,22 @@ class FileState:
     buffer: bytearray = field(default_factory=bytearray)
     decoder: Any = None
     ended: threading.Event = field(default_factory=threading.Event)  # the file is complete and closed
+    secret: bytes = b""  # never written: the session's shell-integration key (terminal_integrate types it)
+    carry: bytes = b""  # output held back: it may be the start of the secret, cut by a read
+
+
+def _redact(state: FileState, data: bytes) -> bytes:
+    """``data`` with the secret replaced, less a tail that may be its start (kept for the next chunk)."""
+    secret = state.secret
+    if not secret:
+        return data
+    data = (state.carry + data).replace(secret, REDACTED)
+    for keep in range(min(len(secret) - 1, len(data)), 0, -1):
+        if data.endswith(secret[:keep]):
+            state.carry = data[-keep:]
+            return data[:-keep]
+    state.carry = b""
+    return data
 
 
 def part_path(prefix: Path, part: int) -> Path:
@@ -169,7 +186,7 @@ class RecordingWriter:
                 return
         t = round(max(0.0, when - state.t0), 6)
         if kind == "o":
-            text = state.decoder.decode(data)
+            text = state.decoder.decode(_redact(state, data))
             if not text:
                 return
         elif kind == "r":
@@ -179,8 +196,8 @@ class RecordingWriter:
         elif kind == "m":
             state.decoder = codecs.getincrementaldecoder("utf-8")("replace")  # output was lost: a fresh start
             text = data.decode(errors="replace")
-        else:
-            text = data.decode(errors="replace")
+        else:  # "i"
+            text = data.replace(state.secret, REDACTED).decode(errors="replace") if state.secret else data.decode()
         self._line(state, _encode([t, kind, text]))
 
     def _line(self, state: FileState, line: bytes) -> None:
@@ -223,7 +240,8 @@ class RecordingWriter:
     def _end(self, state: FileState) -> None:
         try:
             if state.fd >= 0 and state.decoder is not None:
-                tail = state.decoder.decode(b"", final=True)
+                tail = state.decoder.decode(state.carry, final=True)
+                state.carry = b""
                 if tail:
                     self._line(state, _encode([round(time.monotonic() - state.t0, 6), "o", tail]))
             self._close_file(state)
