@@ -348,6 +348,8 @@ def test_ptyctl_records_lists_and_replays(rec_rpc: Rpc, agent: str, recorder: Da
         done = ptyctl(recorder, "record", "by-ptyctl")
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith(f"recording {shell.id} to ")
+        (row,) = [line for line in ptyctl(recorder, "ls").stdout.splitlines() if line.startswith(shell.id)]
+        assert "running rec" in row
         # What the screen showed before the start is not in the file: clear it, so the replay can match.
         shell.send("clear; echo replayed by ptyctl\n")
         stopped = ptyctl(recorder, "--json", "record", "by-ptyctl", "--stop")
