@@ -412,3 +412,29 @@ def test_the_key_is_redacted_when_reads_cut_it() -> None:
     chunks = (b"xx key=abc", b"def01", b"23 and ab", b"c done ", b"abcdef0123abcdef0123")
     out = b"".join(_redact(state, chunk) for chunk in chunks) + state.carry
     assert out == b"xx key=[ptyd key] and abc done [ptyd key][ptyd key]"
+
+
+def test_a_directory_that_cannot_be_made_is_a_typed_error_and_costs_no_open(
+    fresh_daemon: Daemon, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    fresh_daemon.config_path.write_text(
+        fresh_daemon.config_path.read_text() + f'recording_dir = "{blocker / "recordings"}"\nrecord_agents = ["*"]\n'
+    )
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="any")["token"]
+        with pytest.raises(RpcError) as asked:
+            rpc.call("terminal_open", token=token, record=True)
+        assert asked.value.code == -32602
+        assert asked.value.data["reason"] == "recording_dir"
+        assert "Not a directory" in asked.value.message
+        # The config's wish alone: the session opens, unrecorded, and says so.
+        shell = Shell(rpc, token, env={"PS1": "$ "})
+        assert shell.call("terminal_status")["recording"] is False
+        assert shell.send("echo still works\n")["wait_reason"] == "stdin_read"
+        with pytest.raises(RpcError) as started:
+            shell.call("terminal_record")
+        assert started.value.data["reason"] == "recording_dir"
+        assert rpc.call("terminal_list", token=token)["sessions"][0]["session_id"] == shell.id

@@ -151,7 +151,7 @@ class PtyService:
         recording: NoRecording = NO_RECORDING
         if self.recordings.wanted(agent.name, params.record):
             title = _title(params.name, agent.name, params.argv or [params.type])
-            recording = self.recordings.start(session_id, title, cols, rows)
+            recording = self._start_recording(session_id, title, cols, rows, asked=params.record is True)
         spec = SpawnSpec(
             session_id=session_id,
             name=params.name,
@@ -266,7 +266,7 @@ class PtyService:
         if params.record and not session.recording.active:
             info = session.info(entry.owner.agent_id, entry.owner.name)
             title = _title(info.name, entry.owner.name, [info.foreground.name if info.foreground else info.type])
-            session.set_recording(self.recordings.start(params.session_id, title, info.cols, info.rows))
+            session.set_recording(self._start_recording(params.session_id, title, info.cols, info.rows, asked=True))
         elif not params.record:
             stopped = session.recording
             session.set_recording(NO_RECORDING)
@@ -275,6 +275,20 @@ class PtyService:
         return p.TerminalRecordResult(
             session_id=params.session_id, recording=session.recording.active, path=str(path) if path else None
         )
+
+    def _start_recording(self, session_id: str, title: str, cols: int, rows: int, *, asked: bool) -> NoRecording:
+        """A recording, or (when only the config wanted one) none if its directory cannot be made: the session
+        opens anyway, and says it is not recorded."""
+        try:
+            return self.recordings.start(session_id, title, cols, rows)
+        except OSError as exc:
+            where = self.recordings.directory
+            if asked:
+                raise InvalidArgument(
+                    f"cannot record into {where}: {exc.strerror}", field="record", reason="recording_dir"
+                ) from None
+            log.warning("not recording %s: %s: %s", session_id, where, exc.strerror)
+            return NO_RECORDING
 
     def list_recordings(self, agent: Agent, session_id: str | None) -> p.TerminalRecordingsResult:
         """Parts on disk of the sessions this agent owns or closed (every session's for the operator)."""
