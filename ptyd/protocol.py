@@ -495,10 +495,10 @@ class TerminalRecordResult(Base, frozen=True):
 
 
 class TerminalRecordingsParams(Base, frozen=True):
-    """List the recordings on disk: the caller's sessions' (every session's for the operator), oldest first."""
+    """List the recordings on disk: of the sessions the caller has or closed (every session's for the operator),
+    oldest first."""
 
     token: Token
-    session_id: Annotated[SessionId | None, _d("Only this session's parts.")] = None
 
 
 class RecordingInfo(Base, frozen=True):

@@ -18,7 +18,8 @@ from ptyd_client.events import AsyncEventStream
 
 log = logging.getLogger("ptyd.web")
 
-LIST_INTERVAL_S = 1.0  # the session list (status, foreground program, last activity) is re-read this often
+LIST_INTERVAL_S = 1.0  # the session list (status, foreground program, last activity) is re-read this often...
+LIST_MIN_INTERVAL_S = 0.2  # ...and on events, at most this often (50 busy sessions must not mean 50 lists a turn)
 SCREEN_MIN_INTERVAL_S = 0.1  # one session's screen is read at most this often, however fast it changes
 RECONNECT_S = 1.0  # a daemon that went away is asked again this often
 PAGE_QUEUE = 256  # messages queued for one page; a page that does not read is dropped (it reconnects)
@@ -51,6 +52,7 @@ class Hub:
         self.pages: set[Page] = set()
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
+        self._list_wanted = asyncio.Event()
         self._last_read: dict[str, float] = {}
 
     # --- pages ---------------------------------------------------------------------------------------
@@ -128,14 +130,17 @@ class Hub:
                 self._broadcast("closed", sid)
                 continue
             if sid not in self.sessions or event["kind"] in ("session_exit", "send_settled", "input_wait"):
-                await self._refresh_list()
+                self._list_wanted.set()
             self._dirty.add(sid)
             self._wake.set()
 
     async def _lists(self) -> None:
         while True:
-            await asyncio.sleep(LIST_INTERVAL_S)  # the list's refresh cadence
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._list_wanted.wait(), LIST_INTERVAL_S)
+            self._list_wanted.clear()
             await self._refresh_list()
+            await asyncio.sleep(LIST_MIN_INTERVAL_S)  # the bound on list reads, not a wait for a condition
 
     async def _refresh_list(self) -> None:
         assert self.client is not None

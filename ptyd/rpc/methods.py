@@ -122,7 +122,7 @@ class Api:
         return await self.service.record(self.service.authenticate(params.token), params)
 
     async def terminal_recordings(self, _: Any, params: p.TerminalRecordingsParams) -> p.TerminalRecordingsResult:
-        return self.service.list_recordings(self.service.authenticate(params.token), params.session_id)
+        return self.service.list_recordings(self.service.authenticate(params.token))
 
     async def daemon_info(self, _: Any, params: p.DaemonInfoParams) -> p.DaemonInfoResult:
         if params.token is not None:

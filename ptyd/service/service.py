@@ -290,7 +290,7 @@ class PtyService:
             log.warning("not recording %s: %s: %s", session_id, where, exc.strerror)
             return NO_RECORDING
 
-    def list_recordings(self, agent: Agent, session_id: str | None) -> p.TerminalRecordingsResult:
+    def list_recordings(self, agent: Agent) -> p.TerminalRecordingsResult:
         """Parts on disk of the sessions this agent owns or closed (every session's for the operator)."""
         active = {
             str(e.session.recording.path) for e in self._sessions.values() if e.session.recording.path is not None
@@ -308,8 +308,7 @@ class PtyService:
                 active=str(f.path) in active,
             )
             for f in self.recordings.files()
-            if (session_id is None or f.session_id == session_id)
-            and (agent.operator or f.session_id in agent.session_ids or f.session_id in agent.closed_ids)
+            if agent.operator or f.session_id in agent.session_ids or f.session_id in agent.closed_ids
         ]
         return p.TerminalRecordingsResult(directory=str(self.recordings.directory), recordings=found)
 

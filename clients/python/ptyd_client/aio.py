@@ -343,9 +343,12 @@ class AsyncClient:
         return cast(TerminalRecordResult, await self._session_call("terminal_record", session_id, record=record))
 
     async def terminal_recordings(self, session_id: str | None = None) -> TerminalRecordingsResult:
-        """The recordings on disk (parts of this agent's sessions; every session's with the operator token)."""
-        params = core.drop_none({"token": self._auth(), "session_id": session_id})
-        return cast(TerminalRecordingsResult, await self.call("terminal_recordings", **params))
+        """The recordings on disk (parts of this agent's sessions; every session's with the operator token), or
+        only ``session_id``'s parts."""
+        found = cast(TerminalRecordingsResult, await self.call("terminal_recordings", token=self._auth()))
+        if session_id is not None:
+            found["recordings"] = [r for r in found["recordings"] if r["session_id"] == session_id]
+        return found
 
     async def terminal_list(self) -> TerminalListResult:
         """This agent's sessions (every agent's, with the operator token)."""

@@ -315,9 +315,12 @@ class Client:
         return cast(TerminalRecordResult, self._session_call("terminal_record", session_id, record=record))
 
     def terminal_recordings(self, session_id: str | None = None) -> TerminalRecordingsResult:
-        """The recordings on disk (parts of this agent's sessions; every session's with the operator token)."""
-        params = core.drop_none({"token": self._auth(), "session_id": session_id})
-        return cast(TerminalRecordingsResult, self.call("terminal_recordings", **params))
+        """The recordings on disk (parts of this agent's sessions; every session's with the operator token), or
+        only ``session_id``'s parts."""
+        found = cast(TerminalRecordingsResult, self.call("terminal_recordings", token=self._auth()))
+        if session_id is not None:
+            found["recordings"] = [r for r in found["recordings"] if r["session_id"] == session_id]
+        return found
 
     def terminal_list(self) -> TerminalListResult:
         """This agent's sessions (every agent's, with the operator token)."""

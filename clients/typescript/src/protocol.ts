@@ -462,18 +462,16 @@ export interface TerminalRecordResult {
   path: string | null;
 }
 
-/** List the recordings on disk: the caller's sessions' (every session's for the operator), oldest first. */
+/**
+ * List the recordings on disk: of the sessions the caller has or closed (every session's for the operator),
+ * oldest first.
+ */
 export interface TerminalRecordingsParams {
   /**
    * Agent token from agent_register.
    * Bounds: min length 1, max length 256.
    */
   token: string;
-  /**
-   * Only this session's parts.
-   * Bounds: min length 1, max length 128.
-   */
-  session_id?: string | null;
 }
 
 export interface TerminalRecordingsResult {
@@ -762,7 +760,10 @@ export interface Methods {
    * directory, 0600, in parts bounded in size (recording_max_file_bytes, recording_files_kept).
    */
   terminal_record: { params: TerminalRecordParams; result: TerminalRecordResult };
-  /** List the recordings on disk: the caller's sessions' (every session's for the operator), oldest first. */
+  /**
+   * List the recordings on disk: of the sessions the caller has or closed (every session's for the operator),
+   * oldest first.
+   */
   terminal_recordings: { params: TerminalRecordingsParams; result: TerminalRecordingsResult };
   /** Describe the daemon. Counts are totals; no other agent's data is returned. */
   daemon_info: { params: DaemonInfoParams; result: DaemonInfoResult };

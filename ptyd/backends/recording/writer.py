@@ -197,7 +197,7 @@ class RecordingWriter:
             state.decoder = codecs.getincrementaldecoder("utf-8")("replace")  # output was lost: a fresh start
             text = data.decode(errors="replace")
         else:  # "i"
-            text = data.replace(state.secret, REDACTED).decode(errors="replace") if state.secret else data.decode()
+            text = (data.replace(state.secret, REDACTED) if state.secret else data).decode(errors="replace")
         self._line(state, _encode([t, kind, text]))
 
     def _line(self, state: FileState, line: bytes) -> None:
