@@ -140,7 +140,10 @@ class TerminalOpenParams(Base, frozen=True):
     ] = None
     record: Annotated[
         bool | None,
-        _d("Record the session from its start (asciicast v2); null: as the config's record_agents says."),
+        _d(
+            "Record the session from its start (asciicast v2). Sessions of the agents the config's record_agents "
+            "names are recorded whatever this says."
+        ),
     ] = None
 
 

@@ -220,20 +220,29 @@ def test_shell_integration_marks_do_not_reach_the_file(rec_rpc: Rpc, agent: str)
     assert "ptyd" not in path.read_text().split("\n", 1)[1].lower()
 
 
-def test_config_records_an_agent_by_name_and_open_can_refuse(rec_rpc: Rpc) -> None:
+def test_config_records_an_agent_by_name_whatever_it_asks(rec_rpc: Rpc, recorder: Daemon) -> None:
     token = rec_rpc.call("agent_register", name="always-recorded")["token"]
     other = rec_rpc.call("agent_register", name="other")["token"]
     try:
         recorded = Shell(rec_rpc, token)
         assert recorded.call("terminal_status")["recording"] is True
+        # The config is the operator's: the agent cannot open unrecorded, nor stop the recording.
         refused = Shell(rec_rpc, token, record=False)
-        assert refused.call("terminal_status")["recording"] is False
+        assert refused.call("terminal_status")["recording"] is True
+        with pytest.raises(RpcError) as stopping:
+            refused.call("terminal_record", record=False)
+        assert stopping.value.data["reason"] == "recording_required"
+        assert refused.call("terminal_status")["recording"] is True
         plain = Shell(rec_rpc, other)
         assert plain.call("terminal_status")["recording"] is False
         # Another agent sees none of this agent's recordings; the operator would see them all.
         assert parts_of(rec_rpc, other, recorded.id) == []
         assert [r["session_id"] for r in parts_of(rec_rpc, token, recorded.id)] == [recorded.id]
-        assert parts_of(rec_rpc, token, refused.id) == []
+        assert [r["session_id"] for r in parts_of(rec_rpc, token, refused.id)] == [refused.id]
+        operator = (recorder.socket.parent / "operator.token").read_text().strip()
+        assert [r["session_id"] for r in parts_of(rec_rpc, operator, recorded.id)] == [recorded.id]
+        stopped = rec_rpc.call("terminal_record", token=operator, session_id=refused.id, record=False)
+        assert stopped["recording"] is False
     finally:
         rec_rpc.call("agent_release", token=token)
         rec_rpc.call("agent_release", token=other)

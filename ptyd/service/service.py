@@ -267,7 +267,13 @@ class PtyService:
             info = session.info(entry.owner.agent_id, entry.owner.name)
             title = _title(info.name, entry.owner.name, [info.foreground.name if info.foreground else info.type])
             session.set_recording(self._start_recording(params.session_id, title, info.cols, info.rows, asked=True))
-        elif not params.record:
+        elif not params.record and session.recording.active:
+            if not agent.operator and self.recordings.required(entry.owner.name):
+                raise InvalidArgument(
+                    "the daemon's config records this agent's sessions (record_agents); only the operator can stop it",
+                    field="record",
+                    reason="recording_required",
+                )
             stopped = session.recording
             session.set_recording(NO_RECORDING)
             await stopped.finished()

@@ -349,7 +349,7 @@ export interface TerminalOpenParams {
    * Bounds: >= 1, <= 3600000.
    */
   idle_ms?: number | null;
-  /** Record the session from its start (asciicast v2); null: as the config's record_agents says. */
+  /** Record the session from its start (asciicast v2). Sessions of the agents the config's record_agents names are recorded whatever this says. */
   record?: boolean | null;
 }
 

@@ -52,12 +52,14 @@ class RecordingStore:
         self.directory = Path(config.recording_dir) if config.recording_dir else default_directory()
         self.writer = RecordingWriter(config.recording_queue_bytes)
 
-    def wanted(self, agent_name: str | None, asked: bool | None) -> bool:
-        """Whether a new session is recorded: as terminal_open asked, else as the config says for its agent."""
-        if asked is not None:
-            return asked
+    def required(self, agent_name: str | None) -> bool:
+        """The config records this agent's sessions: the operator's choice, which the agent cannot undo."""
         names = self.config.record_agents
         return "*" in names or (agent_name is not None and agent_name in names)
+
+    def wanted(self, agent_name: str | None, asked: bool | None) -> bool:
+        """Whether a new session is recorded: as the config says for its agent, or as terminal_open asked."""
+        return self.required(agent_name) or asked is True
 
     def start(self, session_id: str, title: str, cols: int, rows: int) -> Recording:
         self._prepare()
