@@ -83,6 +83,13 @@ class PtyService:
         self.events = EventHub()
         self.recordings = RecordingStore(config)
 
+    def reconfigure(self, config: Config, backends: dict[str, PtyBackend]) -> None:
+        """A reloaded configuration (SIGHUP): every bound the service applies follows it; live sessions keep the
+        settings they were opened with."""
+        self.config = config
+        self.backends = backends
+        self.agents.max_agents = config.max_agents
+
     # --- agents ----------------------------------------------------------------------------------------
 
     def authenticate(self, token: str | None) -> Agent:
@@ -320,12 +327,27 @@ class PtyService:
 
     # --- events --------------------------------------------------------------------------------------------
 
-    def subscribe(self, agent: Agent, session_id: str | None, output: bool, sink: Sink, screen: bool = False) -> str:
+    def subscribe(
+        self,
+        agent: Agent,
+        session_id: str | None,
+        output: bool,
+        sink: Sink,
+        connection: int = 0,
+        *,
+        screen: bool = False,
+    ) -> str:
         if session_id is not None:
             self.entry(agent, session_id)
-        sub = self.events.add(agent, session_id, output, sink, screen)
+        limit = self.config.max_subscriptions_per_connection
+        sub = self.events.add(agent, session_id, output, sink, connection=connection, limit=limit, screen=screen)
         self._listen_all()
         return sub.subscription_id
+
+    def drop_connection(self, connection: int) -> None:
+        """The client connection closed: its subscriptions end."""
+        if self.events.drop_connection(connection):
+            self._listen_all()
 
     def unsubscribe(self, agent: Agent, subscription_id: str) -> bool:
         removed = self.events.remove(agent, subscription_id) is not None

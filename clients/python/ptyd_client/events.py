@@ -41,16 +41,25 @@ def _event(line: bytes) -> TerminalEvent | None:
 class EventStream:
     """Blocking iterator over one subscription's events (``for event in stream``, or :meth:`next`)."""
 
-    def __init__(self, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool) -> None:
+    def __init__(
+        self, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool, screen: bool = False
+    ) -> None:
         self._path = str(target)
         self._stream = remote.dial(target, None)
         self._sock = self._stream.sock
         self._sock.settimeout(None)
         self._lines = core.LineBuffer()
         self._pending: deque[TerminalEvent] = deque()
-        self._sock.sendall(_subscribe_frame(token, session_id, output))
+        self._sock.sendall(_subscribe_frame(token, session_id, output, screen))
         response = self._until_response()
         self.subscription_id: str = response.unwrap()["subscription_id"]
+
+    @classmethod
+    def open(
+        cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool, screen: bool = False
+    ) -> EventStream:
+        """Subscribe on a connection of its own (as ``AsyncEventStream.open``)."""
+        return cls(target, token, session_id, output, screen)
 
     def _read(self, timeout: float | None) -> list[bytes]:
         readable, _, _ = select.select([self._sock], [], [], timeout)
