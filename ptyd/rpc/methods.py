@@ -31,6 +31,8 @@ RETRY_SAFE = frozenset(
         "terminal_wait",
         "terminal_resize",
         "terminal_close",
+        "terminal_record",  # a start while recording, or a stop while not, changes nothing
+        "terminal_recordings",
     }
 )
 

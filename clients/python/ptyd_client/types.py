@@ -333,6 +333,8 @@ RETRY_SAFE: Final = frozenset(
         "terminal_status",
         "terminal_list",
         "terminal_close",
+        "terminal_record",
+        "terminal_recordings",
         "daemon_info",
         "rpc.discover",
     }

@@ -781,6 +781,8 @@ export const RETRY_SAFE_METHODS: readonly string[] = [
   "terminal_status",
   "terminal_list",
   "terminal_close",
+  "terminal_record",
+  "terminal_recordings",
   "daemon_info",
   "rpc.discover",
 ];
