@@ -169,9 +169,6 @@ class SessionInfo(Base, frozen=True):
         bool, _d("The foreground program waits for input with echo off (a password prompt): ask a human.")
     ] = False
     recording: Annotated[bool, _d("The session is being recorded (terminal_record, terminal_recordings).")] = False
-    last_output_ms: Annotated[
-        int | None, _d("Unix time in milliseconds of the session's latest output (null: none yet).")
-    ] = None
 
 
 class TerminalOpenResult(Base, frozen=True):

@@ -54,6 +54,7 @@ class Hub:
         self._wake = asyncio.Event()
         self._list_wanted = asyncio.Event()
         self._last_read: dict[str, float] = {}
+        self._activity: dict[str, int] = {}  # session id -> Unix ms of the last change this hub heard of
 
     # --- pages ---------------------------------------------------------------------------------------
 
@@ -131,6 +132,8 @@ class Hub:
                 continue
             if sid not in self.sessions or event["kind"] in ("session_exit", "send_settled", "input_wait"):
                 self._list_wanted.set()
+            if event["kind"] in ("screen", "output"):
+                self._activity[sid] = int(time.time() * 1000)  # the next list read carries it to the pages
             self._dirty.add(sid)
             self._wake.set()
 
@@ -145,11 +148,14 @@ class Hub:
     async def _refresh_list(self) -> None:
         assert self.client is not None
         sessions = {s["session_id"]: dict(s) for s in (await self.client.terminal_list())["sessions"]}
+        for sid, info in sessions.items():  # what the screen events said (null: quiet since this hub started)
+            info["last_activity_ms"] = self._activity.get(sid)
         for sid in sessions.keys() - self.sessions.keys():
             self._dirty.add(sid)
             self._wake.set()
         for sid in self.sessions.keys() - sessions.keys():
             self.screens.pop(sid, None)
+            self._activity.pop(sid, None)
             self._broadcast("closed", sid)
         if sessions != self.sessions:
             self.sessions = sessions

@@ -509,9 +509,6 @@ class LocalSession:
             owner_name=owner_name,
             password_prompt=not self.exited and self.tracker.password_prompt_now(),
             recording=self.recording.active,
-            last_output_ms=int((time.time() - time.monotonic() + self.channel.last_output) * 1000)
-            if self.channel.received
-            else None,
         )
 
     # --- continuity: the session as data, for the next daemon ------------------------------------------

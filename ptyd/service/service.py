@@ -21,7 +21,7 @@ from typing import final
 from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
-from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
+from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
@@ -304,12 +304,15 @@ class PtyService:
             return NO_RECORDING
 
     def list_recordings(self, agent: Agent) -> p.TerminalRecordingsResult:
-        """Parts on disk of the sessions this agent owns or closed (every session's for the operator)."""
-        active = {
-            str(e.session.recording.path) for e in self._sessions.values() if e.session.recording.path is not None
+        """Parts on disk of the sessions this agent owns or closed (every session's for the operator), and the
+        parts being written (whose file the writer thread may not have made yet)."""
+        live = {
+            str(part): rec
+            for e in self._sessions.values()
+            if (rec := e.session.recording).active and (part := rec.path) is not None
         }
-        found = [
-            p.RecordingInfo(
+        found = {
+            str(f.path): p.RecordingInfo(
                 session_id=f.session_id,
                 part=f.part,
                 path=str(f.path),
@@ -318,12 +321,20 @@ class PtyService:
                 cols=f.cols,
                 rows=f.rows,
                 title=f.title,
-                active=str(f.path) in active,
+                active=str(f.path) in live,
             )
             for f in self.recordings.files()
-            if agent.operator or f.session_id in agent.session_ids or f.session_id in agent.closed_ids
+        }
+        for written, rec in live.items():
+            if written not in found and isinstance(rec, Recording):
+                found[written] = rec.describe()
+        mine = [
+            r
+            for r in found.values()
+            if agent.operator or r.session_id in agent.session_ids or r.session_id in agent.closed_ids
         ]
-        return p.TerminalRecordingsResult(directory=str(self.recordings.directory), recordings=found)
+        mine.sort(key=lambda r: (r.started_at_ms, r.session_id, r.part))
+        return p.TerminalRecordingsResult(directory=str(self.recordings.directory), recordings=mine)
 
     # --- events --------------------------------------------------------------------------------------------
 
@@ -366,7 +377,10 @@ class PtyService:
         def publish(event: p.TerminalEvent, owner: Agent = entry.owner) -> None:
             self.events.publish(session_id, owner, event)
 
-        entry.session.set_listener(publish, output, self.events.screen_listeners(session_id, entry.owner))
+        if self.events.screen_listeners(session_id, entry.owner):
+            entry.session.set_listener(publish, output, screen=True)
+        else:
+            entry.session.set_listener(publish, output)
 
     def _listen_all(self) -> None:
         for session_id in self._sessions:

@@ -16,7 +16,7 @@ function el(tag, attrs = {}, ...children) {
 }
 
 function ago(ms) {
-  if (ms == null) return "—";
+  if (ms == null) return "before this view";
   const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
   if (s < 60) return `${s} s ago`;
   if (s < 3600) return `${Math.floor(s / 60)} min ago`;
@@ -60,7 +60,7 @@ function drawSessions() {
       el("td", { class: `status-${info.status.kind}` }, statusText(info.status)),
       el("td", {}, sandboxText(info)),
       el("td", {}, `${info.cols}×${info.rows}`),
-      el("td", { class: "activity", "data-ms": String(info.last_output_ms ?? "") }, ago(info.last_output_ms)),
+      el("td", { class: "activity", "data-ms": String(info.last_activity_ms ?? "") }, ago(info.last_activity_ms)),
       flags,
     );
     body.append(row);

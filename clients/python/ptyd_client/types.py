@@ -200,8 +200,6 @@ class SessionInfo(TypedDict, total=False):
     """The foreground program waits for input with echo off (a password prompt): ask a human."""
     recording: bool
     """The session is being recorded (terminal_record, terminal_recordings)."""
-    last_output_ms: int | None
-    """Unix time in milliseconds of the session's latest output (null: none yet)."""
 
 
 class TerminalListResult(TypedDict):

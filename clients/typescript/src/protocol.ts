@@ -175,8 +175,6 @@ export interface SessionInfo {
    * @defaultValue `false`
    */
   recording?: boolean;
-  /** Unix time in milliseconds of the session's latest output (null: none yet). */
-  last_output_ms?: number | null;
 }
 
 /** Send SIGINT to the foreground process group of the active send. */

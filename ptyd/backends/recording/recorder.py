@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import final
 
+from ptyd import protocol as p
 from ptyd.backends.recording.writer import EventKind, FileState, Header, RecordingWriter, part_path, parts
 
 SECRET_MARK = b"[secret]"
@@ -69,6 +70,21 @@ class Recording(NoRecording):
     @property
     def session_id(self) -> str:
         return self._state.header.session_id
+
+    def describe(self) -> p.RecordingInfo:
+        """The part being written as a listing shows it (before the writer made its file)."""
+        h = self._state.header
+        return p.RecordingInfo(
+            session_id=h.session_id,
+            part=max(self._state.part, self._first),
+            path=str(self.path),
+            bytes=0,
+            started_at_ms=self.started_at_ms // 1000 * 1000,  # as the header has it: whole seconds
+            cols=h.cols,
+            rows=h.rows,
+            title=h.title,
+            active=True,
+        )
 
     def _submit(self, kind: EventKind, data: bytes) -> None:
         if self.closed:
