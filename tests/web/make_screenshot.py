@@ -30,7 +30,7 @@ def main() -> int:
                 vim = Shell(rpc, editor, name="edit", env={"PS1": "$ "}, cols=80, rows=14, cwd=str(ROOT))
                 vim.send(f"HOME={base} vim -u NONE -N +'syntax off' ptyd_web/hub.py\n", idle_ms=5_000)
                 top = Shell(rpc, editor, name="monitor", env={"PS1": "$ "}, cols=80, rows=14)
-                top.send(f"HOME={base} htop -d 600\n", timeout_ms=15_000)
+                top.send(f"HOME={base} htop -d 600 -p $$\n", timeout_ms=15_000)  # this session's shell only
                 with Browser(base / "chromium") as browser:
                     browser.call(
                         "Emulation.setDeviceMetricsOverride", width=1400, height=860, deviceScaleFactor=1, mobile=False
