@@ -14,7 +14,7 @@ from ptyd import protocol as p
 from ptyd.errors import InvalidArgument
 from ptyd.rpc.dispatch import Method, notification
 from ptyd.rpc.server import Peer
-from ptyd.service.service import PtyService
+from ptyd.service.service import PtyService, env_profile
 
 # Methods a client may send again when the connection dropped before their answer arrived: they read, or doing
 # them twice is doing them once. Not terminal_send (a repeat types the input again, unless it carries the same
@@ -70,6 +70,7 @@ class Api:
             wait_reason=session.open_wait_reason,
             alt_screen=info.alt_screen,
             foreground=info.foreground,
+            env_profile=env_profile(agent, params),
         )
 
     async def terminal_send(self, _: Any, params: p.TerminalSendParams) -> p.SendResult | p.SendStarted:
@@ -87,7 +88,7 @@ class Api:
 
     async def terminal_cancel(self, _: Any, params: p.TerminalCancelParams) -> p.TerminalCancelResult:
         agent = self.service.authenticate(params.token)
-        return p.TerminalCancelResult(cancelled=self.service.session(agent, params.session_id).cancel())
+        return self.service.session(agent, params.session_id).cancel()
 
     async def terminal_integrate(self, _: Any, params: p.TerminalIntegrateParams) -> p.SendResult:
         return await self.service.integrate(self.service.authenticate(params.token), params).result()

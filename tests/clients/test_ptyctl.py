@@ -202,7 +202,12 @@ def test_watch_follows_the_screen_and_ends_when_the_session_closes(daemon: Daemo
     assert child.exitstatus == 0
 
 
-def test_watch_shows_a_full_screen_program(daemon: Daemon, agent_shell: Session) -> None:
+def test_watch_shows_a_full_screen_program(daemon: Daemon, agent: Client) -> None:
+    with agent.open(cols=80, rows=20, env_profile="human", **SHELL) as agent_shell:  # less's own alternate screen
+        _watch_full_screen(daemon, agent_shell)
+
+
+def _watch_full_screen(daemon: Daemon, agent_shell: Session) -> None:
     agent_shell.send("seq 100 200 | less\n")
     child = spawn(daemon, "watch", agent_shell.id)
     try:
@@ -397,3 +402,32 @@ def test_a_crop_follows_the_cursor_down_a_tall_screen() -> None:
     assert shown[-1] == "row 35"  # the cursor's row is the last one shown
     assert note == " | CROPPED rows 14-36/40"
     assert render.crop(screen, 40, 160, 200, 40)[1] == ""  # it fits: no note
+
+
+def test_open_gives_a_person_their_environment_and_says_how_to_get_an_agents(daemon: Daemon) -> None:
+    helped = ptyctl(daemon.socket, "open", "--help")
+    assert "--env-profile" in helped.stdout
+    assert "human with the operator token" in " ".join(helped.stdout.split())
+    person = ok_json(daemon.socket, "open", "--env", "PS1=$ ")
+    assert person["env_profile"] == "human"
+    agentlike = ok_json(daemon.socket, "open", "--env", "PS1=$ ", "--env-profile", "agent")
+    assert agentlike["env_profile"] == "agent"
+    shown = ok_json(daemon.socket, "send", agentlike["session_id"], "echo pager=$PAGER")
+    assert "pager=cat" in shown["viewport"].splitlines()
+    for opened in (person, agentlike):
+        ok_json(daemon.socket, "close", opened["session_id"])
+
+
+def test_send_until_and_read_joined(daemon: Daemon) -> None:
+    opened = ok_json(daemon.socket, "open", "--env", "PS1=$ ", "--size", "40x10")
+    sid = opened["session_id"]
+    waited = ok_json(daemon.socket, "send", "--until", "up-[0-9]+", sid, "sleep 0.3; echo up-$((6*7)); sleep 30")
+    assert waited["wait_reason"] == "matched"
+    assert waited["match"]["text"] == "up-42"
+    ptyctl(daemon.socket, "signal", sid, "INT")
+    ok_json(daemon.socket, "send", sid, "printf '%090d\\n' 5")
+    joined = ptyctl(daemon.socket, "read", "-J", sid)
+    assert "5".rjust(90, "0") in joined.stdout.splitlines()
+    rows = ptyctl(daemon.socket, "read", sid)
+    assert "5".rjust(90, "0") not in rows.stdout.splitlines()
+    ok_json(daemon.socket, "close", sid)

@@ -161,12 +161,20 @@ class Methods:
         start_line: int | None = None,
         max_lines: int | None = None,
         max_bytes: int | None = None,
+        *,
+        join_wrapped: bool = False,
     ) -> TerminalReadResult:
-        """Page the transcript (scrollback then screen) from ``start_line``; negative counts from the end."""
+        """Page the transcript (scrollback then screen) from ``start_line``; negative counts from the end.
+        ``join_wrapped``: rows the terminal soft-wrapped come back joined, as logical lines (protocol 4)."""
         return cast(
             TerminalReadResult,
             self._session_call(
-                "terminal_read", session_id, start_line=start_line, max_lines=max_lines, max_bytes=max_bytes
+                "terminal_read",
+                session_id,
+                start_line=start_line,
+                max_lines=max_lines,
+                max_bytes=max_bytes,
+                join_wrapped=join_wrapped or None,  # left out unless asked: a protocol 3 daemon refuses it
             ),
         )
 
@@ -265,10 +273,15 @@ class Session:
         return self.client.terminal_cancel(self.id)
 
     def read(
-        self, start_line: int | None = None, max_lines: int | None = None, max_bytes: int | None = None
+        self,
+        start_line: int | None = None,
+        max_lines: int | None = None,
+        max_bytes: int | None = None,
+        *,
+        join_wrapped: bool = False,
     ) -> TerminalReadResult:
         """Page the transcript; ``read(-50)`` is the last 50 lines."""
-        return self.client.terminal_read(self.id, start_line, max_lines, max_bytes)
+        return self.client.terminal_read(self.id, start_line, max_lines, max_bytes, join_wrapped=join_wrapped)
 
     def signal(self, signal: str | int) -> TerminalSignalResult:
         """Signal the foreground process group."""

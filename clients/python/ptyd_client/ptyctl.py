@@ -164,8 +164,8 @@ def cmd_open(ctx: Context) -> int:
         options["cwd"] = a.cwd
     if a.env:
         options["env"] = parse_env(a.env)
-    if a.agent_profile:
-        options["profile"] = "agent"
+    if a.env_profile is not None:
+        options["env_profile"] = a.env_profile
     if a.size is not None:
         # --size 120 40 takes two words; a first program word after --size 120x40 is the program's.
         two = len(a.size) >= 2 and a.size[1].isdigit() and "x" not in a.size[0].lower()
@@ -192,6 +192,10 @@ def cmd_send(ctx: Context) -> int:
     options: core.SendOptions = {} if a.timeout is None else {"timeout_ms": int(a.timeout * 1000)}
     if a.key:
         options["keys"] = a.key
+    if a.until is not None:
+        options["until"] = a.until
+    if a.stable is not None:
+        options["until_stable_ms"] = int(a.stable * 1000)
     result = ctx.client().terminal_send(ctx.session_id(a.id), text, **options)
     if ctx.json:
         ctx.emit(result, None)
@@ -209,14 +213,16 @@ def cmd_read(ctx: Context) -> int:
     client = ctx.client()
     session_id = ctx.session_id(a.id)
     if a.tail is not None:
-        page = client.terminal_read(session_id, start_line=-a.tail, max_lines=a.tail)
+        page = client.terminal_read(session_id, start_line=-a.tail, max_lines=a.tail, join_wrapped=a.join)
         pages = [page]
     else:
-        page = client.terminal_read(session_id, start_line=a.start, max_lines=READ_PAGE_LINES)
+        page = client.terminal_read(session_id, start_line=a.start, max_lines=READ_PAGE_LINES, join_wrapped=a.join)
         pages = [page]
         end = page["total_lines"]  # the transcript as it was at the first page, not a moving target
         while page["lines"] and page["next_line"] < end:
-            page = client.terminal_read(session_id, start_line=page["next_line"], max_lines=READ_PAGE_LINES)
+            page = client.terminal_read(
+                session_id, start_line=page["next_line"], max_lines=READ_PAGE_LINES, join_wrapped=a.join
+            )
             pages.append(page)
     lines = [line for p in pages for line in p["lines"]]
     combined = {**pages[0], "lines": lines, "next_line": pages[-1]["next_line"], "truncated": pages[0]["truncated"]}
@@ -384,7 +390,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cwd", help="working directory")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="add a variable (repeatable)")
     p.add_argument("--size", nargs="+", metavar="COLSxROWS", help="terminal size: 120x40 or 120 40")
-    p.add_argument("--agent-profile", action="store_true", help="no pagers or editors (profile=agent)")
+    p.add_argument(
+        "--env-profile",
+        choices=["agent", "human"],
+        help="'agent': no pagers or editors (PAGER=cat, GIT_EDITOR=true, ...), as agents' sessions get by default "
+        "on every route; 'human': the environment as it is. Default: human with the operator token (a person's "
+        "session, where less and $EDITOR work), agent with an agent's --token",
+    )
+    p.add_argument(
+        "--agent-profile",
+        dest="env_profile",
+        action="store_const",
+        const="agent",
+        help="the same as --env-profile agent",
+    )
     p.add_argument("argv", nargs="*", help="program and arguments, after --")
     p = command("send", cmd_send, "type TEXT and a newline, print the screen delta and why the send returned")
     p.add_argument("id")
@@ -393,11 +412,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", "--escapes", action="store_true", help=r"interpret \n, \t, \x03 ... in TEXT")
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up waiting after this long")
     p.add_argument("-k", "--key", action="append", metavar="NAME", help="then press key NAME (Down, F10, C-c...)")
+    p.add_argument("--until", metavar="REGEX", help="wait until an output line matches REGEX ('listening on')")
+    p.add_argument("--stable", type=float, metavar="SECONDS", help="wait until the screen is unchanged this long")
     p = command("read", cmd_read, "print the session's transcript (scrollback and screen)")
     p.add_argument("id")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
     group.add_argument("--start", type=int, default=0, metavar="LINE", help="first line (negative: from the end)")
+    p.add_argument("-J", "--join", action="store_true", help="join rows the terminal wrapped (as tmux capture-pane -J)")
     p = command("signal", cmd_signal, "signal the foreground process group (SIGINT, TERM, 9...)")
     p.add_argument("id")
     p.add_argument("signal")

@@ -34,10 +34,13 @@ class Exited(TypedDict):
 SessionStatus: TypeAlias = Running | Exited
 
 
-WaitReason: TypeAlias = Literal["inferred_idle", "session_exit", "stdin_read", "timeout"]
+WaitReason: TypeAlias = Literal["inferred_idle", "matched", "session_exit", "stable", "stdin_read", "timeout"]
 """Why one send returned: the foreground group blocked reading the terminal (``stdin_read``), no output for
 ``idle_ms`` (``inferred_idle``), ``timeout_ms`` elapsed (``timeout``), or the session's top-level program
-exited (``session_exit``). Only ``session_exit`` says that anything exited.
+exited (``session_exit``). Only ``session_exit`` says that anything exited. A send that named a wait can
+also return ``matched`` (its ``until`` pattern matched a line: see ``match``) or ``stable`` (the screen
+stayed unchanged for ``until_stable_ms``); only such a send returns them, so a client that never names a
+wait never sees them.
 """
 
 
@@ -51,7 +54,13 @@ class Foreground(TypedDict):
     """The process's command name (/proc comm)."""
 
 
-class TerminalOpenResult(TypedDict):
+EnvProfile: TypeAlias = Literal["agent", "human"]
+"""The environment a session's program starts with: ``agent`` adds variables that keep tools from paging,
+prompting or opening editors; ``human`` adds none (a person's own shell). Not the sandbox profile.
+"""
+
+
+class TerminalOpenResult(TypedDict, total=False):
     session_id: str
     name: str | None
     type: str
@@ -64,6 +73,8 @@ class TerminalOpenResult(TypedDict):
     wait_reason: WaitReason
     alt_screen: bool
     foreground: Foreground | None
+    env_profile: EnvProfile | None
+    """The environment preset the program was started with."""
 
 
 class LineRange(TypedDict):
@@ -80,6 +91,25 @@ shell's own prompt mark, authenticated by the session's secret, e.g. from a shel
 integration installed), or ``relay_quiet`` (an opaque relay such as ssh is in front; the far side drew a
 prompt and went quiet: a judgement, not a fact).
 """
+
+
+class SendMatch(TypedDict):
+    """What an ``until`` pattern matched."""
+
+    text: str
+    """The matched text (group 0)."""
+    line: int | None
+    """Transcript line of the match (for terminal_read); null on the alternate screen."""
+
+
+class ListeningPort(TypedDict):
+    """A TCP port a process of the session listens on (read from /proc when the result was made)."""
+
+    port: int
+    address: str
+    """The bound address: 0.0.0.0 or :: for every interface, 127.0.0.1, ::1, ..."""
+    pid: int
+    """The process holding the listening socket."""
 
 
 class SendResult(TypedDict, total=False):
@@ -113,6 +143,12 @@ class SendResult(TypedDict, total=False):
     """The opaque relay in the foreground (ssh, docker, ...) when readiness was judged through one."""
     unread_input: int
     """Bytes of this session's input not yet read by the program when the send settled (0: all taken)."""
+    match: SendMatch | None
+    """For wait_reason matched: what until matched, and on which line."""
+    listening: list[ListeningPort]
+    """TCP ports the session's processes listen on when the send settled."""
+    compacted: int
+    """With compact: lines of the viewport folded into a count or a final state (see terminal_read)."""
 
 
 class SendStarted(TypedDict):
@@ -137,9 +173,23 @@ class TerminalWaitResult(TypedDict):
     result: SendResult | None
 
 
-class TerminalCancelResult(TypedDict):
+class TerminalCancelResult(TypedDict, total=False):
     cancelled: bool
     """False when no send was active (it had settled)."""
+    interrupted: bool
+    """A SIGINT went to the verified foreground group: the active send's command, or, with no send active,
+    what the last send left running in front (it ended in timeout or inferred_idle).
+    """
+    pgid: int | None
+    """The process group interrupted."""
+    signal: str | None
+    """The signal sent (SIGINT)."""
+    program: str | None
+    """The program in front that was interrupted."""
+    message: str
+    """What the cancel did, in a sentence."""
+    hint: str | None
+    """When there was nothing to interrupt: what to do instead."""
 
 
 class TerminalReadResult(TypedDict):
@@ -198,6 +248,8 @@ class SessionInfo(TypedDict, total=False):
     """The owning agent's display name."""
     password_prompt: bool
     """The foreground program waits for input with echo off (a password prompt): ask a human."""
+    listening: list[ListeningPort]
+    """TCP ports the session's processes listen on (a dev server, a database)."""
     recording: bool
     """The session is being recorded (terminal_record, terminal_recordings)."""
 

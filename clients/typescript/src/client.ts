@@ -270,7 +270,8 @@ export class PtydClient {
     return this.call("terminal_wait", params);
   }
 
-  /** `terminal_cancel`: SIGINT the active send's foreground group; false when no send was active. */
+  /** `terminal_cancel`: SIGINT the active send's foreground group, or (none active) what the last send left
+   * running in front; `interrupted`, `pgid`, `message` say what it did, `hint` what to do when nothing was. */
   terminalCancel(sessionId: string): Promise<TerminalCancelResult> {
     return this.call("terminal_cancel", this.ref(sessionId));
   }

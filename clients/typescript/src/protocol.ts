@@ -82,6 +82,15 @@ export interface LineRange {
   end_line: number;
 }
 
+/** A TCP port a process of the session listens on (read from /proc when the result was made). */
+export interface ListeningPort {
+  port: number;
+  /** The bound address: 0.0.0.0 or :: for every interface, 127.0.0.1, ::1, ... */
+  address: string;
+  /** The process holding the listening socket. */
+  pid: number;
+}
+
 /** One part of a session's recording: a whole asciicast v2 file. */
 export interface RecordingInfo {
   session_id: string;
@@ -103,12 +112,20 @@ export interface Running {
   kind: "running";
 }
 
+/** What an `until` pattern matched. */
+export interface SendMatch {
+  /** The matched text (group 0). */
+  text: string;
+  /** Transcript line of the match (for terminal_read); null on the alternate screen. */
+  line: number | null;
+}
+
 /** The settled result of one send (PtySendResult). */
 export interface SendResult {
   operation_id: string;
   /** Rendered terminal delta of this send, ending with the cursor line; the visible screen while the alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked. */
   viewport: string;
-  wait_reason: "inferred_idle" | "session_exit" | "stdin_read" | "timeout";
+  wait_reason: "inferred_idle" | "matched" | "session_exit" | "stable" | "stdin_read" | "timeout";
   session_status: Running | Exited;
   /** Output was cut from the viewport or dropped from retained scrollback. */
   truncated: boolean;
@@ -134,6 +151,18 @@ export interface SendResult {
    * @defaultValue `0`
    */
   unread_input?: number;
+  /** For wait_reason matched: what until matched, and on which line. */
+  match?: SendMatch | null;
+  /**
+   * TCP ports the session's processes listen on when the send settled.
+   * @defaultValue `[]`
+   */
+  listening?: ListeningPort[];
+  /**
+   * With compact: lines of the viewport folded into a count or a final state (see terminal_read).
+   * @defaultValue `0`
+   */
+  compacted?: number;
 }
 
 /** A background send was started (`wait=false`). */
@@ -171,6 +200,11 @@ export interface SessionInfo {
    */
   password_prompt?: boolean;
   /**
+   * TCP ports the session's processes listen on (a dev server, a database).
+   * @defaultValue `[]`
+   */
+  listening?: ListeningPort[];
+  /**
    * The session is being recorded (terminal_record, terminal_recordings).
    * @defaultValue `false`
    */
@@ -194,6 +228,24 @@ export interface TerminalCancelParams {
 export interface TerminalCancelResult {
   /** False when no send was active (it had settled). */
   cancelled: boolean;
+  /**
+   * A SIGINT went to the verified foreground group: the active send's command, or, with no send active, what the last send left running in front (it ended in timeout or inferred_idle).
+   * @defaultValue `false`
+   */
+  interrupted?: boolean;
+  /** The process group interrupted. */
+  pgid?: number | null;
+  /** The signal sent (SIGINT). */
+  signal?: string | null;
+  /** The program in front that was interrupted. */
+  program?: string | null;
+  /**
+   * What the cancel did, in a sentence.
+   * @defaultValue `""`
+   */
+  message?: string;
+  /** When there was nothing to interrupt: what to do instead. */
+  hint?: string | null;
 }
 
 /**
@@ -325,8 +377,10 @@ export interface TerminalOpenParams {
   cwd?: string | null;
   /** Variables added to the daemon's environment for this program. */
   env?: Record<string, string> | null;
-  /** 'agent' adds variables that keep tools from paging or opening editors (see docs). */
+  /** The older spelling of env_profile='agent' (kept for clients of protocol 3). */
   profile?: "agent" | null;
+  /** The environment preset: 'agent' adds variables that keep tools from paging, prompting or opening editors (PAGER=cat, GIT_EDITOR=true, ...; see docs/agent-environment.md), 'human' adds none. Default: 'agent' for an agent's token, on every route; 'human' for the operator token (ptyctl). */
+  env_profile?: "agent" | "human" | null;
   /**
    * Terminal width (default 160).
    * Bounds: >= 2, <= 1000.
@@ -361,9 +415,11 @@ export interface TerminalOpenResult {
   status: Running | Exited;
   cols: number;
   rows: number;
-  wait_reason: "inferred_idle" | "session_exit" | "stdin_read" | "timeout";
+  wait_reason: "inferred_idle" | "matched" | "session_exit" | "stable" | "stdin_read" | "timeout";
   alt_screen: boolean;
   foreground: Foreground | null;
+  /** The environment preset the program was started with. */
+  env_profile?: "agent" | "human" | null;
 }
 
 /** Consume the rendered output produced since the previous call (for background sends). */
@@ -415,6 +471,11 @@ export interface TerminalReadParams {
    * Bounds: >= 256, <= 16777216.
    */
   max_bytes?: number | null;
+  /**
+   * Logical lines: a row the terminal soft-wrapped is joined with the rows it continues on, as one line (numbered by its first row; next_line skips the rest).
+   * @defaultValue `false`
+   */
+  join_wrapped?: boolean;
 }
 
 export interface TerminalReadResult {
@@ -582,6 +643,26 @@ export interface TerminalSendParams {
    * Bounds: max length 128.
    */
   request_key?: string | null;
+  /**
+   * Named wait: a regular expression (Python re syntax) searched in each rendered output line since the send (the line the input was typed on excluded; on the alternate screen, its rows). The send settles with wait_reason 'matched' and the match once it is found. Readiness still ends the wait when the input's command returned to a shell prompt (it ran and ended without a match); inferred_idle does not, unless idle_ms is given. With input '' this is a pure wait (a server's log line, tail -f).
+   * Bounds: min length 1, max length 1024.
+   */
+  until?: string | null;
+  /**
+   * Named wait: settle with wait_reason 'stable' once the rendered screen stayed unchanged this long (a TUI that finished drawing, output that stopped). With until, whichever comes first.
+   * Bounds: >= 1, <= 3600000.
+   */
+  until_stable_ms?: number | null;
+  /**
+   * Output economy for the viewport and terminal_output (the transcript is never changed): runs of identical lines become one line and a count, progress lines redrawn as new lines keep their last state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md.
+   * @defaultValue `false`
+   */
+  compact?: boolean;
+  /**
+   * Viewport and terminal_output lines are logical lines: rows the terminal soft-wrapped are joined.
+   * @defaultValue `false`
+   */
+  join_wrapped?: boolean;
 }
 
 /** Signal the verified foreground process group of the terminal. */
