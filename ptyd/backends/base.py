@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ptyd import protocol as p
+from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.session_state import SessionState
 
 
@@ -27,6 +28,7 @@ class SpawnSpec:
     rows: int
     timeout_s: float
     idle_s: float
+    recording: NoRecording = NO_RECORDING  # recorded from its first byte (terminal_open's record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +76,16 @@ class PtyBackendSession(Protocol):
     def cancel(self) -> p.TerminalCancelResult: ...
     def integration_input(self) -> str: ...
     def key_input(self, keys: list[str]) -> str: ...
-    def set_listener(self, listener: Callable[[p.TerminalEvent], None] | None, output: bool) -> None:
-        """Where the session's events go (None: nowhere), and whether output events are wanted."""
+    def set_listener(
+        self, listener: Callable[[p.TerminalEvent], None] | None, output: bool, screen: bool = False
+    ) -> None:
+        """Where the session's events go (None: nowhere), and whether output and screen events are wanted."""
+        ...
+
+    recording: NoRecording
+
+    def set_recording(self, recording: NoRecording) -> None:
+        """Start (a Recording) or stop (NO_RECORDING) recording; the previous recording is closed."""
         ...
 
     async def read(
