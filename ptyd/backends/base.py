@@ -7,11 +7,13 @@ terminal state, scrollback, its one active send and the quiescence of its captur
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ptyd import protocol as p
+from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.session_state import SessionState
 
 
@@ -26,6 +28,7 @@ class SpawnSpec:
     rows: int
     timeout_s: float
     idle_s: float
+    recording: NoRecording = NO_RECORDING  # recorded from its first byte (terminal_open's record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,11 @@ class SendRequest:
     idle_s: float
     max_bytes: int
     request_key: str | None
+    keys: str = ""  # named keys' bytes, pressed once the program took ``input`` (see LocalSession._keys_due)
+    until: re.Pattern[str] | None = None  # named wait: settle when a rendered line matches
+    until_stable_s: float | None = None  # named wait: settle once the screen was unchanged this long
+    compact: bool = False  # output economy in the viewport and terminal_output
+    join_wrapped: bool = False  # logical lines in the viewport and terminal_output
 
 
 class SendOperation(Protocol):
@@ -65,14 +73,24 @@ class PtyBackendSession(Protocol):
     def start_send(self, request: SendRequest) -> SendOperation: ...
     async def output(self) -> p.TerminalOutputResult: ...
     async def wait(self, timeout_s: float | None) -> p.TerminalWaitResult: ...
-    def cancel(self) -> bool: ...
+    def cancel(self) -> p.TerminalCancelResult: ...
     def integration_input(self) -> str: ...
     def key_input(self, keys: list[str]) -> str: ...
-    def set_listener(self, listener: Callable[[p.TerminalEvent], None] | None, output: bool) -> None:
-        """Where the session's events go (None: nowhere), and whether output events are wanted."""
+    def set_listener(
+        self, listener: Callable[[p.TerminalEvent], None] | None, output: bool, screen: bool = False
+    ) -> None:
+        """Where the session's events go (None: nowhere), and whether output and screen events are wanted."""
         ...
 
-    async def read(self, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult: ...
+    recording: NoRecording
+
+    def set_recording(self, recording: NoRecording) -> None:
+        """Start (a Recording) or stop (NO_RECORDING) recording; the previous recording is closed."""
+        ...
+
+    async def read(
+        self, start_line: int | None, max_lines: int, max_bytes: int, *, join_wrapped: bool = False
+    ) -> p.TerminalReadResult: ...
     def signal(self, signum: int) -> p.TerminalSignalResult: ...
     def resize(self, cols: int, rows: int) -> None: ...
     async def close(self, reason: str) -> int: ...

@@ -96,6 +96,7 @@ class LocalBackend:
             cols=spec.cols,
             rows=spec.rows,
             shell_key=shell_key,
+            recording=spec.recording,
         )
         session.watch_exit()
         try:

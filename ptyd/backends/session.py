@@ -17,6 +17,7 @@ import signal as signals
 import termios
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Literal, cast, final
 
 from ptyd import protocol as p
@@ -27,9 +28,12 @@ from ptyd.backends.channel import PtyChannel
 from ptyd.backends.containment import Scope, terminate
 from ptyd.backends.containment import remove as remove_scope
 from ptyd.backends.containment.reaper import ChildReaper
+from ptyd.backends.listening import listening
+from ptyd.backends.named_wait import NamedWait, line_text
 from ptyd.backends.paging import page
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
+from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.send import SendOp, consume_output, viewport
 from ptyd.backends.session_state import SAVED_LINES, SessionState
 from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remote_snippet
@@ -42,6 +46,7 @@ from ptyd.terminal.workers import open_session_terminal
 
 log = logging.getLogger("ptyd.session")
 
+KEYS_HOLD_S = 0.5  # keys after input go out once the input was taken and its program ran this long unready
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
 CANONICAL_LINE_MAX = 4095  # bytes a canonical-mode line can hold (N_TTY_BUF_SIZE less its newline)
@@ -70,8 +75,11 @@ class LocalSession:
         cols: int,
         rows: int,
         shell_key: str,
+        recording: NoRecording = NO_RECORDING,
     ) -> None:
         self.loop = asyncio.get_running_loop()
+        self.recording = recording  # asciicast events at the read and write points (recording/)
+        recording.hide(shell_key.encode())
         self.session_id = session_id
         self.type = type
         self.name = name
@@ -99,7 +107,7 @@ class LocalSession:
             self.terminal,
             config.max_render_backlog_bytes,
             self._output_arrived,
-            MarkFilter(shell_key, self._on_mark).feed,
+            self._record_output(MarkFilter(shell_key, self._on_mark).feed),
         )
         self.foreground = ForegroundGroup(spawned, scope)
         self.tracker = ReadinessTracker(
@@ -130,6 +138,16 @@ class LocalSession:
         """Report the program's exit (``child``: the daemon's own child, so its exit status is known)."""
         self._reaper.watch(self._proc.pid, self._on_exit, child=child)
 
+    def _record_output(self, marks: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+        """The output filter, then the recording: a file gets what the terminal gets, never the signed marks."""
+        return lambda data: self.recording.output(marks(data))
+
+    def set_recording(self, recording: NoRecording) -> None:
+        """Start (a Recording) or stop (NO_RECORDING) recording this session."""
+        self.recording.close()
+        self.recording = recording
+        recording.hide(self._shell_key.encode())
+
     def _reply(self, data: bytes) -> None:
         if self.channel.pending + len(data) > self._config.max_pending_input_bytes:
             # The program asks and never reads the answers: they would pile up without end.
@@ -145,7 +163,7 @@ class LocalSession:
         # Input the program blocked to read: until it is seen to take it, its wait is the one before the answer
         # (whether the query was answered by the reader as it arrived or by the drain before settling). Marked
         # before the write: a program on the other core may read the answer before this line returns.
-        self.tracker.mark_write(data)
+        self.tracker.mark_write(data, answer=True)
         self.channel.write(data)  # answers to terminal queries (DSR, DA) go back to the program
 
     def _busy(self) -> bool:
@@ -191,8 +209,8 @@ class LocalSession:
         self._wake(True)
         self.watch.output_arrived()
 
-    def set_listener(self, listener: Listener | None, output: bool) -> None:
-        self.watch.set_listener(listener, output)
+    def set_listener(self, listener: Listener | None, output: bool, screen: bool = False) -> None:
+        self.watch.set_listener(listener, output, screen)
 
     # --- sends -----------------------------------------------------------------------------------------
 
@@ -208,6 +226,9 @@ class LocalSession:
             self._check_deliverable(data)
             self._check_room(data)
         op = SendOp(request, self.terminal.cursor_line, self.loop)
+        if request.until is not None or request.until_stable_s is not None:
+            anchor_text = line_text(self.terminal, op.anchor)
+            op.named = NamedWait(request.until, request.until_stable_s, op.anchor, bool(data), anchor_text)
         self.active = op
         self.watch.send_started()
         self.terminal.capture = op.capture
@@ -215,7 +236,11 @@ class LocalSession:
             self._keys[request.request_key] = op
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
+        self.recording.input(data, self.tracker.password_prompt_now)  # asked before the write changes the answer
         self.tracker.begin(wrote_input=data)
+        if op.keys:
+            front = self.foreground.describe(self.exited)
+            op.front_at_write = (front.pgid, front.name) if front is not None else None
         self.channel.write(data)
         self._start_drive(op)
         return op
@@ -317,8 +342,15 @@ class LocalSession:
             if self.exited:
                 return "session_exit", None
             self.canceller.follow(op.cancel)
+            if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+                return named, None
             verdict = self.tracker.check()
-            if verdict.ready and await self._nothing_owed():
+            if op.keys and op.cancel.cancelled_at is not None:
+                op.keys = b""  # a cancelled send presses nothing more
+            if op.keys and await self._keys_due(op, verdict):
+                self._press_keys(op)
+                continue
+            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._nothing_owed():
                 return "stdin_read", verdict
             probed = time.monotonic()
             now = probed
@@ -328,11 +360,52 @@ class LocalSession:
             if now >= idle_deadline:
                 return "inferred_idle", None
             delay = min(interval, op.deadline - now, idle_deadline - now)
+            if op.named is not None and (due := op.named.next_due()) is not None:
+                delay = min(delay, due - now)
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
                 await self._through_bulk(probed, op.deadline)
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    async def _keys_due(self, op: SendOp, verdict: Verdict) -> bool:
+        """The program took the send's input, so its keys go to what the input started: it is ready for more
+        (vim after ``oX``: now Escape), or a new program is in front (``cat`` after ``cat\n``: now C-c, which the
+        shell would have taken, flushing the line unread), or the same one went on without reading for
+        KEYS_HOLD_S (a builtin loop the shell runs)."""
+        if self.channel.input_queued() or not self.tracker.taken:
+            return False
+        if verdict.ready:
+            return await self._nothing_owed()
+        front = self.foreground.describe(self.exited)
+        if front is None:
+            return False
+        if op.front_at_write is None or front.pgid != op.front_at_write[0]:
+            # A group the shell forked is in front: keys for it once it runs its program (a signal between fork
+            # and exec is lost to the shell's handlers), or once it stayed the shell's child that long.
+            return front.name != (op.front_at_write[1] if op.front_at_write else "") or self._held_keys(op)
+        return self._held_keys(op)
+
+    def _held_keys(self, op: SendOp) -> bool:
+        return time.monotonic() - op.started >= KEYS_HOLD_S
+
+    def _press_keys(self, op: SendOp) -> None:
+        keys, op.keys = op.keys, b""
+        self.tracker.mark_write(keys)  # before the write: the program may take the keys before it returns
+        self.channel.write(keys)
+
+    def _readiness_ends(self, op: SendOp, verdict: Verdict) -> bool:
+        """A named wait is for what a program prints, not for its readiness: only the command it typed returning
+        to a shell prompt ends it early (the command ended; waiting longer cannot match). A program that reads
+        the terminal while it works (a REPL, a TUI) keeps waiting for the name."""
+        if op.named is None:
+            return True
+        if not op.named.typed:
+            return False
+        if verdict.basis == "shell_integration":
+            return True
+        front = self.foreground.describe(self.exited)
+        return front is not None and front.name in SHELLS
 
     async def _nothing_owed(self) -> bool:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
@@ -357,7 +430,7 @@ class LocalSession:
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         self.channel.drain()
         await self.channel.rendered()
-        text, truncated, lines = viewport(op, self.terminal)
+        text, truncated, lines, compacted = viewport(op, self.terminal)
         target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
             operation_id=op.id,
@@ -374,6 +447,9 @@ class LocalSession:
             ready_basis=verdict.basis if verdict is not None else None,
             relay=verdict.relay if verdict is not None else None,
             unread_input=self.channel.input_queued(),
+            match=op.named.match if op.named is not None else None,
+            listening=listening(self.scope.pids()),
+            compacted=compacted,
         )
         if self.active is op:
             self.active = None
@@ -412,13 +488,15 @@ class LocalSession:
             return p.TerminalWaitResult(operation_id=op.id, done=False, result=None)
         return p.TerminalWaitResult(operation_id=op.id, done=True, result=result)
 
-    def cancel(self) -> bool:
+    def cancel(self) -> p.TerminalCancelResult:
         op = self.active
         if op is None or op.done:
-            return False
+            last = self.last_op
+            reason = last.future.result().wait_reason if last is not None and last.future.done() else None
+            return self.canceller.interrupt_left_running(reason)
         self.canceller.cancel(op.cancel)
         self._wake(False)
-        return True
+        return self.canceller.requested(op.cancel)
 
     def key_input(self, keys: list[str]) -> str:
         """Named keys as this terminal sends them now (application cursor keys or not)."""
@@ -455,13 +533,16 @@ class LocalSession:
         return p.TerminalSignalResult(delivered=delivered, pgid=pgid, signal=name)
 
     def resize(self, cols: int, rows: int) -> None:
+        self.recording.resize(cols, rows)
         self.terminal.resize(cols, rows)
         with contextlib.suppress(OSError):
             set_winsize(self._proc.master, cols, rows)
 
-    async def read(self, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult:
+    async def read(
+        self, start_line: int | None, max_lines: int, max_bytes: int, *, join_wrapped: bool = False
+    ) -> p.TerminalReadResult:
         await self.channel.rendered()
-        return page(self.terminal, start_line, max_lines, max_bytes)
+        return page(self.terminal, start_line, max_lines, max_bytes, join_wrapped=join_wrapped)
 
     async def screen(self) -> p.TerminalScreenResult:
         await self.channel.rendered()
@@ -496,6 +577,8 @@ class LocalSession:
             password_prompt=not self.exited and self.tracker.password_prompt_now(),
             engine=self.terminal.engine,
             engine_note=self.terminal.engine_note,
+            listening=[] if self.exited else listening(self.scope.pids()),
+            recording=self.recording.active,
         )
 
     # --- continuity: the session as data, for the next daemon ------------------------------------------
@@ -618,6 +701,8 @@ class LocalSession:
             self._reaper.reap()
             await asyncio.sleep(0.005)
         self.channel.drain()
+        self.recording.close()
+        await self.recording.finished()  # a closed session's recording is complete on disk
         op = self.active
         for task in list(self._drivers):
             task.cancel()

@@ -13,7 +13,7 @@ screen or a scroll region.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ptyd.terminal.capture import HeadCapture
 from ptyd.terminal.engine import ScreenView
@@ -54,11 +54,6 @@ class Terminal:
         self.on_progress: Callable[[], None] | None = None  # told when a remote engine acknowledges output
 
     @property
-    def generation(self) -> int:
-        """Changes whenever the screen may have changed."""
-        return self._generation
-
-    @property
     def units_sent(self) -> int:
         """A remote engine's count of output (and other work) sent to it; 0 in process."""
         return 0
@@ -74,6 +69,11 @@ class Terminal:
     async def synced(self) -> None:
         """Everything fed is rendered and ``snapshot(render=True)`` will be exact (a worker's engine may need
         a round trip for it; an engine in this process is always ready)."""
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever output was rendered or the screen changed otherwise: nothing to look at again before."""
+        return self._generation
 
     # --- what each engine provides -------------------------------------------------------------------------
 
@@ -170,10 +170,24 @@ class Terminal:
 
     # --- transcript ----------------------------------------------------------------------------------------
 
-    def _scrolled_off(self, rows: list[str]) -> None:
+    def _scrolled_off(self, rows: list[str], wraps: Sequence[tuple[int, int]] = ()) -> None:
+        """``rows`` left the main screen; ``wraps``: (index, width in cells) of those that continue on the next."""
         if self.capture is not None:
             self.capture.offer(self.scrollback.total, rows)
-        self.scrollback.extend(rows)
+        self.scrollback.extend(rows, wraps)
+
+    def _screen_wraps(self, start: int, end: int) -> list[int]:
+        """Rows ``[start, end)`` of the main screen that the terminal soft-wrapped onto the next row."""
+        return []
+
+    def wraps(self, start: int, end: int) -> dict[int, int]:
+        """Transcript lines ``[start, end)`` that continue on the next line (soft-wrapped), with their widths."""
+        sb = self.scrollback
+        found = sb.wraps(start, end) if start < sb.total else {}
+        if end > sb.total:
+            top = max(start - sb.total, 0)
+            found.update((sb.total + y, self.cols) for y in self._screen_wraps(top, end - sb.total))
+        return found
 
     @property
     def cursor_line(self) -> int:

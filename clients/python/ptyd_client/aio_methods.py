@@ -18,6 +18,7 @@ from ptyd_client.core import OpenOptions, SendOptions
 from ptyd_client.errors import Unauthorized
 from ptyd_client.events import AsyncEventStream
 from ptyd_client.types import (
+    AgentListResult,
     AgentRegisterResult,
     AgentReleaseResult,
     DaemonInfoResult,
@@ -30,6 +31,8 @@ from ptyd_client.types import (
     TerminalOpenResult,
     TerminalOutputResult,
     TerminalReadResult,
+    TerminalRecordingsResult,
+    TerminalRecordResult,
     TerminalScreenResult,
     TerminalSignalResult,
     TerminalUnsubscribeResult,
@@ -63,11 +66,18 @@ class AsyncMethods:
         self.token = result["token"]
         return result
 
-    async def agent_release(self) -> AgentReleaseResult:
-        """Close every session of this agent (whole process trees, awaited) and revoke its token."""
-        result = cast(AgentReleaseResult, await self.call("agent_release", token=self._auth()))
-        self.token = None
+    async def agent_release(self, agent_id: str | None = None) -> AgentReleaseResult:
+        """Close every session of this agent (whole process trees, awaited) and revoke its token; with the
+        operator token, of the agent ``agent_id`` names (see :meth:`agent_list`)."""
+        params = core.drop_none({"token": self._auth(), "agent_id": agent_id})
+        result = cast(AgentReleaseResult, await self.call("agent_release", **params))
+        if agent_id is None:
+            self.token = None
         return result
+
+    async def agent_list(self) -> AgentListResult:
+        """The registered agents: every one with the operator token, else this agent alone."""
+        return cast(AgentListResult, await self.call("agent_list", token=self._auth()))
 
     # --- sessions --------------------------------------------------------------------------------------
 
@@ -141,11 +151,13 @@ class AsyncMethods:
         prompt-based readiness through the relay. Settles like a send."""
         return cast(SendResult, await self._session_call("terminal_integrate", session_id, timeout_ms=timeout_ms))
 
-    async def terminal_subscribe(self, session_id: str | None = None, output: bool = False) -> AsyncEventStream:
+    async def terminal_subscribe(
+        self, session_id: str | None = None, output: bool = False, screen: bool = False
+    ) -> AsyncEventStream:
         """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
         their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
-        events (completed lines as they appear)."""
-        return await AsyncEventStream.open(self.target, self._auth(), session_id, output)
+        events (completed lines as they appear), ``screen=True`` screen events (the screen changed)."""
+        return await AsyncEventStream.open(self.target, self._auth(), session_id, output, screen)
 
     async def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
         """End a subscription (closing its stream does the same)."""
@@ -160,12 +172,20 @@ class AsyncMethods:
         start_line: int | None = None,
         max_lines: int | None = None,
         max_bytes: int | None = None,
+        *,
+        join_wrapped: bool = False,
     ) -> TerminalReadResult:
-        """Page the transcript (scrollback then screen) from ``start_line``; negative counts from the end."""
+        """Page the transcript (scrollback then screen) from ``start_line``; negative counts from the end.
+        ``join_wrapped``: rows the terminal soft-wrapped come back joined, as logical lines (protocol 4)."""
         return cast(
             TerminalReadResult,
             await self._session_call(
-                "terminal_read", session_id, start_line=start_line, max_lines=max_lines, max_bytes=max_bytes
+                "terminal_read",
+                session_id,
+                start_line=start_line,
+                max_lines=max_lines,
+                max_bytes=max_bytes,
+                join_wrapped=join_wrapped or None,  # left out unless asked: a protocol 3 daemon refuses it
             ),
         )
 
@@ -191,6 +211,18 @@ class AsyncMethods:
     async def terminal_list(self) -> TerminalListResult:
         """This agent's sessions (every agent's, with the operator token)."""
         return cast(TerminalListResult, await self.call("terminal_list", token=self._auth()))
+
+    async def terminal_record(self, session_id: str, record: bool = True) -> TerminalRecordResult:
+        """Start (or with ``record=False`` stop) recording a live session in asciicast v2."""
+        return cast(TerminalRecordResult, await self._session_call("terminal_record", session_id, record=record))
+
+    async def terminal_recordings(self, session_id: str | None = None) -> TerminalRecordingsResult:
+        """The recordings on disk (parts of this agent's sessions; every session's with the operator token), or
+        only ``session_id``'s parts."""
+        found = cast(TerminalRecordingsResult, await self.call("terminal_recordings", token=self._auth()))
+        if session_id is not None:
+            found["recordings"] = [r for r in found["recordings"] if r["session_id"] == session_id]
+        return found
 
     async def terminal_close(self, session_id: str, reason: str | None = None) -> TerminalCloseResult:
         """End the session's whole process tree and forget it; closing it again returns ``closed=False``."""
@@ -252,10 +284,15 @@ class AsyncSession:
         return await self.client.terminal_cancel(self.id)
 
     async def read(
-        self, start_line: int | None = None, max_lines: int | None = None, max_bytes: int | None = None
+        self,
+        start_line: int | None = None,
+        max_lines: int | None = None,
+        max_bytes: int | None = None,
+        *,
+        join_wrapped: bool = False,
     ) -> TerminalReadResult:
         """Page the transcript; ``read(-50)`` is the last 50 lines."""
-        return await self.client.terminal_read(self.id, start_line, max_lines, max_bytes)
+        return await self.client.terminal_read(self.id, start_line, max_lines, max_bytes, join_wrapped=join_wrapped)
 
     async def signal(self, signal: str | int) -> TerminalSignalResult:
         """Signal the foreground process group."""

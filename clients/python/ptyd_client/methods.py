@@ -15,6 +15,7 @@ from ptyd_client.core import OpenOptions, SendOptions
 from ptyd_client.errors import Unauthorized
 from ptyd_client.events import EventStream
 from ptyd_client.types import (
+    AgentListResult,
     AgentRegisterResult,
     AgentReleaseResult,
     DaemonInfoResult,
@@ -27,6 +28,8 @@ from ptyd_client.types import (
     TerminalOpenResult,
     TerminalOutputResult,
     TerminalReadResult,
+    TerminalRecordingsResult,
+    TerminalRecordResult,
     TerminalScreenResult,
     TerminalSignalResult,
     TerminalUnsubscribeResult,
@@ -60,11 +63,18 @@ class Methods:
         self.token = result["token"]
         return result
 
-    def agent_release(self) -> AgentReleaseResult:
-        """Close every session of this agent (whole process trees, awaited) and revoke its token."""
-        result = cast(AgentReleaseResult, self.call("agent_release", token=self._auth()))
-        self.token = None
+    def agent_release(self, agent_id: str | None = None) -> AgentReleaseResult:
+        """Close every session of this agent (whole process trees, awaited) and revoke its token; with the
+        operator token, of the agent ``agent_id`` names (see :meth:`agent_list`)."""
+        params = core.drop_none({"token": self._auth(), "agent_id": agent_id})
+        result = cast(AgentReleaseResult, self.call("agent_release", **params))
+        if agent_id is None:
+            self.token = None
         return result
+
+    def agent_list(self) -> AgentListResult:
+        """The registered agents: every one with the operator token, else this agent alone."""
+        return cast(AgentListResult, self.call("agent_list", token=self._auth()))
 
     # --- sessions --------------------------------------------------------------------------------------
 
@@ -138,11 +148,13 @@ class Methods:
         prompt-based readiness through the relay. Settles like a send."""
         return cast(SendResult, self._session_call("terminal_integrate", session_id, timeout_ms=timeout_ms))
 
-    def terminal_subscribe(self, session_id: str | None = None, output: bool = False) -> EventStream:
+    def terminal_subscribe(
+        self, session_id: str | None = None, output: bool = False, screen: bool = False
+    ) -> EventStream:
         """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
         their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
-        events (completed lines as they appear)."""
-        return EventStream.open(self.target, self._auth(), session_id, output)
+        events (completed lines as they appear), ``screen=True`` screen events (the screen changed)."""
+        return EventStream.open(self.target, self._auth(), session_id, output, screen)
 
     def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
         """End a subscription (closing its stream does the same)."""
@@ -157,12 +169,20 @@ class Methods:
         start_line: int | None = None,
         max_lines: int | None = None,
         max_bytes: int | None = None,
+        *,
+        join_wrapped: bool = False,
     ) -> TerminalReadResult:
-        """Page the transcript (scrollback then screen) from ``start_line``; negative counts from the end."""
+        """Page the transcript (scrollback then screen) from ``start_line``; negative counts from the end.
+        ``join_wrapped``: rows the terminal soft-wrapped come back joined, as logical lines (protocol 4)."""
         return cast(
             TerminalReadResult,
             self._session_call(
-                "terminal_read", session_id, start_line=start_line, max_lines=max_lines, max_bytes=max_bytes
+                "terminal_read",
+                session_id,
+                start_line=start_line,
+                max_lines=max_lines,
+                max_bytes=max_bytes,
+                join_wrapped=join_wrapped or None,  # left out unless asked: a protocol 3 daemon refuses it
             ),
         )
 
@@ -188,6 +208,18 @@ class Methods:
     def terminal_list(self) -> TerminalListResult:
         """This agent's sessions (every agent's, with the operator token)."""
         return cast(TerminalListResult, self.call("terminal_list", token=self._auth()))
+
+    def terminal_record(self, session_id: str, record: bool = True) -> TerminalRecordResult:
+        """Start (or with ``record=False`` stop) recording a live session in asciicast v2."""
+        return cast(TerminalRecordResult, self._session_call("terminal_record", session_id, record=record))
+
+    def terminal_recordings(self, session_id: str | None = None) -> TerminalRecordingsResult:
+        """The recordings on disk (parts of this agent's sessions; every session's with the operator token), or
+        only ``session_id``'s parts."""
+        found = cast(TerminalRecordingsResult, self.call("terminal_recordings", token=self._auth()))
+        if session_id is not None:
+            found["recordings"] = [r for r in found["recordings"] if r["session_id"] == session_id]
+        return found
 
     def terminal_close(self, session_id: str, reason: str | None = None) -> TerminalCloseResult:
         """End the session's whole process tree and forget it; closing it again returns ``closed=False``."""
@@ -249,10 +281,15 @@ class Session:
         return self.client.terminal_cancel(self.id)
 
     def read(
-        self, start_line: int | None = None, max_lines: int | None = None, max_bytes: int | None = None
+        self,
+        start_line: int | None = None,
+        max_lines: int | None = None,
+        max_bytes: int | None = None,
+        *,
+        join_wrapped: bool = False,
     ) -> TerminalReadResult:
         """Page the transcript; ``read(-50)`` is the last 50 lines."""
-        return self.client.terminal_read(self.id, start_line, max_lines, max_bytes)
+        return self.client.terminal_read(self.id, start_line, max_lines, max_bytes, join_wrapped=join_wrapped)
 
     def signal(self, signal: str | int) -> TerminalSignalResult:
         """Signal the foreground process group."""

@@ -10,7 +10,7 @@ import time
 import unicodedata
 from collections.abc import Sequence
 
-from ptyd_client.types import DaemonInfoResult, SessionInfo, SessionStatus, TerminalScreenResult
+from ptyd_client.types import AgentInfo, DaemonInfoResult, SessionInfo, SessionStatus, TerminalScreenResult
 
 # Session text is a program's output: it must not drive the viewer's terminal (title, clipboard, keys).
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -82,15 +82,23 @@ def session_table(sessions: Sequence[SessionInfo], now_ms: int | None = None) ->
                 safe(s["name"] or "-"),
                 s["type"],
                 str(s["pid"] or "-"),
-                status_word(s["status"]) + (" busy" if s["busy"] else ""),
+                status_word(s["status"]) + (" busy" if s["busy"] else "") + (" rec" if s.get("recording") else ""),
                 safe(foreground),
                 f"{s['cols']}x{s['rows']}" + (" alt" if s["alt_screen"] else ""),
                 str(s["total_lines"]),
                 duration(max(now - s["created_at_ms"], 0)),
-                s["owner"],
+                safe(s["owner_name"] or s["owner"]),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def agent_table(agents: Sequence[AgentInfo]) -> str:
+    """One row per agent: what ``ptyctl release`` takes, and what it would close."""
+    rows = [("AGENT", "NAME", "SESSIONS", "IDLE")]
+    rows += [(a["agent_id"], safe(a["name"] or "-"), str(a["sessions"]), duration(a["idle_ms"])) for a in agents]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 

@@ -17,6 +17,20 @@ class AgentReleaseResult(TypedDict):
     closed_sessions: int
 
 
+class AgentInfo(TypedDict):
+    agent_id: str
+    name: str | None
+    """The display name given to agent_register."""
+    sessions: int
+    """How many sessions the agent owns now."""
+    idle_ms: int
+    """Since the agent's last call; at agent_idle_timeout_ms the daemon releases it."""
+
+
+class AgentListResult(TypedDict):
+    agents: list[AgentInfo]
+
+
 class Running(TypedDict):
     """The top-level program is alive."""
 
@@ -34,10 +48,13 @@ class Exited(TypedDict):
 SessionStatus: TypeAlias = Running | Exited
 
 
-WaitReason: TypeAlias = Literal["inferred_idle", "session_exit", "stdin_read", "timeout"]
+WaitReason: TypeAlias = Literal["inferred_idle", "matched", "session_exit", "stable", "stdin_read", "timeout"]
 """Why one send returned: the foreground group blocked reading the terminal (``stdin_read``), no output for
 ``idle_ms`` (``inferred_idle``), ``timeout_ms`` elapsed (``timeout``), or the session's top-level program
-exited (``session_exit``). Only ``session_exit`` says that anything exited.
+exited (``session_exit``). Only ``session_exit`` says that anything exited. A send that named a wait can
+also return ``matched`` (its ``until`` pattern matched a line: see ``match``) or ``stable`` (the screen
+stayed unchanged for ``until_stable_ms``); only such a send returns them, so a client that never names a
+wait never sees them.
 """
 
 
@@ -51,7 +68,13 @@ class Foreground(TypedDict):
     """The process's command name (/proc comm)."""
 
 
-class TerminalOpenResult(TypedDict):
+EnvProfile: TypeAlias = Literal["agent", "human"]
+"""The environment a session's program starts with: ``agent`` adds variables that keep tools from paging,
+prompting or opening editors; ``human`` adds none (a person's own shell). Not the sandbox profile.
+"""
+
+
+class TerminalOpenResult(TypedDict, total=False):
     session_id: str
     name: str | None
     type: str
@@ -64,6 +87,8 @@ class TerminalOpenResult(TypedDict):
     wait_reason: WaitReason
     alt_screen: bool
     foreground: Foreground | None
+    env_profile: EnvProfile | None
+    """The environment preset the program was started with."""
 
 
 class LineRange(TypedDict):
@@ -80,6 +105,25 @@ shell's own prompt mark, authenticated by the session's secret, e.g. from a shel
 integration installed), or ``relay_quiet`` (an opaque relay such as ssh is in front; the far side drew a
 prompt and went quiet: a judgement, not a fact).
 """
+
+
+class SendMatch(TypedDict):
+    """What an ``until`` pattern matched."""
+
+    text: str
+    """The matched text (group 0)."""
+    line: int | None
+    """Transcript line of the match (for terminal_read); null on the alternate screen."""
+
+
+class ListeningPort(TypedDict):
+    """A TCP port a process of the session listens on (read from /proc when the result was made)."""
+
+    port: int
+    address: str
+    """The bound address: 0.0.0.0 or :: for every interface, 127.0.0.1, ::1, ..."""
+    pid: int
+    """The process holding the listening socket."""
 
 
 class SendResult(TypedDict, total=False):
@@ -113,6 +157,12 @@ class SendResult(TypedDict, total=False):
     """The opaque relay in the foreground (ssh, docker, ...) when readiness was judged through one."""
     unread_input: int
     """Bytes of this session's input not yet read by the program when the send settled (0: all taken)."""
+    match: SendMatch | None
+    """For wait_reason matched: what until matched, and on which line."""
+    listening: list[ListeningPort]
+    """TCP ports the session's processes listen on when the send settled."""
+    compacted: int
+    """With compact: lines of the viewport folded into a count or a final state (see terminal_read)."""
 
 
 class SendStarted(TypedDict):
@@ -137,9 +187,23 @@ class TerminalWaitResult(TypedDict):
     result: SendResult | None
 
 
-class TerminalCancelResult(TypedDict):
+class TerminalCancelResult(TypedDict, total=False):
     cancelled: bool
     """False when no send was active (it had settled)."""
+    interrupted: bool
+    """A SIGINT went to the verified foreground group: the active send's command, or, with no send active,
+    what the last send left running in front (it ended in timeout or inferred_idle).
+    """
+    pgid: int | None
+    """The process group interrupted."""
+    signal: str | None
+    """The signal sent (SIGINT)."""
+    program: str | None
+    """The program in front that was interrupted."""
+    message: str
+    """What the cancel did, in a sentence."""
+    hint: str | None
+    """When there was nothing to interrupt: what to do instead."""
 
 
 class TerminalReadResult(TypedDict):
@@ -202,6 +266,10 @@ class SessionInfo(TypedDict, total=False):
     """The terminal engine rendering this session: "ghostty" or "pyte"."""
     engine_note: str | None
     """Why the session runs on another engine than the configured one (a crash of the native one)."""
+    listening: list[ListeningPort]
+    """TCP ports the session's processes listen on (a dev server, a database)."""
+    recording: bool
+    """The session is being recorded (terminal_record, terminal_recordings)."""
 
 
 class TerminalListResult(TypedDict):
@@ -224,6 +292,37 @@ class TerminalUnsubscribeResult(TypedDict):
     """False when the subscription was unknown or already ended."""
 
 
+class TerminalRecordResult(TypedDict):
+    session_id: str
+    recording: bool
+    """Whether the session is recorded now."""
+    path: str | None
+    """The part being written, when recording."""
+
+
+class RecordingInfo(TypedDict):
+    """One part of a session's recording: a whole asciicast v2 file."""
+
+    session_id: str
+    part: int
+    """1 for the first part; a session's parts continue from one recording to the next."""
+    path: str
+    bytes: int
+    started_at_ms: int
+    """Unix time of the part's start, in milliseconds (second precision)."""
+    cols: int
+    rows: int
+    title: str
+    active: bool
+    """The daemon is writing this part now."""
+
+
+class TerminalRecordingsResult(TypedDict):
+    directory: str
+    """The recordings directory."""
+    recordings: list[RecordingInfo]
+
+
 class DaemonInfoResult(TypedDict, total=False):
     version: str
     protocol_version: int
@@ -240,18 +339,19 @@ class DaemonInfoResult(TypedDict, total=False):
     """Why the last handover was refused (the daemon kept serving), if it was."""
 
 
-EventKind: TypeAlias = Literal["input_wait", "output", "send_settled", "session_closed", "session_exit"]
+EventKind: TypeAlias = Literal["input_wait", "output", "screen", "send_settled", "session_closed", "session_exit"]
 
 
 class TerminalEvent(TypedDict, total=False):
     """Params of the ``terminal_event`` notification (a JSON-RPC request without id, sent by the daemon).
 
-    ``send_settled``: a send (foreground or background) settled; ``result`` holds its SendResult.
-    ``input_wait``: outside any send, the program started waiting for input; ``password_prompt`` says whether
-    with echo off. ``session_exit``: the top-level program exited; ``status`` holds how. ``session_closed``:
-    the session was closed and forgotten. ``output``: completed transcript lines (each ending in a newline)
-    covering ``lines``; sent at most every few tens of milliseconds, each bounded in size (``truncated`` when
-    lines were left out).
+    ``screen``: the visible screen changed (for subscriptions with ``screen``; no payload). ``send_settled``:
+    a send (foreground or background) settled; ``result`` holds its SendResult. ``input_wait``: outside any
+    send, the program started waiting for input; ``password_prompt`` says whether with echo off.
+    ``session_exit``: the top-level program exited; ``status`` holds how. ``session_closed``: the session was
+    closed and forgotten. ``output``: completed transcript lines (each ending in a newline) covering
+    ``lines``; sent at most every few tens of milliseconds, each bounded in size (``truncated`` when lines
+    were left out).
     """
 
     subscription_id: str
@@ -271,6 +371,7 @@ class TerminalEvent(TypedDict, total=False):
 METHODS: Final = (
     "agent_register",
     "agent_release",
+    "agent_list",
     "terminal_open",
     "terminal_send",
     "terminal_output",
@@ -286,12 +387,15 @@ METHODS: Final = (
     "terminal_integrate",
     "terminal_subscribe",
     "terminal_unsubscribe",
+    "terminal_record",
+    "terminal_recordings",
     "daemon_info",
 )
 """Every RPC method the daemon serves besides ``rpc.discover``."""
 
 RETRY_SAFE: Final = frozenset(
     {
+        "agent_list",
         "terminal_wait",
         "terminal_read",
         "terminal_screen",
@@ -299,6 +403,8 @@ RETRY_SAFE: Final = frozenset(
         "terminal_status",
         "terminal_list",
         "terminal_close",
+        "terminal_record",
+        "terminal_recordings",
         "daemon_info",
         "rpc.discover",
     }

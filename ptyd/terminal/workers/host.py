@@ -7,6 +7,7 @@ session's engine keeps no transcript here: rows that leave its screen are passed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import final
 
 from ptyd.terminal.emulator import Terminal
@@ -27,7 +28,8 @@ class RelayScrollback(Scrollback):
         self.out: list[list[str] | int] = []
         self.muted = False
 
-    def extend(self, lines: list[str]) -> None:
+    def extend(self, lines: list[str], wraps: Sequence[tuple[int, int]] = ()) -> None:
+        # Soft-wrap flags do not cross to the daemon yet (``messages.Row`` and the scrolled blocks have room).
         if lines:
             if not self.muted:
                 self.out.append(list(lines))
