@@ -42,7 +42,7 @@ from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config
 from ptyd.errors import InternalError, InvalidArgument, LimitExceeded, SessionBusy, SessionExited
 from ptyd.terminal.keys import encode as encode_keys
-from ptyd.terminal.workers import open_session_terminal
+from ptyd.terminal.workers.placement import open_session_terminal
 
 log = logging.getLogger("ptyd.session")
 
