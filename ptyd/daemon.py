@@ -16,9 +16,12 @@ import stat
 from pathlib import Path
 
 from ptyd import __version__, adoption, handover, systemd
-from ptyd.backends.containment import select_containment, set_subreaper
-from ptyd.backends.local import build_registry
+from ptyd.backends.containment import CgroupContainment, Containment, select_containment, set_subreaper
+from ptyd.backends.local import Confinement, build_registry
 from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.sandbox import select_sandbox
+from ptyd.backends.sandbox.bwrap import Bubblewrap
+from ptyd.backends.sandbox.limits import Limiter
 from ptyd.backends.session import LocalSession
 from ptyd.backends.spawn import raise_fd_limit
 from ptyd.backends.state import StateFile, remove_leftover_cgroups
@@ -194,6 +197,7 @@ class Daemon:
             log.warning("could not become a child subreaper; orphaned session processes go to init")
         instance = hashlib.sha256(str(self.socket_path.resolve()).encode()).hexdigest()[:12]
         containment = select_containment(self.config.containment, instance)
+        confinement = self._confinement(directory, instance, containment)
         state_file = StateFile(directory)
         saved = handover.DaemonState(daemon_pid=0)
         crashed_fds: dict[str, tuple[int, int]] = {}
@@ -203,8 +207,17 @@ class Daemon:
             if state_file.recover(containment, keep=set(saved.sessions)):
                 await asyncio.sleep(0.05)  # let the killed trees leave their cgroups before removing them
             remove_leftover_cgroups(containment, keep=keep)
+            confinement.limiter.sweep(keep=set(saved.sessions))
         reaper = ChildReaper(loop)
-        service = PtyService(self.config, build_registry(self.config, reaper, containment), containment.name)
+        service = PtyService(
+            self.config,
+            build_registry(self.config, reaper, containment, confinement),
+            containment.name,
+            sandbox_name=confinement.sandbox.name
+            if isinstance(confinement.sandbox, Bubblewrap)
+            else f"unavailable: {getattr(confinement.sandbox, 'reason', '')}",
+            limits_name=confinement.limiter.describe(),
+        )
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
@@ -250,7 +263,7 @@ class Daemon:
                 return
             self.config = config
             service.config = config
-            service.backends = build_registry(config, reaper, containment)
+            service.backends = build_registry(config, reaper, containment, confinement)
             server.config = config
             server.dispatcher.max_batch = config.max_batch
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
@@ -339,6 +352,17 @@ class Daemon:
         sock.close()
         log.info("stopped")
         return 0
+
+    def _confinement(self, directory: Path, instance: str, containment: Containment) -> Confinement:
+        """How sessions are sandboxed and limited here, found once (a bubblewrap probe: a few ms)."""
+        sandbox = select_sandbox(self.config.sandbox, self.config.bwrap_program)
+        leaf_parent = containment.base if isinstance(containment, CgroupContainment) else None
+        limiter = Limiter.detect(instance, leaf_parent)
+        private = [str(directory)]
+        if os.environ.get("XDG_RUNTIME_DIR"):  # the user's bus, agent sockets, systemd --user: ways out
+            private.append(os.environ["XDG_RUNTIME_DIR"])
+        log.info("sandbox: %s; limits: %s", getattr(sandbox, "reason", sandbox.name), limiter.describe())
+        return Confinement(sandbox, limiter, tuple(private))
 
     async def _maintain(self, service: PtyService, reaper: ChildReaper, saver: adoption.StateSaver) -> None:
         """Slow housekeeping: reap orphans handed to the subreaper, save the screens, release idle agents,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ptyd import protocol as p
+from ptyd.config import SandboxProfile
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,9 @@ class SpawnSpec:
     rows: int
     timeout_s: float
     idle_s: float
+    sandbox: str = "none"  # the profile's name
+    profile: SandboxProfile | None = None  # None: no sandbox, no limits
+    others: tuple[str, ...] = ()  # other agents' workspaces, hidden from a sandboxed session
 
 
 @dataclass(frozen=True, slots=True)

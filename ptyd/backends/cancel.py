@@ -38,7 +38,7 @@ class CancelState:
 class CancelPolicy:
     def __init__(
         self,
-        top_pid: int,
+        top_pid: Callable[[], int],
         foreground: ForegroundGroup,
         channel: PtyChannel,
         exited: Callable[[], bool],
@@ -69,7 +69,7 @@ class CancelPolicy:
             program = front.name if front is not None else ""
             if state.interrupted.get(pgid) == program:
                 return
-            if pgid == self._top and not (state.input_dropped and not state.interrupted):
+            if pgid == self._top() and not (state.input_dropped and not state.interrupted):
                 if state.interrupted or time.monotonic() - state.cancelled_at < SHELL_INTERRUPT_DELAY_S:
                     return
                 if self._foreground.input_wait(pgid) != readiness.Wait.NONE:

@@ -20,6 +20,7 @@ from ptyd.backends import procfs
 from ptyd.backends.base import SendRequest
 from ptyd.backends.containment import CgroupScope, Containment, Scope
 from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.sandbox.limits import LimitScope
 from ptyd.backends.send import SendOp
 from ptyd.backends.session import LocalSession
 from ptyd.backends.spawn import Spawned
@@ -99,6 +100,10 @@ def session_state(
         if not listing and session.last_op is not None and session.last_op.done
         else None,
         keyed=keyed if full else [],
+        sandbox=session.sandbox,
+        profile=session.profile,
+        limit_paths=session.limits.paths() if session.limits is not None else [],
+        workspace=session.workspace,
     )
 
 
@@ -146,7 +151,8 @@ def adopt(
         scope = containment.scope(state.session_id)
         scope.attach(state.pid)
     terminal = state.terminal
-    spawned = Spawned(pid=state.pid, master=master, slave=slave, tty_rdev=state.tty_rdev, gate=-1)
+    sandboxed = state.profile is not None and state.profile.contained
+    spawned = Spawned(pid=state.pid, master=master, slave=slave, tty_rdev=state.tty_rdev, gate=-1, sandboxed=sandboxed)
     session = LocalSession(
         session_id=state.session_id,
         type=state.type,
@@ -162,6 +168,9 @@ def adopt(
     if terminal is not None:
         session.terminal.restore(terminal)
     session.motd = state.motd
+    session.sandbox, session.workspace = state.sandbox, state.workspace
+    session.profile = state.profile or session.profile
+    session.limits = LimitScope.at(state.limit_paths)
     session.open_wait_reason = cast(p.WaitReason, state.open_wait_reason)
     session.created_at_ms = state.created_at_ms
     session._command_running = state.command_running

@@ -60,7 +60,7 @@ class Target:
         if self.pts_index is None:
             return 0, readiness.local_flags(master_fd)
         try:
-            fd = os.open(f"/dev/pts/{self.pts_index}", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+            fd = _open_pts(self.pts_index, self.relays[-1] if self.relays else 0)
         except OSError:
             return 0, None
         try:
@@ -69,9 +69,25 @@ class Target:
             os.close(fd)
 
 
-def _pts_rdev(index: int) -> int | None:
-    with contextlib.suppress(OSError):
-        return os.stat(f"/dev/pts/{index}").st_rdev
+def _pts_paths(index: int, relay_pid: int) -> list[str]:
+    """Where the relay's /dev/pts/N is: seen through its root first, since a sandboxed session has a devpts of its
+    own whose numbers repeat the daemon's; the daemon's own /dev/pts when that root cannot be looked into."""
+    own = f"/dev/pts/{index}"
+    return [f"/proc/{relay_pid}/root{own}", own] if relay_pid > 0 else [own]
+
+
+def _open_pts(index: int, relay_pid: int) -> int:
+    paths = _pts_paths(index, relay_pid)
+    for path in paths[:-1]:
+        with contextlib.suppress(PermissionError, FileNotFoundError):
+            return os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    return os.open(paths[-1], os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+
+
+def _pts_rdev(index: int, relay_pid: int) -> int | None:
+    for path in _pts_paths(index, relay_pid):
+        with contextlib.suppress(OSError):
+            return os.stat(path).st_rdev
     return None
 
 
@@ -225,7 +241,7 @@ def innermost(
                 if server:
                     known.server = None
         if inner is not None:
-            rdev = _pts_rdev(inner) if hops < MAX_DEPTH else None
+            rdev = _pts_rdev(inner, relay_pid) if hops < MAX_DEPTH else None
             group = _inner_group(session_pids(), rdev) if rdev is not None else None
             if rdev is not None and group is not None:
                 relay_stat = procfs.read_stat(relay_pid)

@@ -27,12 +27,13 @@ from ptyd.backends.containment import remove as remove_scope
 from ptyd.backends.foreground import ForegroundGroup
 from ptyd.backends.paging import page
 from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.sandbox.limits import Counters, LimitScope
 from ptyd.backends.send import SendOp, consume_output, viewport
 from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remote_snippet
 from ptyd.backends.spawn import Spawned, set_winsize
 from ptyd.backends.tracker import ReadinessTracker, Verdict
 from ptyd.backends.watch import Listener, SessionWatch
-from ptyd.config import Config
+from ptyd.config import Config, SandboxProfile
 from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.keys import encode as encode_keys
@@ -97,7 +98,7 @@ class LocalSession:
         self.tracker = ReadinessTracker(
             spawned, self.foreground, scope.pids, self.channel, self.terminal, config.relay_quiet_ms / 1000
         )
-        self.canceller = CancelPolicy(spawned.pid, self.foreground, self.channel, lambda: self.exited, self._rewrite)
+        self.canceller = CancelPolicy(spawned.leader, self.foreground, self.channel, lambda: self.exited, self._rewrite)
         self.watch = SessionWatch(
             session_id,
             self.tracker,
@@ -116,6 +117,12 @@ class LocalSession:
         self._keys: OrderedDict[str, SendOp] = OrderedDict()
         self._drivers: set[asyncio.Task[None]] = set()
         self._closing: asyncio.Task[int] | None = None
+        # The sandbox and limits it was opened with (set by the backend, or from the state a handover carried).
+        self.sandbox = "none"
+        self.profile = SandboxProfile()
+        self.limits: LimitScope | None = None
+        self.workspace = ""
+        self._counted = Counters(0, 0)  # the limits' counters when the active send began
 
     def watch_exit(self, *, child: bool = True) -> None:
         """Report the program's exit (``child``: the daemon's own child, so its exit status is known)."""
@@ -196,9 +203,21 @@ class LocalSession:
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
         self.tracker.begin(wrote_input=data)
+        self._counted = self._limit_counters()
         self.channel.write(data)
         self._start_drive(op)
         return op
+
+    def _limit_counters(self) -> Counters:
+        return self.limits.counters() if self.limits is not None else Counters(0, 0)
+
+    def _limit_info(self) -> p.SessionLimits | None:
+        profile = self.profile
+        if profile.memory_mib is None and profile.pids_max is None and profile.cpu_percent is None:
+            return None
+        return p.SessionLimits(
+            memory_mib=profile.memory_mib, pids_max=profile.pids_max, cpu_percent=profile.cpu_percent
+        )
 
     def _start_drive(self, op: SendOp) -> None:
         task = self.loop.create_task(self._drive(op), name=f"send {self.session_id} {op.id}")
@@ -306,6 +325,7 @@ class LocalSession:
         self.channel.drain()
         await self.channel.rendered()
         text, truncated, lines = viewport(op, self.terminal)
+        counted = self._limit_counters()
         target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
             operation_id=op.id,
@@ -322,6 +342,8 @@ class LocalSession:
             ready_basis=verdict.basis if verdict is not None else None,
             relay=verdict.relay if verdict is not None else None,
             unread_input=self.channel.input_queued(),
+            oom_killed=counted.oom_kills > self._counted.oom_kills,
+            pids_limited=counted.pids_refused > self._counted.pids_refused,
         )
         if self.active is op:
             self.active = None
@@ -425,11 +447,12 @@ class LocalSession:
 
     def info(self, owner: str, owner_name: str | None) -> p.SessionInfo:
         op = self._current_op()
+        counters = self._limit_counters()
         return p.SessionInfo(
             session_id=self.session_id,
             name=self.name,
             type=self.type,
-            pid=self._proc.pid,
+            pid=self._proc.leader(),
             status=self._status,
             cols=self.terminal.cols,
             rows=self.terminal.rows,
@@ -442,6 +465,10 @@ class LocalSession:
             owner=owner,
             owner_name=owner_name,
             password_prompt=not self.exited and self.tracker.password_prompt_now(),
+            sandbox=self.sandbox,
+            limits=self._limit_info(),
+            oom_killed=counters.oom_kills > 0,
+            pids_limited=counters.pids_refused > 0,
         )
 
     # --- teardown --------------------------------------------------------------------------------------
@@ -471,4 +498,8 @@ class LocalSession:
             await self._settle(op, "session_exit", None)
         self.channel.close()
         await remove_scope(self.scope)
+        for _ in range(50 if self.limits is not None else 0):  # its last tasks leave it a moment after the reap
+            if self.limits is not None and self.limits.remove():
+                break
+            await asyncio.sleep(0.002)
         return killed

@@ -20,6 +20,7 @@ import msgspec
 
 from ptyd.backends import procfs
 from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, signal_fenced
+from ptyd.config import SandboxProfile
 from ptyd.terminal.replay import TerminalState
 
 log = logging.getLogger("ptyd.state")
@@ -78,6 +79,10 @@ class SessionState(_State):
     terminal: TerminalState | None = None
     active: OpState | None = None
     last: OpState | None = None
+    sandbox: str = "none"  # the profile it was opened with, as it was then (a reload does not change it)
+    profile: SandboxProfile | None = None
+    limit_paths: list[str] = msgspec.field(default_factory=list)  # its limit cgroups (v1 directories, a v2 leaf)
+    workspace: str = ""
     keyed: list[OpState] = msgspec.field(default_factory=list)  # settled ops remembered by request_key
 
 

@@ -49,6 +49,7 @@ class Api:
             wait_reason=session.open_wait_reason,
             alt_screen=info.alt_screen,
             foreground=info.foreground,
+            sandbox=info.sandbox,
         )
 
     async def terminal_send(self, _: Any, params: p.TerminalSendParams) -> p.SendResult | p.SendStarted:
