@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ pytest_plugins = ["sshd"]
 
 ROOT = Path(__file__).resolve().parent.parent
 EMULATOR = ""  # --emulator: the engine every test daemon runs (its config's ``emulator``); "" leaves "auto"
+SANDBOX = ""  # --sandbox: the profile every test daemon gives its agents (``sandbox_default``); "" leaves "none"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,11 +32,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
         help="the terminal engine of every daemon the tests start (.ci/run runs the terminal tests on pyte too)",
     )
+    parser.addoption(
+        "--sandbox",
+        default="",
+        help="the sandbox profile of every agent of every daemon the tests start (.ci/run runs the readiness, "
+        "relay and handover tests in 'workspace' too)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global EMULATOR
+    global EMULATOR, SANDBOX
     EMULATOR = config.getoption("--emulator")
+    SANDBOX = config.getoption("--sandbox")
 
 
 class RpcError(Exception):
@@ -102,6 +112,19 @@ class Rpc:
         return self.response(self.request(method, params))
 
 
+def sandboxed_config(config: str, profile: str) -> str:
+    """``config`` with every agent in a copy of the built-in ``profile`` that may also write the tests' temporary
+    directories (sessions opened without a cwd run in the home directory, and tests write to tmp_path)."""
+    from ptyd.config import BUILTIN_PROFILES  # noqa: PLC0415 - only for --sandbox runs
+
+    base = BUILTIN_PROFILES[profile]
+    temp = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+    return (
+        f'sandbox_default = "ci-{profile}"\n{config}\n[sandbox_profiles.ci-{profile}]\n'
+        f'filesystem = "{base.filesystem}"\nnetwork = {str(base.network).lower()}\nwritable = ["{temp}"]\n'
+    )
+
+
 class Daemon:
     def __init__(self, directory: Path, config: str = "") -> None:
         self.directory = directory
@@ -109,6 +132,8 @@ class Daemon:
         self.config_path = directory / "config.toml"
         if EMULATOR and "emulator" not in config:
             config = f'emulator = "{EMULATOR}"\n{config}'
+        if SANDBOX and "sandbox_default" not in config:
+            config = sandboxed_config(config, SANDBOX)
         self.config_path.write_text(config)
         self.log_path = directory / "daemon.log"
         self.proc: subprocess.Popen[bytes] | None = None

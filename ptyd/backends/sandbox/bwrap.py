@@ -91,6 +91,8 @@ class Bubblewrap:
         if self.disable_userns:
             args.append("--disable-userns")
         args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        if profile.filesystem == "readonly":  # read-only, but there: under /tmp it would be gone
+            args += ["--ro-bind", workspace, workspace]
         for path in writable:
             args += ["--bind", path, path]
         for path in dict.fromkeys(hidden):

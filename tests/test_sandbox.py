@@ -1,0 +1,268 @@
+"""Sandboxed sessions through a real daemon and real bubblewrap: what a session's programs cannot reach, the limits
+that stop a fork bomb and a memory hog (the daemon and a neighbour untouched), and the profiles an agent may ask for.
+
+Needs bubblewrap and user namespaces (.ci/run installs bubblewrap) and, for the limits, a writable cgroup memory
+and pids controller (root on these machines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Daemon, Rpc, RpcError, Shell, pid_alive, wait_until
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+CONFIG = """
+sandbox_agents = { "tight-agent" = "tight", "offline-agent" = "workspace-offline" }
+
+[sandbox_profiles.tight]
+filesystem = "workspace"
+network = false
+pids_max = 64
+memory_mib = 256
+
+[sandbox_profiles.tighter]
+filesystem = "readonly"
+network = false
+pids_max = 32
+memory_mib = 128
+"""
+SANDBOXED = ["workspace", "workspace-offline", "readonly", "tight"]
+
+
+@pytest.fixture(scope="module")
+def sandboxing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    directory = tmp_path_factory.mktemp("ptyd-sandbox")
+    directory.chmod(0o700)
+    d = Daemon(directory, CONFIG)
+    d.start()
+    yield d
+    assert d.stop() == 0, d.log()
+
+
+@pytest.fixture
+def client(sandboxing: Daemon) -> Iterator[Rpc]:
+    with sandboxing.rpc() as rpc:
+        yield rpc
+
+
+def register(rpc: Rpc, name: str) -> str:
+    token: str = rpc.call("agent_register", name=name)["token"]
+    return token
+
+
+@contextlib.contextmanager
+def session(rpc: Rpc, name: str, workspace: Path, **params: Any) -> Iterator[Shell]:
+    token = register(rpc, name)
+    s = Shell(rpc, token, cwd=str(workspace), env={"PS1": "$ "}, **params)
+    try:
+        yield s
+    finally:
+        with contextlib.suppress(RpcError, OSError):
+            rpc.call("agent_release", token=token)
+
+
+def last_lines(result: dict[str, Any], n: int = 3) -> str:
+    return "\n".join(result["viewport"].splitlines()[-n:])
+
+
+@pytest.mark.parametrize("profile", SANDBOXED)
+def test_a_sandboxed_session_cannot_reach_the_runtime_dir_the_socket_or_other_processes(
+    client: Rpc, sandboxing: Daemon, tmp_path: Path, profile: str
+) -> None:
+    token_file = sandboxing.directory / "operator.token"
+    assert token_file.exists()
+    daemon_pid = client.call("daemon_info")["pid"]
+    with session(client, "neighbour", tmp_path) as neighbour, session(client, "me", tmp_path, sandbox=profile) as s:
+        assert s.opened["sandbox"] == profile
+        assert s.call("terminal_status")["sandbox"] == profile
+        result = s.send(f"cat {token_file}; ls {sandboxing.directory} | wc -l\n")
+        assert "No such file or directory" in result["viewport"], result["viewport"]
+        assert result["viewport"].splitlines()[-2:-1] == ["0"] or "No such file" in last_lines(result, 2)
+        connect = f"import socket; socket.socket(socket.AF_UNIX).connect('{sandboxing.socket}')"
+        result = s.send(f'python3 -c "{connect}" 2>&1 | tail -1\n')
+        assert "FileNotFoundError" in result["viewport"], result["viewport"]
+        neighbour_pid = neighbour.opened["pid"]
+        for pid in (daemon_pid, neighbour_pid):
+            result = s.send(f"kill -9 {pid}; echo kill=$?\n")
+            assert "kill=1" in result["viewport"] and "No such process" in result["viewport"], result["viewport"]
+            trace = f"import ctypes; print('ptrace', ctypes.CDLL(None, use_errno=True).ptrace(16, {pid}, 0, 0))"
+            result = s.send(f"python3 -c \"{trace}\"; cat /proc/{pid}/mem; echo status=$?\n")
+            assert "ptrace -1" in result["viewport"] and "status=1" in result["viewport"], result["viewport"]
+        assert pid_alive(daemon_pid) and pid_alive(neighbour_pid)
+        assert neighbour.send("echo alive\n")["wait_reason"] == "stdin_read"
+
+
+@pytest.mark.parametrize("profile", SANDBOXED)
+def test_writes_outside_the_workspace_fail_with_a_clear_error_and_inside_work(
+    client: Rpc, tmp_path: Path, profile: str, request: pytest.FixtureRequest
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outside = Path(tempfile.mkdtemp(dir=Path.home(), prefix=".ptyd-test-"))  # not under /tmp: visible inside
+    request.addfinalizer(lambda: shutil.rmtree(outside))
+    with session(client, "writer", workspace, sandbox=profile) as s:
+        result = s.send(f"echo in > {workspace}/inside; echo out > {outside}/x; echo t > /tmp/private\n")
+        assert f"{outside}/x: Read-only file system" in result["viewport"], result["viewport"]
+        assert not (outside / "x").exists()
+        if profile == "readonly":
+            assert f"{workspace}/inside: Read-only file system" in result["viewport"]
+            assert not (workspace / "inside").exists()
+        else:
+            assert (workspace / "inside").read_text() == "in\n"
+        assert not Path("/tmp/private").exists()  # its /tmp is its own
+        assert s.send("cat /tmp/private\n")["viewport"].splitlines()[-2] == "t"
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[int]:
+    """An HTTP server on the machine's loopback, outside any sandbox."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
+    port = int(line.split(" port ")[1].split()[0])
+    yield port
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.mark.parametrize("profile", ["none", *SANDBOXED])
+def test_the_network_is_reachable_only_where_the_profile_says(
+    client: Rpc, tmp_path: Path, listener: int, profile: str
+) -> None:
+    fetch = f"import urllib.request as u; print('got', u.urlopen('http://127.0.0.1:{listener}/', timeout=5).status)"
+    with session(client, "net", tmp_path, sandbox=profile) as s:
+        result = s.send(f'python3 -c "{fetch}" 2>&1 | tail -1\n')
+    if profile in ("none", "workspace"):
+        assert "got 200" in result["viewport"], result["viewport"]
+    else:
+        assert "Connection refused" in result["viewport"], result["viewport"]
+
+
+def test_a_fork_bomb_is_stopped_at_its_pids_limit_and_the_neighbour_and_daemon_carry_on(
+    client: Rpc, tmp_path: Path
+) -> None:
+    with session(client, "tight-agent", tmp_path) as bomb, session(client, "neighbour", tmp_path) as neighbour:
+        assert bomb.opened["sandbox"] == "tight"
+        result = bomb.send(":(){ :|:& };:\n", timeout_ms=3_000)
+        assert result["pids_limited"] is True, result
+        info = bomb.call("terminal_status")
+        assert info["pids_limited"] is True and info["limits"] == {"memory_mib": 256, "pids_max": 64, "cpu_percent": None}
+        started = time.monotonic()
+        assert neighbour.send("echo still here\n")["viewport"].splitlines()[-2] == "still here"
+        assert time.monotonic() - started < 5
+        assert client.call("daemon_info")["sessions"] >= 2
+        closed = bomb.close()
+        assert closed["closed"] is True and closed["killed"] >= 2
+        assert neighbour.send("echo after\n")["wait_reason"] == "stdin_read"
+
+
+def test_a_memory_hog_is_killed_at_its_limit_and_the_result_says_so(client: Rpc, tmp_path: Path) -> None:
+    daemon_pid = client.call("daemon_info")["pid"]
+    with session(client, "tight-agent", tmp_path) as hog, session(client, "neighbour", tmp_path) as neighbour:
+        result = hog.send("python3 -c 'b = b\"x\" * (512 << 20); print(\"survived\")'; echo status=$?\n")
+        assert result["oom_killed"] is True, result
+        assert "Killed" in result["viewport"] and "status=137" in result["viewport"]
+        assert "survived" not in result["viewport"]
+        assert hog.call("terminal_status")["oom_killed"] is True
+        assert hog.send("echo next\n")["oom_killed"] is False  # the flag is per send; the session goes on
+        assert neighbour.send("echo fine\n")["viewport"].splitlines()[-2] == "fine"
+        assert neighbour.call("terminal_status")["oom_killed"] is False
+        assert pid_alive(daemon_pid)
+
+
+def test_an_agent_may_ask_for_a_stricter_profile_never_a_looser_one(client: Rpc, tmp_path: Path) -> None:
+    token = register(client, "tight-agent")
+    try:
+        with pytest.raises(RpcError) as refused:
+            client.call("terminal_open", token=token, cwd=str(tmp_path), sandbox="workspace")
+        assert refused.value.kind == "sandbox_refused"
+        assert refused.value.data["profile"] == "workspace" and refused.value.data["agent_profile"] == "tight"
+        assert refused.value.data["looser"] == ["network", "memory_mib", "pids_max"]
+        for looser in ("none", "readonly"):  # readonly: stricter on files, but without tight's limits
+            with pytest.raises(RpcError) as again:
+                client.call("terminal_open", token=token, cwd=str(tmp_path), sandbox=looser)
+            assert again.value.kind == "sandbox_refused" and looser in again.value.message
+        with pytest.raises(RpcError) as unknown:
+            client.call("terminal_open", token=token, cwd=str(tmp_path), sandbox="nonesuch")
+        assert unknown.value.kind == "sandbox_refused" and "nonesuch" in unknown.value.message
+        assert client.call("terminal_list", token=token)["sessions"] == []  # nothing was started
+        opened = client.call("terminal_open", token=token, cwd=str(tmp_path), sandbox="tighter")
+        assert opened["sandbox"] == "tighter"
+    finally:
+        client.call("agent_release", token=token)
+
+
+def test_other_agents_workspaces_are_hidden(client: Rpc, tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    mine = tmp_path / "mine"
+    theirs.mkdir()
+    mine.mkdir()
+    (theirs / "secret").write_text("theirs\n")
+    with session(client, "other", theirs), session(client, "me", mine, sandbox="workspace") as s:
+        result = s.send(f"cat {theirs}/secret\n")
+        assert "No such file or directory" in result["viewport"], result["viewport"]
+
+
+def test_without_bubblewrap_a_sandboxed_open_is_refused_and_none_still_opens(
+    fresh_daemon: Daemon, tmp_path: Path
+) -> None:
+    fresh_daemon.config_path.write_text('bwrap_program = "/nonexistent/bwrap"\nsandbox_default = "workspace"\n')
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        assert "not installed" in rpc.call("daemon_info")["sandbox"]
+        token = register(rpc, "someone")
+        with pytest.raises(RpcError) as refused:
+            rpc.call("terminal_open", token=token, cwd=str(tmp_path))
+        assert refused.value.kind == "sandbox_unavailable" and "not installed" in refused.value.message
+        assert rpc.call("daemon_info")["sessions"] == 0
+        operator = (fresh_daemon.directory / "operator.token").read_text().strip()
+        assert rpc.call("terminal_open", token=operator, cwd=str(tmp_path))["sandbox"] == "none"
+
+
+def test_a_workspace_session_survives_a_handover_with_its_profile_and_limits(
+    fresh_daemon: Daemon, tmp_path: Path
+) -> None:
+    fresh_daemon.config_path.write_text(CONFIG)
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = register(rpc, "tight-agent")
+        s = Shell(rpc, token, cwd=str(tmp_path), env={"PS1": "$ "})
+        assert s.send("echo before > f\n")["wait_reason"] == "stdin_read"
+    assert fresh_daemon.proc is not None
+    fresh_daemon.proc.send_signal(signal.SIGUSR2)
+
+    def handed() -> bool:
+        with contextlib.suppress(OSError, RpcError), fresh_daemon.rpc() as rpc:
+            return bool(rpc.call("daemon_info")["handovers"] >= 1)
+        return False
+
+    wait_until(handed, timeout=60, message="the handover")
+    with fresh_daemon.rpc() as rpc:
+        s.rpc = rpc
+        info = s.call("terminal_status")
+        assert info["sandbox"] == "tight" and info["limits"]["pids_max"] == 64
+        result = s.send("cat f; echo x > /etc/ptyd-test\n")
+        assert "before" in result["viewport"] and "Read-only file system" in result["viewport"]
+        result = s.send("python3 -c 'b = b\"x\" * (512 << 20)'\n")
+        assert result["oom_killed"] is True
+        s.close()
+    assert os.path.isdir(tmp_path)
