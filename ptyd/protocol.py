@@ -281,6 +281,7 @@ class SendResult(Base, frozen=True):
         bool, _d("During this send the session's memory limit made the kernel kill one of its processes.")
     ] = False
     pids_limited: Annotated[bool, _d("During this send a fork was refused at the session's process limit.")] = False
+    sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
 
 
 class SendStarted(Base, frozen=True):

@@ -115,7 +115,7 @@ class Rpc:
 def sandboxed_config(config: str, profile: str) -> str:
     """``config`` with every agent in a copy of the built-in ``profile`` that may also write the tests' temporary
     directories (sessions opened without a cwd run in the home directory, and tests write to tmp_path)."""
-    from ptyd.config import BUILTIN_PROFILES  # noqa: PLC0415 - only for --sandbox runs
+    from ptyd.config import BUILTIN_PROFILES
 
     base = BUILTIN_PROFILES[profile]
     temp = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"

@@ -344,6 +344,7 @@ class LocalSession:
             unread_input=self.channel.input_queued(),
             oom_killed=counted.oom_kills > self._counted.oom_kills,
             pids_limited=counted.pids_refused > self._counted.pids_refused,
+            sandbox=self.sandbox,
         )
         if self.active is op:
             self.active = None
@@ -452,7 +453,7 @@ class LocalSession:
             session_id=self.session_id,
             name=self.name,
             type=self.type,
-            pid=self._proc.leader(),
+            pid=self._proc.pid,
             status=self._status,
             cols=self.terminal.cols,
             rows=self.terminal.rows,

@@ -51,7 +51,7 @@ class Foreground(TypedDict):
     """The process's command name (/proc comm)."""
 
 
-class TerminalOpenResult(TypedDict):
+class TerminalOpenResult(TypedDict, total=False):
     session_id: str
     name: str | None
     type: str
@@ -64,6 +64,8 @@ class TerminalOpenResult(TypedDict):
     wait_reason: WaitReason
     alt_screen: bool
     foreground: Foreground | None
+    sandbox: str
+    """The sandbox profile the session runs under ('none': no sandbox)."""
 
 
 class LineRange(TypedDict):
@@ -113,6 +115,12 @@ class SendResult(TypedDict, total=False):
     """The opaque relay in the foreground (ssh, docker, ...) when readiness was judged through one."""
     unread_input: int
     """Bytes of this session's input not yet read by the program when the send settled (0: all taken)."""
+    oom_killed: bool
+    """During this send the session's memory limit made the kernel kill one of its processes."""
+    pids_limited: bool
+    """During this send a fork was refused at the session's process limit."""
+    sandbox: str
+    """The sandbox profile the session runs under ('none': no sandbox)."""
 
 
 class SendStarted(TypedDict):
@@ -171,6 +179,15 @@ class TerminalSignalResult(TypedDict):
     signal: str
 
 
+class SessionLimits(TypedDict, total=False):
+    """A session's resource limits, from its sandbox profile; null: unlimited."""
+
+    memory_mib: int | None
+    pids_max: int | None
+    cpu_percent: int | None
+    """CPU time as a percentage of one CPU."""
+
+
 class SessionInfo(TypedDict, total=False):
     """What a session is and what it is doing now."""
 
@@ -198,6 +215,14 @@ class SessionInfo(TypedDict, total=False):
     """The owning agent's display name."""
     password_prompt: bool
     """The foreground program waits for input with echo off (a password prompt): ask a human."""
+    sandbox: str
+    """The sandbox profile the session runs under ('none': no sandbox)."""
+    limits: SessionLimits | None
+    """Its resource limits, when the profile sets any."""
+    oom_killed: bool
+    """The memory limit made the kernel kill a process of this session."""
+    pids_limited: bool
+    """A fork of this session was refused at its process limit."""
 
 
 class TerminalListResult(TypedDict):
@@ -234,6 +259,10 @@ class DaemonInfoResult(TypedDict, total=False):
     """How many times the sessions were handed to a newly started daemon (SIGUSR2, ptyctl upgrade)."""
     handover_error: str | None
     """Why the last handover was refused (the daemon kept serving), if it was."""
+    sandbox: str | None
+    """How sandboxed sessions are made ('bwrap'), or why they cannot be on this system."""
+    limits: str | None
+    """Which cgroup hierarchy enforces each resource limit (or none)."""
 
 
 EventKind: TypeAlias = Literal["input_wait", "output", "send_settled", "session_closed", "session_exit"]
@@ -294,5 +323,7 @@ ERROR_CODES: Final[dict[str, int]] = {
     "backend_not_found": -32005,
     "spawn_failed": -32006,
     "limit_exceeded": -32007,
+    "sandbox_refused": -32018,
+    "sandbox_unavailable": -32019,
 }
 """``error.data.kind`` of every application error and its JSON-RPC code."""

@@ -58,6 +58,10 @@ export interface DaemonInfoResult {
   handovers?: number;
   /** Why the last handover was refused (the daemon kept serving), if it was. */
   handover_error?: string | null;
+  /** How sandboxed sessions are made ('bwrap'), or why they cannot be on this system. */
+  sandbox?: string | null;
+  /** Which cgroup hierarchy enforces each resource limit (or none). */
+  limits?: string | null;
 }
 
 /** The top-level program has exited; `signal` names the signal that killed it, if one did. */
@@ -118,6 +122,21 @@ export interface SendResult {
    * @defaultValue `0`
    */
   unread_input?: number;
+  /**
+   * During this send the session's memory limit made the kernel kill one of its processes.
+   * @defaultValue `false`
+   */
+  oom_killed?: boolean;
+  /**
+   * During this send a fork was refused at the session's process limit.
+   * @defaultValue `false`
+   */
+  pids_limited?: boolean;
+  /**
+   * The sandbox profile the session runs under ('none': no sandbox).
+   * @defaultValue `"none"`
+   */
+  sandbox?: string;
 }
 
 /** A background send was started (`wait=false`). */
@@ -154,6 +173,31 @@ export interface SessionInfo {
    * @defaultValue `false`
    */
   password_prompt?: boolean;
+  /**
+   * The sandbox profile the session runs under ('none': no sandbox).
+   * @defaultValue `"none"`
+   */
+  sandbox?: string;
+  /** Its resource limits, when the profile sets any. */
+  limits?: SessionLimits | null;
+  /**
+   * The memory limit made the kernel kill a process of this session.
+   * @defaultValue `false`
+   */
+  oom_killed?: boolean;
+  /**
+   * A fork of this session was refused at its process limit.
+   * @defaultValue `false`
+   */
+  pids_limited?: boolean;
+}
+
+/** A session's resource limits, from its sandbox profile; null: unlimited. */
+export interface SessionLimits {
+  memory_mib?: number | null;
+  pids_max?: number | null;
+  /** CPU time as a percentage of one CPU. */
+  cpu_percent?: number | null;
 }
 
 /** Send SIGINT to the foreground process group of the active send. */
@@ -325,6 +369,11 @@ export interface TerminalOpenParams {
    * Bounds: >= 1, <= 3600000.
    */
   idle_ms?: number | null;
+  /**
+   * Sandbox profile to run under (docs/sandbox.md); default the agent's own (config sandbox_agents, sandbox_default). One looser than the agent's own in any property is refused (sandbox_refused).
+   * Bounds: min length 1, max length 64.
+   */
+  sandbox?: string | null;
 }
 
 export interface TerminalOpenResult {
@@ -340,6 +389,11 @@ export interface TerminalOpenResult {
   wait_reason: "inferred_idle" | "session_exit" | "stdin_read" | "timeout";
   alt_screen: boolean;
   foreground: Foreground | null;
+  /**
+   * The sandbox profile the session runs under ('none': no sandbox).
+   * @defaultValue `"none"`
+   */
+  sandbox?: string;
 }
 
 /** Consume the rendered output produced since the previous call (for background sends). */
@@ -713,6 +767,16 @@ export const ERROR_CODES = {
   spawn_failed: -32006,
   /** A configured limit (sessions, agents, sizes) would be exceeded; `data.limit` names it. */
   limit_exceeded: -32007,
+  /**
+   * terminal_open asked for a sandbox profile that is unknown or looser than the agent's own; `data.profile`
+   *     names it, `data.agent_profile` the agent's, `data.looser` the properties in which it is looser.
+   */
+  sandbox_refused: -32018,
+  /**
+   * The session's profile needs a sandbox (or a resource limit) this system cannot set up; nothing was
+   *     started. `data.reason` says what is missing.
+   */
+  sandbox_unavailable: -32019,
 } as const;
 
 /** An `error.data.kind`. */
