@@ -76,13 +76,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     socket_path: Path | None = args.socket
     if args.command == "dial-stdio":
-        from ptyd.dial import dial_stdio
+        from ptyd.daemon.dial import dial_stdio
 
         sys.exit(dial_stdio(socket_path or default_socket_path()))
     if args.command == "operator-token":
         sys.exit(print_operator_token(socket_path or default_socket_path()))
     if args.command == "keeper":
-        from ptyd.keeper import serve
+        from ptyd.continuity.keeper import serve
 
         sys.exit(serve(args.dir, args.grace_ms / 1000))
     try:
@@ -91,8 +91,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ptyd: {exc}", file=sys.stderr)
         sys.exit(2)
     if args.check_handover:
-        from ptyd.handover import check_handover
-
         sys.exit(check_handover())
     if args.print_config:
         from ptyd.configdoc import toml
@@ -102,12 +100,28 @@ def main(argv: list[str] | None = None) -> None:
     run_daemon(config, args.config, socket_path, args.log_level)
 
 
+def check_handover() -> int:
+    """``ptyd --check-handover``: import everything the daemon runs and read the document on stdin."""
+    import ptyd.daemon.app  # noqa: F401 - the daemon and every module it imports must import
+    from ptyd.continuity.document import StateError, decode
+    from ptyd.terminal.emulator import engine_name
+
+    try:
+        state = decode(sys.stdin.buffer.read())
+    except StateError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"ptyd {__version__} can take over {len(state.sessions)} sessions (engine {engine_name()})")
+    return 0
+
+
 def run_daemon(config: Config, config_path: Path | None, socket_path: Path | None, log_level: str) -> None:
     import logging
 
     import uvloop
 
-    from ptyd.daemon import Daemon, StartupError
+    from ptyd.daemon.app import Daemon
+    from ptyd.daemon.runtime import StartupError
 
     logging.basicConfig(level=log_level.upper(), format="ptyd: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     daemon = Daemon(config, config_path, socket_path)

@@ -14,7 +14,7 @@ import anyio
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
-from ptyd.daemon import StartupError
+from ptyd.daemon.runtime import StartupError
 from ptyd_client import AsyncClient
 from ptyd_mcp import __version__
 from ptyd_mcp.http import serve_http

@@ -14,7 +14,7 @@ from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ptyd.daemon import bind_socket
+from ptyd.daemon.runtime import bind_socket
 
 TCP_TABLE = Path("/proc/net/tcp")
 

@@ -219,7 +219,7 @@ def test_a_broken_install_is_refused_and_the_old_daemon_keeps_serving(installed:
     with installed.rpc() as rpc:
         token = rpc.call("agent_register")["token"]
         shell = Shell(rpc, token, env={"PS1": "$ "})
-    module = installed.site / "ptyd" / "handover.py"
+    module = installed.site / "ptyd" / "continuity" / "handover.py"
     good = module.read_text()
     module.write_text(good + "\ndef broken(:\n")
     assert installed.proc is not None

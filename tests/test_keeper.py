@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 from conftest import Daemon, Shell, pid_alive, session_pids, wait_until
-from ptyd.keeper import KEEPER_SOCKET
+from ptyd.continuity.keeper import KEEPER_SOCKET
 
 
 def keepers(directory: Path) -> list[int]:
@@ -121,7 +121,7 @@ def test_keeper_protocol_in_process(tmp_path: Path) -> None:
     """STORE, REMOVE, TAKE and BYE against ``serve`` in a thread, with pipes standing in for PTY masters."""
     import threading
 
-    from ptyd.keeper import Keeper, serve
+    from ptyd.continuity.keeper import Keeper, serve
 
     exited: list[int] = []
     server = threading.Thread(target=lambda: exited.append(serve(tmp_path, grace_s=30)))

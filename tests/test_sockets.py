@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ptyd.backends import sockets
+from ptyd.backends.readiness import sockets
 
 
 def _link(sock: socket.socket) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, start_escapee, wait_until
-from ptyd.backends.state import StateFile
+from ptyd.continuity.document import StateFile
 
 UNITS = ROOT / "systemd"
 INSTALL = UNITS / "install.sh"

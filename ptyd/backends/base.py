@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ptyd import protocol as p
+from ptyd.backends.session_state import SessionState
 from ptyd.config import SandboxProfile
 
 
@@ -80,6 +81,22 @@ class PtyBackendSession(Protocol):
     def resize(self, cols: int, rows: int) -> None: ...
     async def close(self, reason: str) -> int: ...
 
+    # Continuity: what a handover or a crash needs of a session (continuity/).
+    @property
+    def master_fd(self) -> int: ...
+    def save_mark(self) -> tuple[int, int]:
+        """Changes whenever the session's output or screen does: the saved state is rewritten only then."""
+        ...
+
+    def to_state(self, owner: str, depth: Literal["handover", "saved", "listing"] = "handover") -> SessionState: ...
+    def release(self) -> None:
+        """A handover that held the session failed: carry on."""
+        ...
+
+    def kill_now(self) -> None:
+        """The daemon stops for good and nothing keeps the PTYs: end the process tree at once."""
+        ...
+
 
 class PtyBackend(Protocol):
     """Replaceable provider for one session type, selected by ``terminal_open``'s ``type``."""
@@ -88,4 +105,9 @@ class PtyBackend(Protocol):
 
     async def spawn(self, spec: SpawnSpec) -> PtyBackendSession:
         """Create an unpublished, ready session, or raise after cleaning up what was partly created."""
+        ...
+
+    def adopt(self, state: SessionState, master: int, slave: int, *, child: bool) -> PtyBackendSession:
+        """The live session ``state`` describes, on its PTY (after a handover or a crash). ``child``: the program
+        is this process's child (an exec kept the pid)."""
         ...

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import final
 
-from ptyd.backends import readiness
 from ptyd.backends.channel import PtyChannel
-from ptyd.backends.foreground import ForegroundGroup
+from ptyd.backends.readiness import waits
+from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.errors import InvalidArgument
 
 CANCEL_FOLLOW_S = 2.0  # how long a cancel follows the send's command into a group that starts after it
@@ -72,7 +72,7 @@ class CancelPolicy:
             if pgid == self._top() and not (state.input_dropped and not state.interrupted):
                 if state.interrupted or time.monotonic() - state.cancelled_at < SHELL_INTERRUPT_DELAY_S:
                     return
-                if self._foreground.input_wait(pgid) != readiness.Wait.NONE:
+                if self._foreground.input_wait(pgid) != waits.Wait.NONE:
                     return  # back at its prompt: nothing to interrupt
             state.interrupted[pgid] = program
             self._mark_write()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import final
 
-from ptyd.backends import readiness
+from ptyd.backends.readiness import waits
 from ptyd.backends.spawn import Spawned
 from ptyd.terminal.emulator import Terminal
 
@@ -296,7 +296,7 @@ class PtyChannel:
 
     def input_queued(self) -> int:
         """Input written but not yet read by the program: ours still to write plus the tty's input queue."""
-        return len(self._outbox) + readiness.input_queued(self._proc.slave)
+        return len(self._outbox) + waits.input_queued(self._proc.slave)
 
     # --- handover --------------------------------------------------------------------------------------
 

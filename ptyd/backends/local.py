@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import final
 
 from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
-from ptyd.backends.containment import MARKER_VAR, Containment
-from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.containment import MARKER_VAR, CgroupScope, Containment, Scope
+from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.sandbox import NoSandbox, Sandbox, SandboxPlan
 from ptyd.backends.sandbox.limits import Limiter, LimitScope
 from ptyd.backends.session import LocalSession
+from ptyd.backends.session_state import SessionState
 from ptyd.backends.shell_integration import shell_launch
-from ptyd.backends.spawn import spawn
+from ptyd.backends.spawn import Spawned, spawn
 from ptyd.config import Config, SandboxProfile
 from ptyd.errors import InvalidArgument, SpawnFailed
 
@@ -143,6 +144,37 @@ class LocalBackend:
             raise
         session.motd = result.viewport
         session.open_wait_reason = result.wait_reason
+        return session
+
+    def adopt(self, state: SessionState, master: int, slave: int, *, child: bool) -> LocalSession:
+        """The live session ``state`` describes, on the PTY ``master``/``slave`` (after a handover or a crash)."""
+        scope: Scope
+        if state.cgroup is not None:
+            scope = CgroupScope(Path(state.cgroup))
+        else:
+            scope = self._containment.scope(state.session_id)
+            scope.attach(state.pid)
+        terminal = state.terminal
+        session = LocalSession(
+            session_id=state.session_id,
+            type=state.type,
+            name=state.name,
+            spawned=Spawned(
+                pid=state.pid,
+                master=master,
+                slave=slave,
+                tty_rdev=state.tty_rdev,
+                gate=-1,
+                sandboxed=state.profile is not None and state.profile.contained,
+            ),
+            scope=scope,
+            config=self._config,
+            reaper=self._reaper,
+            cols=terminal.cols if terminal is not None else self._config.default_cols,
+            rows=terminal.rows if terminal is not None else self._config.default_rows,
+            shell_key=state.shell_key,
+        )
+        session.restore(state, child=child)
         return session
 
 

@@ -7,9 +7,12 @@ import secrets
 import time
 from typing import final
 
+import msgspec
+
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelState
+from ptyd.backends.session_state import OpState
 from ptyd.terminal.emulator import HeadCapture, Terminal
 from ptyd.terminal.viewport import HEAD_SHARE, bound
 
@@ -35,6 +38,47 @@ class SendOp:
     async def result(self) -> p.SendResult:
         # Shielded: a caller that disconnects must not cancel the operation its result belongs to.
         return await asyncio.shield(self.future)
+
+    def to_state(self, *, taken: bool = True) -> OpState:
+        """This send for the next daemon: in flight (``taken``: the program was seen to take its input) or settled."""
+        req = self.request
+        return OpState(
+            id=self.id,
+            timeout_s=req.timeout_s,
+            idle_s=req.idle_s,
+            max_bytes=req.max_bytes,
+            request_key=req.request_key,
+            started=self.started,
+            deadline=self.deadline,
+            anchor=self.anchor,
+            output_line=self.output_line,
+            capture_lines=list(self.capture.lines),
+            capture_room=self.capture.room,
+            capture_end=self.capture.end_line,
+            exit_code=self.exit_code,
+            taken=taken,
+            result=msgspec.json.encode(self.future.result()) if self.done else None,
+        )
+
+    @classmethod
+    def from_state(cls, state: OpState, loop: asyncio.AbstractEventLoop) -> SendOp:
+        request = SendRequest(
+            input="", timeout_s=state.timeout_s, idle_s=state.idle_s, max_bytes=state.max_bytes,
+            request_key=state.request_key,
+        )  # fmt: skip
+        op = cls(request, state.anchor, loop)
+        op.id = state.id
+        op.started, op.deadline = state.started, state.deadline
+        op.output_line = state.output_line
+        op.capture.lines, op.capture.room = state.capture_lines, state.capture_room
+        op.capture.end_line = state.capture_end
+        op.exit_code = state.exit_code
+        if state.result is not None:
+            op.future.set_result(_result_decoder.decode(state.result))
+        return op
+
+
+_result_decoder = msgspec.json.Decoder(p.SendResult)
 
 
 def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange]:

@@ -15,7 +15,7 @@ import signal as signals
 import termios
 import time
 from collections import OrderedDict
-from typing import final
+from typing import Literal, cast, final
 
 from ptyd import protocol as p
 from ptyd.backends import procfs
@@ -24,14 +24,15 @@ from ptyd.backends.cancel import CancelPolicy
 from ptyd.backends.channel import PtyChannel
 from ptyd.backends.containment import Scope, terminate
 from ptyd.backends.containment import remove as remove_scope
-from ptyd.backends.foreground import ForegroundGroup
+from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.paging import page
-from ptyd.backends.reaper import ChildReaper
+from ptyd.backends.readiness.foreground import ForegroundGroup
+from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
 from ptyd.backends.sandbox.limits import Counters, LimitScope
 from ptyd.backends.send import SendOp, consume_output, viewport
+from ptyd.backends.session_state import SAVED_LINES, SessionState
 from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remote_snippet
 from ptyd.backends.spawn import Spawned, set_winsize
-from ptyd.backends.tracker import ReadinessTracker, Verdict
 from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config, SandboxProfile
 from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
@@ -471,6 +472,107 @@ class LocalSession:
             oom_killed=counters.oom_kills > 0,
             pids_limited=counters.pids_refused > 0,
         )
+
+    # --- continuity: the session as data, for the next daemon ------------------------------------------
+
+    @property
+    def master_fd(self) -> int:
+        return self._proc.master
+
+    def save_mark(self) -> tuple[int, int]:
+        """Changes whenever output arrives or is drawn: the saved state is rewritten only when it has."""
+        return self.channel.received, self.terminal._generation
+
+    def hold(self) -> None:
+        """A handover is about to exec: stop reading and writing (``to_state("handover")`` holds it too)."""
+        self.channel.hold()
+
+    def release(self) -> None:
+        """The handover failed: carry on reading and writing."""
+        self.channel.release()
+
+    def kill_now(self) -> None:
+        """The daemon stops and nothing keeps the PTYs: end the whole process tree at once."""
+        self.scope.kill_all()
+
+    def to_state(self, owner: str, depth: Literal["handover", "saved", "listing"] = "handover") -> SessionState:
+        """The session as the next daemon needs it. "handover": the channel is held, so nothing changes after this,
+        and every operation and the whole transcript go along. "saved" (the state file with an fd store, for
+        adoption after a crash): the screen and the transcript's tail as rendered now. "listing" (the state file
+        elsewhere): the process tree only, so no secret and nothing typed or printed reaches the disk."""
+        full = depth == "handover"
+        listing = depth == "listing"
+        pid = self._proc.pid
+        stat = procfs.read_stat(pid)
+        status = self._status
+        exited = status if isinstance(status, p.Exited) else None
+        active = self.active if full and self.active is not None and not self.active.done else None
+        last = self.last_op
+        return SessionState(
+            session_id=self.session_id,
+            type=self.type,
+            name=self.name,
+            pid=pid,
+            starttime=stat.starttime if stat is not None else None,
+            cgroup=self.cgroup,
+            owner=owner,
+            child=stat is not None and stat.ppid == os.getpid(),
+            tty_rdev=self._proc.tty_rdev,
+            master_fd=self._proc.master,
+            slave_fd=self._proc.slave,
+            shell_key="" if listing else self._shell_key,
+            created_at_ms=self.created_at_ms,
+            motd=self.motd,
+            open_wait_reason=self.open_wait_reason,
+            command_running=self._command_running,
+            prompt_cwd=self._prompt_cwd,
+            exited=exited is not None,
+            exit_code=exited.exit_code if exited is not None else None,
+            exit_signal=exited.signal if exited is not None else None,
+            outbox=self.channel.hold() if full else b"",
+            terminal=None if listing else self.terminal.snapshot(render=full, max_lines=None if full else SAVED_LINES),
+            active=active.to_state(taken=self.tracker.taken)
+            if full and active is not None and not active.done
+            else None,
+            last=last.to_state() if not listing and last is not None and last.done else None,
+            keyed=[op.to_state() for op in self._keys.values() if op.done and op is not last] if full else [],
+            sandbox=self.sandbox,
+            profile=self.profile,
+            limit_paths=self.limits.paths() if self.limits is not None else [],
+            workspace=self.workspace,
+        )
+
+    def restore(self, state: SessionState, *, child: bool) -> None:
+        """Take over ``state`` on this session, built on the same PTY by the next daemon. ``child``: the program
+        is this process's child (an exec kept the pid); after a crash it is not, and its exit status is unknown."""
+        if state.terminal is not None:
+            self.terminal.restore(state.terminal)
+        self.motd = state.motd
+        self.sandbox, self.workspace = state.sandbox, state.workspace
+        self.profile = state.profile or self.profile
+        self.limits = LimitScope.at(state.limit_paths)
+        self.open_wait_reason = cast(p.WaitReason, state.open_wait_reason)
+        self.created_at_ms = state.created_at_ms
+        self._command_running = state.command_running
+        self._prompt_cwd = state.prompt_cwd
+        for kept in state.keyed:
+            self._remember(SendOp.from_state(kept, self.loop))
+        if state.last is not None:
+            self.last_op = SendOp.from_state(state.last, self.loop)
+            self._remember(self.last_op)
+        self.channel.write(state.outbox)
+        if state.exited:
+            self._status = p.Exited(exit_code=state.exit_code, signal=state.exit_signal)
+        else:
+            self.watch_exit(child=child and state.child)
+        if state.active is not None:
+            op = SendOp.from_state(state.active, self.loop)
+            self._remember(op)
+            self.resume(op, taken=state.active.taken)
+
+    def _remember(self, op: SendOp) -> None:
+        if op.request.request_key is not None:
+            self._keys[op.request.request_key] = op
 
     # --- teardown --------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Any, final
 
 from ptyd import protocol as p
 from ptyd.backends.channel import PtyChannel
-from ptyd.backends.tracker import ReadinessTracker
+from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.viewport import bound
 

@@ -10,6 +10,8 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import msgspec
+
 from ptyd.errors import LimitExceeded, Unauthorized
 
 TOKEN_PREFIX = "ptyd_"  # noqa: S105 - a prefix, not a secret
@@ -17,6 +19,17 @@ TOKEN_PREFIX = "ptyd_"  # noqa: S105 - a prefix, not a secret
 
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+class AgentState(msgspec.Struct, kw_only=True):
+    """An agent as the state document carries it to the next daemon."""
+
+    agent_id: str
+    name: str | None
+    digest: bytes  # SHA-256 of the token: the token itself is never kept
+    operator: bool
+    closed_ids: list[str]
+    idle_s: float  # seconds since its last call
 
 
 @dataclass(slots=True, eq=False)

@@ -22,10 +22,9 @@ from typing import final
 from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
-from ptyd.backends.state import AgentState
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
-from ptyd.service.agents import Agent, AgentRegistry
+from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
 from ptyd.service.sandbox import choose as choose_profile
 

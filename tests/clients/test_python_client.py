@@ -114,7 +114,7 @@ def test_every_rpc_has_a_documented_method_on_both_clients() -> None:
     ],
 )
 def test_socket_is_found_exactly_as_the_daemon_finds_it(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
-    from ptyd.daemon import default_socket_path
+    from ptyd.config import default_socket_path
 
     for name in ("PTYD_SOCKET", "XDG_RUNTIME_DIR"):
         monkeypatch.delenv(name, raising=False)
@@ -376,7 +376,7 @@ def test_async_every_session_method(daemon: Daemon) -> None:
     async def scenario() -> None:
         async with AsyncClient(daemon.socket) as client:
             await client.agent_register()
-            assert (await client.daemon_info())["protocol_version"] == 3
+            assert (await client.daemon_info())["protocol_version"] == 4
             assert (await client.discover())["openrpc"].startswith("1.")
             shell = await client.open(cols=90, rows=25, **SHELL)
             operation = await shell.send("sleep 0.2; echo bg\n", wait=False)

@@ -5,28 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import gc
 import hashlib
 import logging
 import os
 import signal
 import socket
-import stat
 from pathlib import Path
 
-from ptyd import __version__, adoption, handover, systemd
+from ptyd import __version__
 from ptyd.backends.containment import CgroupContainment, Containment, select_containment, set_subreaper
+from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.local import Confinement, build_registry
-from ptyd.backends.reaper import ChildReaper
 from ptyd.backends.sandbox import select_sandbox
 from ptyd.backends.sandbox.bwrap import Bubblewrap
 from ptyd.backends.sandbox.limits import Limiter
-from ptyd.backends.session import LocalSession
 from ptyd.backends.spawn import raise_fd_limit
-from ptyd.backends.state import StateFile, remove_leftover_cgroups
 from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
-from ptyd.keeper import Keeper
+from ptyd.continuity import adoption, handover
+from ptyd.continuity.document import StateFile, remove_leftover_cgroups
+from ptyd.continuity.keeper import Keeper
+from ptyd.daemon import systemd
+from ptyd.daemon.runtime import acquire_lock, activated_path, bind_socket, prepare_runtime_dir
 from ptyd.rpc.dispatch import Dispatcher
 from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method
@@ -37,84 +37,6 @@ from ptyd.terminal.emulator import engine_name
 log = logging.getLogger("ptyd")
 
 MAINTENANCE_INTERVAL_S = 1.0
-
-
-class StartupError(Exception):
-    """The daemon cannot start; the message says why and what to do."""
-
-
-def prepare_runtime_dir(directory: Path) -> None:
-    """Create the directory 0700, or accept an existing one only if it is ours and closed to others."""
-    try:
-        directory.mkdir(mode=0o700, parents=False)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        directory.mkdir(mode=0o700, parents=True)
-    st = directory.lstat()
-    if not stat.S_ISDIR(st.st_mode):
-        raise StartupError(f"{directory} is not a directory")
-    if st.st_uid != os.getuid():
-        raise StartupError(f"refusing to use {directory}: it is owned by uid {st.st_uid}, not {os.getuid()}")
-    if st.st_mode & 0o077:
-        raise StartupError(
-            f"refusing to use {directory}: mode {stat.S_IMODE(st.st_mode):04o} lets others in (chmod 700 it)"
-        )
-
-
-def acquire_lock(directory: Path) -> int:
-    fd = os.open(directory / "ptyd.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise StartupError(f"another ptyd (pid {holder}) is already serving {directory}") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
-
-
-def activated_path(sock: socket.socket, explicit: Path | None) -> Path:
-    """The socket systemd passed decides where the runtime files (lock, manifest, token) live."""
-    served = Path(sock.getsockname())
-    if explicit is not None and explicit.resolve() != served.resolve():
-        raise StartupError(f"--socket {explicit} differs from the activated socket {served}")
-    return served
-
-
-def has_listener(path: Path) -> bool:
-    """Whether a listening socket is bound at ``path`` (e.g. systemd's ptyd.socket), without connecting to it
-    (a connection would activate the service)."""
-    target = str(path)
-    try:
-        with open("/proc/net/unix") as f:
-            next(f)
-            for line in f:
-                fields = line.split()
-                if len(fields) >= 8 and fields[7] == target and int(fields[3], 16) & 0x10000:  # __SO_ACCEPTCON
-                    return True
-    except (OSError, ValueError, StopIteration):
-        pass
-    return False
-
-
-def bind_socket(path: Path, backlog: int) -> socket.socket:
-    """Bind ``path`` 0600. Called with the lock held, so an existing socket file is a dead daemon's, unless
-    something else (systemd's ptyd.socket) listens on it."""
-    if has_listener(path):
-        raise StartupError(f"{path} is held by another listener (systemd's ptyd.socket?); not replacing it")
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)
-    try:
-        sock.bind(str(path))
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
-    sock.listen(backlog)
-    return sock
 
 
 def write_operator_token(directory: Path, service: PtyService) -> None:
@@ -228,16 +150,12 @@ class Daemon:
         # before any session exists, so a closed session's garbage is never kept.
         gc.freeze()
         if handed is not None:
-            count = handover.take_over(
-                handed, service, config=self.config, reaper=reaper, containment=containment, child=True
-            )
+            count = handover.take_over(handed, service, child=True)
             log.info(
                 "took over %d sessions from ptyd pid %d (handover %d)", count, handed.daemon_pid, service.handovers
             )
         elif self._stored:
-            count = handover.take_over(
-                saved, service, config=self.config, reaper=reaper, containment=containment, child=False, fds=crashed_fds
-            )
+            count = handover.take_over(saved, service, child=False, fds=crashed_fds)
             held = len(self._stored)
             holder = "the fd keeper" if keeper is not None else "systemd"
             log.warning("adopted %d of the %d sessions %s kept for a daemon that died", count, held, holder)
@@ -294,8 +212,7 @@ class Daemon:
                 service.handover_error = f"cannot exec {argv[0]}: {exc.strerror}"
                 log.error("handover failed, still serving: %s", service.handover_error)
                 for _, entry in service.entries():
-                    if isinstance(entry.session, LocalSession):
-                        entry.session.channel.release()
+                    entry.session.release()
                 await server.start(socket.socket(fileno=os.dup(sock.fileno())))
                 maintenance = loop.create_task(self._maintain(service, reaper, saver))
                 systemd.notify("READY=1\nSTATUS=serving")
@@ -335,8 +252,7 @@ class Daemon:
         except TimeoutError:
             log.error("sessions did not close within %d ms; killing what is left", self.config.shutdown_grace_ms)
             for _, entry in service.entries():  # systemd leaves them (KillMode=process, so a crash spares them)
-                if isinstance(entry.session, LocalSession):
-                    entry.session.scope.kill_all()
+                entry.session.kill_now()
         saver.tick()  # the closes' last write, if it was put off
         if keeper is not None:
             keeper.bye()

@@ -3,7 +3,7 @@
 With ``fd_keeper = true`` and no systemd fd store, the daemon starts ``ptyd keeper`` once (a process of its own,
 in a session of its own) and hands it each session's PTY master as sessions come and go. Holding a master keeps
 the PTY alive, so when the daemon dies (a crash, SIGKILL) the programs run on without a hangup; the next daemon
-takes the masters back and adopts the sessions, exactly as after a crash under systemd (``ptyd.adoption``). A
+takes the masters back and adopts the sessions, exactly as after a crash under systemd (``continuity.adoption``). A
 clean shutdown says goodbye and the keeper exits; a keeper left without a daemon for ``fd_keeper_grace_ms``
 closes the masters (the programs get their hangup, the next daemon kills what is left) and exits.
 

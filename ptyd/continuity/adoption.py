@@ -5,7 +5,7 @@ While it runs, the daemon keeps each session's PTY master in systemd's fd store 
 included) to the state file. systemd restarts a daemon that died (KillMode=process leaves the sessions' processes
 running) and passes the stored masters back; the new daemon adopts each session whose program is still the same
 process, from the saved state plus what the PTY still buffers. Everything else is killed as after a crash in
-the foreground (``backends.state``).
+the foreground (``continuity.document``).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Protocol
 
 import msgspec
 
-from ptyd import handover
 from ptyd.backends import procfs
-from ptyd.backends.handover import master_fd, save_mark
-from ptyd.backends.session import LocalSession
-from ptyd.backends.state import DaemonState, SessionState, StateFile
+from ptyd.backends.base import PtyBackendSession
+from ptyd.backends.session_state import SessionState
+from ptyd.continuity import handover
+from ptyd.continuity.document import DaemonState, StateFile
 from ptyd.service.service import PtyService
 
 log = logging.getLogger("ptyd.adoption")
@@ -92,8 +92,8 @@ class StateSaver:
         self._dirty = False
         self._soon: asyncio.TimerHandle | None = None
 
-    def _sessions(self) -> dict[str, LocalSession]:
-        return {sid: e.session for sid, e in self.service.entries() if isinstance(e.session, LocalSession)}
+    def _sessions(self) -> dict[str, PtyBackendSession]:
+        return {sid: e.session for sid, e in self.service.entries()}
 
     def changed(self) -> None:
         """The set of sessions changed."""
@@ -101,7 +101,7 @@ class StateSaver:
             self.state_file.write(handover.snapshot(self.service, None, "listing"))
             return
         sessions = self._sessions()
-        self.store.sync({sid: master_fd(s) for sid, s in sessions.items()})
+        self.store.sync({sid: s.master_fd for sid, s in sessions.items()})
         self._dirty = True
         opened = not sessions.keys() <= self._marks.keys()
         due = self._written + (NEW_SESSION_SAVE_S if opened else self.interval_s) - time.monotonic()
@@ -120,13 +120,13 @@ class StateSaver:
             return
         sessions = self._sessions()
         if self.store.stored != sessions.keys():  # an fd the manager did not take (it lagged): offer it again
-            self.store.sync({sid: master_fd(s) for sid, s in sessions.items()})
-        if self._dirty or {sid: save_mark(s) for sid, s in sessions.items()} != self._marks:
+            self.store.sync({sid: s.master_fd for sid, s in sessions.items()})
+        if self._dirty or {sid: s.save_mark() for sid, s in sessions.items()} != self._marks:
             self._save()
 
     def _save(self) -> None:
         started = time.monotonic()
-        self._marks = {sid: save_mark(s) for sid, s in self._sessions().items()}
+        self._marks = {sid: s.save_mark() for sid, s in self._sessions().items()}
         size = self.state_file.write(handover.snapshot(self.service, None, "saved"))
         self._written = time.monotonic()
         self._dirty = False

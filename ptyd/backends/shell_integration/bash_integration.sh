@@ -1,4 +1,4 @@
-# ptyd shell integration for bash, loaded as --rcfile (see ptyd/backends/shell_integration.py).
+# ptyd shell integration for bash, loaded as --rcfile (see ptyd/backends/shell_integration/__init__.py).
 # It takes the session's secret out of the environment first, loads what bash would have loaded, then installs
 # the prompt marks. PS1 and the user's files are left as they are.
 __ptyd_key=${PTYD_SHELL_KEY-}

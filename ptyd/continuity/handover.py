@@ -3,7 +3,7 @@
 Exec keeps the pid, so the sessions' programs stay the daemon's children (their exit statuses are still its to
 collect) and systemd's MainPID does not change; the listening socket stays open across the exec, so a client
 that connects meanwhile waits in its backlog instead of being refused. What is inherited: the listening socket,
-the lock, each session's PTY master and slave, and a memfd holding the state document (``backends.state``).
+the lock, each session's PTY master and slave, and a memfd holding the state document (``continuity.document``).
 
 Before anything is stopped, the new ptyd is run once as a pre-flight (``ptyd --check-handover``, given a
 document of the same format): if it cannot import, or cannot read the document, the old daemon keeps serving
@@ -21,14 +21,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ptyd.backends import spawn
-from ptyd.backends.containment import Containment
-from ptyd.backends.handover import adopt, session_state
-from ptyd.backends.reaper import ChildReaper
-from ptyd.backends.session import LocalSession
-from ptyd.backends.state import DaemonState, SessionState, StateError, decode, encode
+from ptyd.backends.containment.reaper import ChildReaper
+from ptyd.backends.session_state import SessionState
+from ptyd.continuity.document import DaemonState, decode, encode
 
 __all__ = ["DaemonState", "HandoverRefused", "Inherited", "encode", "exec_next", "next_argv", "preflight", "snapshot"]
-from ptyd.config import Config
 from ptyd.service.service import PtyService
 
 log = logging.getLogger("ptyd.handover")
@@ -62,12 +59,11 @@ class Inherited:
 def snapshot(
     service: PtyService, inherited: Inherited | None, depth: Literal["handover", "saved", "listing"]
 ) -> DaemonState:
-    """The daemon's state, to the ``depth`` of ``backends.handover.session_state``; "handover" holds every
+    """The daemon's state, to the ``depth`` of ``LocalSession.to_state``; "handover" holds every
     session's channel (nothing may be awaited between it and the exec)."""
     sessions: dict[str, SessionState] = {}
     for session_id, entry in service.entries():
-        if isinstance(entry.session, LocalSession):
-            sessions[session_id] = session_state(entry.session, entry.owner.agent_id, depth)
+        sessions[session_id] = entry.session.to_state(entry.owner.agent_id, depth)
     return DaemonState(
         daemon_pid=os.getpid(),
         handovers=service.handovers,
@@ -140,21 +136,6 @@ async def preflight(argv: list[str], document: bytes, reaper: ChildReaper) -> No
                 os.close(fd)
 
 
-def check_handover() -> int:
-    """``ptyd --check-handover``: import everything the daemon runs and read the document on stdin."""
-    import ptyd.daemon  # noqa: F401 - the daemon and every module it imports must import
-    from ptyd import __version__
-    from ptyd.terminal.emulator import engine_name
-
-    try:
-        state = decode(sys.stdin.buffer.read())
-    except StateError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    print(f"ptyd {__version__} can take over {len(state.sessions)} sessions (engine {engine_name()})")
-    return 0
-
-
 def exec_next(argv: list[str], state: DaemonState, fds: list[int]) -> None:
     """Replace this process with the new ptyd; returns only if the exec failed (the caller carries on)."""
     document = _memfd(encode(state), "ptyd-handover")
@@ -198,9 +179,6 @@ def take_over(
     state: DaemonState,
     service: PtyService,
     *,
-    config: Config,
-    reaper: ChildReaper,
-    containment: Containment,
     child: bool,
     fds: dict[str, tuple[int, int]] | None = None,
 ) -> int:
@@ -212,7 +190,13 @@ def take_over(
         if master < 0 or slave < 0:
             log.warning("no PTY for session %s; it is not adopted", session_id)
             continue
-        live = adopt(session, master, slave, config=config, reaper=reaper, containment=containment, child=child)
+        backend = service.backends.get(session.type)
+        if backend is None:
+            log.warning(
+                "session %s is of type %r, which this ptyd does not have; it is not adopted", session_id, session.type
+            )
+            continue
+        live = backend.adopt(session, master, slave, child=child)
         adopted.append((session_id, session.owner, live))
     service.adopt(state.agents, adopted)
     service.handovers = state.handovers + (1 if child else 0)

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from ptyd import protocol as p
-from ptyd.backends import procfs, readiness, relay
+from ptyd.backends import procfs
 from ptyd.backends.channel import PtyChannel
-from ptyd.backends.foreground import ForegroundGroup, RunCounts, ran_since
-from ptyd.backends.readiness import Wait
-from ptyd.backends.relay import Target
+from ptyd.backends.readiness import relay, waits
+from ptyd.backends.readiness.foreground import ForegroundGroup, RunCounts, ran_since
+from ptyd.backends.readiness.relay import Target
+from ptyd.backends.readiness.waits import Wait
 from ptyd.backends.spawn import Spawned
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.reports import ends_in_query
@@ -115,7 +116,7 @@ class ReadinessTracker:
         _, lflag = target.flags(self._proc.master)
         if lflag is None or lflag & termios.ECHO:
             return False
-        if readiness.secret_prompt(lflag):
+        if waits.secret_prompt(lflag):
             return True
         return not self._terminal.alt_screen and bool(PASSWORD_TEXT.search(self.cursor_text()))
 
@@ -123,10 +124,10 @@ class ReadinessTracker:
         """``password_prompt`` for status calls, which must stay cheap: the terminal's flags and the cursor line
         rule most cases out (a shell at its prompt, a full-screen program) before the program is probed. Behind
         a local relay (this terminal raw), a secret prompt is seen here only by its text; a send's result probes."""
-        lflag = readiness.local_flags(self._proc.master)
+        lflag = waits.local_flags(self._proc.master)
         if lflag is None or lflag & termios.ECHO:
             return False
-        if not readiness.secret_prompt(lflag) and (
+        if not waits.secret_prompt(lflag) and (
             self._terminal.alt_screen or not PASSWORD_TEXT.search(self.cursor_text())
         ):
             return False
@@ -174,7 +175,7 @@ class ReadinessTracker:
             # The same group as at the last probe, with no relay in front: no need to look for one again.
             key: tuple[int, int] | None = (self._proc.tty_rdev, pgid)
             self._activity_at_write = self._activity(same, pgid)
-            lflag = readiness.local_flags(self._proc.master)
+            lflag = waits.local_flags(self._proc.master)
         else:
             target = self.target()
             key = _key(target)

@@ -1,0 +1,1 @@
+"""Is the program ready for more input? Evidence read from the kernel (/proc, the tty) and the decision."""

@@ -1,0 +1,66 @@
+"""A local session as data: what the state document carries of it across a handover or a crash.
+
+Written and read by the session itself (``LocalSession.to_state`` / ``LocalSession.from_state``), so a new field
+of the session is added here and there, nowhere else; the document (``continuity.document``) only holds them.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ptyd.config import SandboxProfile
+from ptyd.terminal.replay import TerminalState
+
+SAVED_LINES = 2000  # transcript lines kept in the state file under systemd (it lives in memory, in tmpfs)
+
+
+class OpState(msgspec.Struct, kw_only=True):
+    """One send: in flight (its drive restarts in the next daemon) or settled (its result is kept)."""
+
+    id: str
+    timeout_s: float
+    idle_s: float
+    max_bytes: int
+    request_key: str | None
+    started: float  # CLOCK_MONOTONIC, the same clock in every process of the machine
+    deadline: float
+    anchor: int
+    output_line: int
+    capture_lines: list[str]
+    capture_room: int
+    capture_end: int
+    exit_code: int | None = None
+    taken: bool = True  # the program was seen to take the input
+    result: bytes | None = None  # the settled SendResult, as JSON
+
+
+class SessionState(msgspec.Struct, kw_only=True):
+    session_id: str
+    type: str
+    name: str | None
+    pid: int
+    starttime: int | None
+    cgroup: str | None
+    owner: str  # agent id
+    child: bool = True  # the program is the daemon's own child (not after an adoption following a crash)
+    tty_rdev: int = 0
+    master_fd: int = -1  # -1 in the state file: the fds come from systemd's store by name
+    slave_fd: int = -1
+    shell_key: str = ""
+    created_at_ms: int = 0
+    motd: str = ""
+    open_wait_reason: str = "timeout"
+    command_running: bool = False
+    prompt_cwd: str | None = None
+    exit_code: int | None = None
+    exit_signal: str | None = None
+    exited: bool = False
+    outbox: bytes = b""  # input written by the caller, not yet taken by the PTY
+    terminal: TerminalState | None = None
+    active: OpState | None = None
+    last: OpState | None = None
+    keyed: list[OpState] = msgspec.field(default_factory=list)  # settled ops remembered by request_key
+    sandbox: str = "none"  # the profile it was opened with, as it was then (a reload does not change it)
+    profile: SandboxProfile | None = None
+    limit_paths: list[str] = msgspec.field(default_factory=list)  # its limit cgroups (v1 directories, a v2 leaf)
+    workspace: str = ""
