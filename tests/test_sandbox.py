@@ -275,6 +275,8 @@ def test_a_workspace_session_survives_a_handover_with_its_profile_and_limits(
         result = s.send("cat f; echo x > /etc/ptyd-test\n")
         assert "before" in result["viewport"]
         assert "Read-only file system" in result["viewport"]
+        result = s.send("python3 -c 'b = b\"x\" * (512 << 20)'\n")
+        assert result["oom_killed"] is True, result
         s.close()
     assert os.path.isdir(tmp_path)
 
