@@ -302,3 +302,29 @@ def test_ptyd_mcp_tells_the_model_a_failure_was_the_sandboxs(client: Rpc, tmp_pa
     with session(client, "tight-agent", tmp_path) as hog:
         killed = hog.send("python3 -c 'b = b\"x\" * (512 << 20)'\n")
         assert "MEMORY LIMIT:" in text.send(killed, hog.id)
+
+
+def ptyctl(socket: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "ptyd_client", "--socket", str(socket), *args],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PTYD_")},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_ptyctl_opens_in_a_profile_and_ls_shows_it_with_what_its_limits_did(
+    client: Rpc, sandboxing: Daemon, tmp_path: Path
+) -> None:
+    opened = ptyctl(sandboxing.socket, "open", "--sandbox", "readonly", "--cwd", str(tmp_path)).strip()
+    with session(client, "tight-agent", tmp_path) as hog:
+        hog.send("python3 -c 'b = b\"x\" * (512 << 20)'\n")
+        rows = {line.split()[0]: line for line in ptyctl(sandboxing.socket, "ls").splitlines()}
+        assert "SANDBOX" in rows["SESSION"]
+        assert " readonly " in rows[opened]
+        assert " tight oom " in rows[hog.id]
+    ptyctl(sandboxing.socket, "close", opened)

@@ -176,6 +176,7 @@ class OpenOptions(TypedDict, total=False):
     cwd: str
     env: dict[str, str]
     profile: Literal["agent"]
+    sandbox: str
     cols: int
     rows: int
     timeout_ms: int
