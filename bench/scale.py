@@ -168,7 +168,7 @@ def run(ctx: Context, results: Results) -> None:
                 results.target("RSS per empty session", "<= 1 MiB", f"{empty / KIB:.0f} KiB", empty <= EMPTY_BUDGET)
             start = time.perf_counter()
             caller.call("agent_release", token=token)
-            opens.rows[-1].note += f"; agent_release closed them in {time.perf_counter() - start:.1f} s"
+            opens.row(f"ptyd, N={n}").note += f"; agent_release closed them in {time.perf_counter() - start:.1f} s"
         finally:
             caller.close()
             code = daemon.stop()

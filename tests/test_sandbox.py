@@ -175,10 +175,32 @@ def test_a_fork_bomb_is_stopped_at_its_pids_limit_and_the_neighbour_and_daemon_c
         assert neighbour.send("echo still here\n")["viewport"].splitlines()[-2] == "still here"
         assert time.monotonic() - started < 5
         assert client.call("daemon_info")["sessions"] >= 2
+        limit_dirs = session_limit_dirs(bomb.opened["pid"], bomb.id)
+        assert len(limit_dirs) == 2, limit_dirs  # memory and pids
+        assert all((path / "cgroup.procs").read_text().split() for path in limit_dirs)
         closed = bomb.close()
         assert closed["closed"] is True
         assert closed["killed"] >= 2
         assert neighbour.send("echo after\n")["wait_reason"] == "stdin_read"
+        assert not any(path.exists() for path in limit_dirs)  # removed with the session
+
+
+def session_limit_dirs(pid: int, session_id: str) -> list[Path]:
+    """The cgroup v1 directories of a session (its pid's memory and pids cgroups named after the session)."""
+    mounts = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if right.startswith("cgroup "):
+            for option in right.split()[2].split(","):
+                mounts[option] = (left.split()[3], left.split()[4])
+    found = []
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        for name in names.split(","):
+            if name in mounts and path.endswith("/" + session_id):
+                root, point = mounts[name]
+                found.append(Path(point) / os.path.relpath(path, root))
+    return found
 
 
 def test_a_memory_hog_is_killed_at_its_limit_and_the_result_says_so(client: Rpc, tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ from ptyd.backends.containment import CgroupContainment, Containment, select_con
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.local import Confinement, build_registry
 from ptyd.backends.sandbox import select_sandbox
-from ptyd.backends.sandbox.bwrap import Bubblewrap
 from ptyd.backends.sandbox.limits import Limiter
 from ptyd.backends.spawn import raise_fd_limit
 from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
@@ -135,9 +134,7 @@ class Daemon:
             self.config,
             build_registry(self.config, reaper, containment, confinement),
             containment.name,
-            sandbox_name=confinement.sandbox.name
-            if isinstance(confinement.sandbox, Bubblewrap)
-            else f"unavailable: {getattr(confinement.sandbox, 'reason', '')}",
+            sandbox_name=confinement.sandbox.describe,
             limits_name=confinement.limiter.describe(),
         )
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
@@ -260,6 +257,7 @@ class Daemon:
         reaper.reap()
         reaper.close()
         containment.close()
+        confinement.limiter.close()
         with contextlib.suppress(FileNotFoundError):
             (directory / OPERATOR_TOKEN_FILE).unlink()
         if not inherited.socket_activated:
@@ -270,14 +268,14 @@ class Daemon:
         return 0
 
     def _confinement(self, directory: Path, instance: str, containment: Containment) -> Confinement:
-        """How sessions are sandboxed and limited here, found once (a bubblewrap probe: a few ms)."""
+        """How sessions are sandboxed and limited here (bubblewrap is probed at the first sandboxed open)."""
         sandbox = select_sandbox(self.config.sandbox, self.config.bwrap_program)
         leaf_parent = containment.base if isinstance(containment, CgroupContainment) else None
         limiter = Limiter.detect(instance, leaf_parent)
         private = [str(directory)]
         if os.environ.get("XDG_RUNTIME_DIR"):  # the user's bus, agent sockets, systemd --user: ways out
             private.append(os.environ["XDG_RUNTIME_DIR"])
-        log.info("sandbox: %s; limits: %s", getattr(sandbox, "reason", sandbox.name), limiter.describe())
+        log.info("resource limits: %s", limiter.describe())
         return Confinement(sandbox, limiter, tuple(private))
 
     async def _maintain(self, service: PtyService, reaper: ChildReaper, saver: adoption.StateSaver) -> None:

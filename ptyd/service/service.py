@@ -62,7 +62,7 @@ class PtyService:
         backends: dict[str, PtyBackend],
         containment_name: str,
         on_change: Callable[[], None] = lambda: None,
-        sandbox_name: str | None = None,
+        sandbox_name: Callable[[], str] | None = None,
         limits_name: str | None = None,
     ) -> None:
         self.sandbox_name = sandbox_name  # how sandboxes are made here, or why they cannot be
@@ -352,7 +352,7 @@ class PtyService:
             containment=self.containment_name,
             handovers=self.handovers,
             handover_error=self.handover_error,
-            sandbox=self.sandbox_name,
+            sandbox=self.sandbox_name() if self.sandbox_name is not None else None,
             limits=self.limits_name,
         )
 

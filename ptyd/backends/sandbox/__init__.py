@@ -9,11 +9,14 @@ place.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Protocol, final
 
 from ptyd.config import SandboxProfile
 from ptyd.errors import SandboxUnavailable
+
+log = logging.getLogger("ptyd.sandbox")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +30,11 @@ class SandboxPlan:
 
 
 class Sandbox(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
+    def describe(self) -> str:
+        """'bwrap', or why sessions cannot be sandboxed here."""
+        ...
 
     def wrap(self, plan: SandboxPlan) -> tuple[str, ...]:
         """The argv prefix that runs a program inside the plan's sandbox (raises SandboxUnavailable)."""
@@ -43,12 +50,42 @@ class NoSandbox:
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
+    def describe(self) -> str:
+        return self.reason
+
     def wrap(self, plan: SandboxPlan) -> tuple[str, ...]:
         raise SandboxUnavailable(f"this session's profile needs a sandbox, and {self.reason}", reason=self.reason)
 
 
-def select_sandbox(choice: str, bwrap_program: str) -> Sandbox:
-    from ptyd.backends.sandbox.bwrap import Bubblewrap
+@final
+class DetectedSandbox:
+    """The choice, made at the first sandboxed open (or daemon_info): a daemon whose sessions are all ``none``
+    never runs the bubblewrap probe (a few tens of ms, more under load), nor does each handover's new daemon."""
 
-    found = Bubblewrap.detect(bwrap_program)
-    return found if isinstance(found, Bubblewrap) else NoSandbox(found)
+    def __init__(self, choice: str, bwrap_program: str) -> None:
+        self._choice = choice
+        self._program = bwrap_program
+        self._found: Sandbox | None = None
+
+    def get(self) -> Sandbox:
+        if self._found is None:
+            from ptyd.backends.sandbox.bwrap import Bubblewrap
+
+            found = Bubblewrap.detect(self._program)
+            self._found = found if isinstance(found, Bubblewrap) else NoSandbox(found)
+            log.info("sandbox: %s", self._found.describe())
+        return self._found
+
+    @property
+    def name(self) -> str:
+        return self.get().name
+
+    def describe(self) -> str:
+        return self.get().describe()
+
+    def wrap(self, plan: SandboxPlan) -> tuple[str, ...]:
+        return self.get().wrap(plan)
+
+
+def select_sandbox(choice: str, bwrap_program: str) -> DetectedSandbox:
+    return DetectedSandbox(choice, bwrap_program)

@@ -71,6 +71,9 @@ class Bubblewrap:
             return cls(found, disable_userns=False)
         return f"bubblewrap cannot make a sandbox here: {why}"
 
+    def describe(self) -> str:
+        return self.name
+
     def wrap(self, plan: SandboxPlan) -> tuple[str, ...]:
         profile = plan.profile
         workspace = os.path.realpath(plan.workspace)

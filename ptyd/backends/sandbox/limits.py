@@ -122,18 +122,10 @@ def _v1_bases(instance: str) -> dict[str, Path]:
             for controller in CONTROLLERS:
                 if controller in options and controller not in bases and controller in own:
                     relative = os.path.relpath(own[controller], fields[3])
-                    base = Path(fields[4]) / relative / f"ptyd-{instance}"
-                    if _writable_base(base):
-                        bases[controller] = base
+                    parent = Path(fields[4]) / relative
+                    if os.access(parent, os.W_OK) and os.access(parent / "cgroup.procs", os.W_OK):
+                        bases[controller] = parent / f"ptyd-{instance}"  # made at the first session with limits
     return bases
-
-
-def _writable_base(base: Path) -> bool:
-    try:
-        base.mkdir(exist_ok=True)
-        return os.access(base / "cgroup.procs", os.W_OK)
-    except OSError:
-        return False
 
 
 def _v2_controllers(leaf_parent: Path | None) -> set[str]:
@@ -193,6 +185,7 @@ class Limiter:
                 places.append(Place(controller, v2_leaf, v2=True))
             else:
                 path = self.v1[controller] / session_id
+                path.parent.mkdir(exist_ok=True)
                 path.mkdir(exist_ok=True)
                 places.append(Place(controller, path, v2=False))
         scope = LimitScope(places)
@@ -203,6 +196,13 @@ class Limiter:
             scope.remove()
             raise
         return scope
+
+    def close(self) -> None:
+        """At shutdown: remove the (now empty) directories; a session left behind keeps its own, harmlessly."""
+        self.sweep(keep=set())
+        for base in self.v1.values():
+            with contextlib.suppress(OSError):
+                base.rmdir()
 
     def sweep(self, keep: set[str]) -> None:
         """Remove the empty v1 directories a previous daemon left, but those of sessions in ``keep``."""
