@@ -15,7 +15,7 @@ from ptyd.service.sandbox import choose, looser
 def test_an_unknown_profile_in_the_config_is_an_error_that_names_it(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text('sandbox_agents = { "ci" = "workspcae" }\n')
-    with pytest.raises(ConfigError, match="sandbox_agents.ci: unknown sandbox profile 'workspcae'"):
+    with pytest.raises(ConfigError, match=r"sandbox_agents\.ci: unknown sandbox profile 'workspcae'"):
         load_config(path)
     path.write_text('sandbox_default = "nope"\n')
     with pytest.raises(ConfigError, match="sandbox_default: unknown sandbox profile 'nope'"):
