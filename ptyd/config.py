@@ -27,6 +27,9 @@ class SandboxProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     filesystem: Literal["full", "workspace", "readonly"] = "full"
     # Absolute paths writable besides the workspace (caches such as ~/.cache/pip); ignored by "full".
     writable: tuple[Annotated[str, Meta(pattern=r"^/")], ...] = ()
+    # Paths the session must not even read, replaced by empty ones ("~/.ssh", "~/.aws"); "~" is the daemon user's
+    # home. Any filesystem mode but "full".
+    hidden: tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...] = ()
     # False: a network namespace of its own (only a loopback nothing outside listens on).
     network: bool = True
     # Per-session resource limits; None: unlimited. Enforced by cgroups (docs/sandbox.md says which).

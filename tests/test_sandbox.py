@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,13 +27,21 @@ from conftest import Daemon, Rpc, RpcError, Shell, pid_alive, wait_until
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 CONFIG = """
-sandbox_agents = { "tight-agent" = "tight", "offline-agent" = "workspace-offline" }
+sandbox_agents = { "tight-agent" = "tight", "offline-agent" = "workspace-offline", "slow-agent" = "slow" }
 
 [sandbox_profiles.tight]
 filesystem = "workspace"
 network = false
 pids_max = 64
 memory_mib = 256
+
+[sandbox_profiles.secretive]
+filesystem = "workspace"
+hidden = ["~/.ptyd-test-hidden"]
+
+[sandbox_profiles.slow]
+filesystem = "workspace"
+cpu_percent = 10
 
 [sandbox_profiles.tighter]
 filesystem = "readonly"
@@ -219,6 +228,41 @@ def test_a_memory_hog_is_killed_at_its_limit_and_the_result_says_so(client: Rpc,
         assert neighbour.send("echo fine\n")["viewport"].splitlines()[-2] == "fine"
         assert neighbour.call("terminal_status")["oom_killed"] is False
         assert pid_alive(daemon_pid)
+
+
+def test_system_sockets_under_run_and_a_profiles_hidden_paths_are_out_of_reach(
+    client: Rpc, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    listener = socket.socket(socket.AF_UNIX)
+    path = Path("/run") / f"ptyd-test-{os.getpid()}.sock"
+    listener.bind(str(path))
+    listener.listen()
+    request.addfinalizer(lambda: (listener.close(), path.unlink()))
+    secrets = Path.home() / ".ptyd-test-hidden"
+    secrets.mkdir(exist_ok=True)
+    (secrets / "key").write_text("hunter2\n")
+    request.addfinalizer(lambda: shutil.rmtree(secrets))
+    connect = f"import socket; socket.socket(socket.AF_UNIX).connect('{path}'); print('connected')"
+    with session(client, "plain", tmp_path) as plain:  # the socket works outside a sandbox
+        assert "connected" in plain.send(f'python3 -c "{connect}" 2>&1 | tail -1\n')["viewport"].splitlines()
+    with session(client, "me", tmp_path, sandbox="secretive") as s:
+        result = s.send(f'python3 -c "{connect}" 2>&1 | tail -1\n')
+        assert "FileNotFoundError" in result["viewport"], result["viewport"]
+        result = s.send(f"cat {secrets}/key; getent hosts localhost >/dev/null && echo resolves\n")
+        assert "hunter2" not in result["viewport"].splitlines()
+        assert "No such file or directory" in result["viewport"]
+        assert "resolves" in result["viewport"].splitlines()  # the resolver still works with /run emptied
+
+
+def test_a_cpu_share_throttles_a_busy_loop(client: Rpc, tmp_path: Path) -> None:
+    with session(client, "slow-agent", tmp_path) as busy:
+        assert busy.call("terminal_status")["limits"] == {"memory_mib": None, "pids_max": None, "cpu_percent": 10}
+        cpu = next(p for p in session_limit_dirs(busy.opened["pid"], busy.id) if (p / "cpu.cfs_quota_us").exists())
+        assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "10000"  # 10% of the 100 ms period
+        loop = "import time; end = time.monotonic() + 1\nwhile time.monotonic() < end: pass"
+        busy.send(f"python3 -c '{loop}'\n")
+        stat = dict(line.split() for line in (cpu / "cpu.stat").read_text().splitlines())
+        assert int(stat["nr_throttled"]) > 0, stat  # the kernel held it to its share
 
 
 def test_an_agent_may_ask_for_a_stricter_profile_never_a_looser_one(client: Rpc, tmp_path: Path) -> None:

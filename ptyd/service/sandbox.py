@@ -2,9 +2,9 @@
 
 "At least as strict" is a partial order, property by property (docs/sandbox.md): profile A is at least as strict
 as B when A's filesystem mode is no looser (readonly < workspace < full), every path A makes writable is inside a
-path B makes writable, A has no network where B has none, and every resource limit of A is no higher than B's (no
-limit is the highest). Two profiles can be incomparable (one lower on memory, the other offline): then neither
-may stand in for the other.
+path B makes writable, every path B hides is hidden by A too, A has no network where B has none, and every
+resource limit of A is no higher than B's (no limit is the highest). Two profiles can be incomparable (one lower
+on memory, the other offline): then neither may stand in for the other.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ def looser(a: SandboxProfile, b: SandboxProfile) -> list[str]:
         out.append("filesystem")
     if b.filesystem != "full" and not all(_within(path, b.writable) for path in a.writable):
         out.append("writable")
+    if b.filesystem != "full" and not all(_within(path, a.hidden) for path in b.hidden):
+        out.append("hidden")
     if a.network and not b.network:
         out.append("network")
     for limit in ("memory_mib", "pids_max", "cpu_percent"):

@@ -31,6 +31,21 @@ PROBE_TIMEOUT_S = 10.0
 _NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 
 
+PRIVATE_ROOTS = ("/tmp", "/run")  # replaced by empty tmpfs in every sandbox
+
+
+def _system_sockets_hidden() -> list[str]:
+    """An empty /run: it holds the system's daemons' Unix sockets (D-Bus, docker, postgresql, systemd), which
+    a read-only mount does not keep a program from connecting to. The resolver's configuration, when
+    /etc/resolv.conf points into /run (systemd-resolved), is bound back read-only so names still resolve."""
+    args = ["--tmpfs", "/run"]
+    resolv = os.path.realpath("/etc/resolv.conf")
+    if within(resolv, "/run") and resolv != "/run" and os.path.exists(resolv):
+        directory = os.path.dirname(resolv)
+        args += ["--ro-bind", directory, directory]
+    return args
+
+
 def within(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
     return root == "/" or path == root or path.startswith(root + "/")
@@ -81,7 +96,7 @@ class Bubblewrap:
         writable += [path for path in map(os.path.realpath, profile.writable) if os.path.exists(path)]
         if "/" in writable:
             raise InvalidArgument("a sandbox whose workspace is / would contain nothing", field="cwd")
-        private = [os.path.realpath(path) for path in plan.private]
+        private = [os.path.realpath(path) for path in (*plan.private, "/run")]
         for directory in private:
             if any(within(path, directory) for path in writable):
                 raise InvalidArgument(f"a sandbox cannot write inside ptyd's private {directory}", field="cwd")
@@ -98,9 +113,16 @@ class Bubblewrap:
             args += ["--ro-bind", workspace, workspace]
         for path in writable:
             args += ["--bind", path, path]
+        args += _system_sockets_hidden()
         for path in dict.fromkeys(hidden):
-            # Under /tmp a directory is gone already (the private /tmp), unless a bound path brought it back.
-            if os.path.isdir(path) and (not within(path, "/tmp") or any(within(path, w) for w in writable)):
+            # Under /tmp and /run a directory is gone already (private), unless a bound path brought it back.
+            gone = any(within(path, root) for root in PRIVATE_ROOTS) and not any(within(path, w) for w in writable)
+            if os.path.isdir(path) and not gone:
                 args += ["--tmpfs", path]
+        for path in (os.path.realpath(os.path.expanduser(path)) for path in profile.hidden):
+            if os.path.isdir(path):
+                args += ["--tmpfs", path]
+            elif os.path.exists(path):
+                args += ["--ro-bind", "/dev/null", path]
         args += ["--chdir", workspace, "--"]
         return tuple(args)
