@@ -59,6 +59,16 @@ def test_the_default_for_existing_setups_is_no_sandbox() -> None:
             [],
         ),
         (
+            SandboxProfile(filesystem="workspace", hidden=("~/.ssh", "~/.aws")),
+            SandboxProfile(filesystem="workspace", hidden=("~/.ssh",)),
+            [],
+        ),
+        (
+            SandboxProfile(filesystem="workspace"),
+            SandboxProfile(filesystem="workspace", hidden=("~/.ssh",)),
+            ["hidden"],
+        ),
+        (
             SandboxProfile(filesystem="workspace", writable=("/srv/cachex",)),
             SandboxProfile(filesystem="workspace", writable=("/srv/cache",)),
             ["writable"],

@@ -4,7 +4,7 @@ program of its own, so the daemon's spawn chain stays free of Python.
 The mount plan, in order (later mounts cover earlier ones): the whole filesystem read-only; a fresh /dev (the
 session's terminal appears as /dev/console, new ptys come from a devpts of the sandbox's own, so no other
 session's terminal can be opened) and /proc (of the sandbox's pid namespace: no other process is visible, so none
-can be signalled or traced); a private /tmp; the workspace and the profile's writable paths bound read-write;
+can be signalled or traced); a private /tmp and an empty /run (the system's daemon sockets); the workspace and the profile's writable paths bound read-write;
 then an empty tmpfs over every private directory (ptyd's runtime directory with its socket and tokens, the state
 directory, ``$XDG_RUNTIME_DIR`` with the user's bus and agent sockets) and over other agents' workspaces. A user
 namespace with every capability dropped and ``--disable-userns`` means nothing inside can undo a mount;
