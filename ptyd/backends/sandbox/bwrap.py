@@ -4,15 +4,15 @@ program of its own, so the daemon's spawn chain stays free of Python.
 The mount plan, in order (later mounts cover earlier ones): the whole filesystem read-only; a fresh /dev (the
 session's terminal appears as /dev/console, new ptys come from a devpts of the sandbox's own, so no other
 session's terminal can be opened) and /proc (of the sandbox's pid namespace: no other process is visible, so none
-can be signalled or traced); a private /tmp and an empty /run (the system's daemon sockets); the workspace and the profile's writable paths bound read-write;
-then an empty tmpfs over every private directory (ptyd's runtime directory with its socket and tokens, the state
-directory, ``$XDG_RUNTIME_DIR`` with the user's bus and agent sockets) and over other agents' workspaces. A user
-namespace with every capability dropped and ``--disable-userns`` means nothing inside can undo a mount;
-bubblewrap sets no-new-privileges, so setuid programs (sudo) cannot gain anything. Not used, on purpose:
-``--new-session`` (the program needs the PTY as its controlling terminal for job control and /dev/tty) and
-``--die-with-parent`` (sessions outlive a daemon crash and a handover). bubblewrap keeps a pid 1 of its own in
-the namespace, so the program is not an init whose default signal actions the kernel ignores (Ctrl-C would do
-nothing to a ``cat``).
+can be signalled or traced); a private /tmp; the workspace and the profile's writable paths bound read-write; an
+empty /run (the system daemons' sockets); then an empty tmpfs over every private directory (ptyd's runtime
+directory with its socket and tokens, ``$XDG_RUNTIME_DIR`` with the user's bus and agent sockets), over other
+agents' workspaces and over the profile's hidden paths. A user namespace with every capability dropped and
+``--disable-userns`` means nothing inside can undo a mount; bubblewrap sets no-new-privileges, so setuid programs
+(sudo) cannot gain anything. Not used, on purpose: ``--new-session`` (the program needs the PTY as its
+controlling terminal for job control and /dev/tty) and ``--die-with-parent`` (sessions outlive a daemon crash
+and a handover). bubblewrap keeps a pid 1 of its own in the namespace, so the program is not an init whose
+default signal actions the kernel ignores (Ctrl-C would do nothing to a ``cat``).
 """
 
 from __future__ import annotations
