@@ -7,7 +7,7 @@ export type Environment = Readonly<Record<string, string | undefined>>;
 
 /**
  * The daemon's socket path: `explicit`, else `$PTYD_SOCKET`, else `$XDG_RUNTIME_DIR/ptyd/ptyd.sock`, else
- * `/tmp/ptyd-$UID/ptyd.sock` (the rule of `ptyd.daemon.default_socket_path`; an empty variable counts as unset).
+ * `/tmp/ptyd-$UID/ptyd.sock` (the rule of `ptyd.config.default_socket_path`; an empty variable counts as unset).
  */
 export function resolveSocketPath(explicit?: string, env: Environment = process.env): string {
   if (explicit) return explicit;

@@ -24,11 +24,11 @@ test("without $PTYD_SOCKET or $XDG_RUNTIME_DIR the socket is under /tmp/ptyd-$UI
 
 // $PTYD_PYTHON is the daemon's interpreter (the pytest runner passes it): ask the daemon's own rule.
 const python = process.env["PTYD_PYTHON"];
-test("each environment gives the path ptyd.daemon.default_socket_path gives", { skip: !python && "no $PTYD_PYTHON" }, () => {
+test("each environment gives the path ptyd.config.default_socket_path gives", { skip: !python && "no $PTYD_PYTHON" }, () => {
   for (const env of CASES) {
     const daemon = spawnSync(
       python!,
-      ["-c", "from ptyd.daemon import default_socket_path; print(default_socket_path(), end='')"],
+      ["-c", "from ptyd.config import default_socket_path; print(default_socket_path(), end='')"],
       { env: { PATH: process.env["PATH"], ...env }, encoding: "utf8" },
     );
     assert.equal(daemon.status, 0, daemon.stderr);
