@@ -20,14 +20,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import final
 
+from ptyd.backends import procfs
 from ptyd.backends.sandbox import SandboxPlan
 from ptyd.errors import InvalidArgument
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # shell integration files are read from here, inside
 PROBE_TIMEOUT_S = 10.0
+ORPHAN_WAIT_S = 1.0  # what the probe left exits at once; this only bounds a wait that should never be needed
 _NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 
 
@@ -53,14 +56,31 @@ def within(path: str, root: str) -> bool:
 
 def _probe(argv: list[str]) -> str | None:
     """None if the sandbox can be made, else why not (bwrap's own message)."""
+    before = set(procfs.children(os.getpid()))
     try:
         done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
+    finally:
+        _reap_orphans(before)
     if done.returncode == 0:
         return None
     message = done.stderr.decode(errors="replace").strip().splitlines()
     return message[-1] if message else f"bwrap exited with {done.returncode}"
+
+
+def _reap_orphans(before: set[int]) -> None:
+    """bubblewrap leaves one of its processes to the nearest subreaper, the daemon: reap what the probe left (the
+    daemon spawns nothing else meanwhile; the probe runs on the event loop's thread), so it lingers as no zombie."""
+    deadline = time.monotonic() + ORPHAN_WAIT_S
+    for pid in set(procfs.children(os.getpid())) - before:
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+            except ChildProcessError:
+                break
+            time.sleep(0.001)
 
 
 @final
