@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv run test lint typecheck unit stress bench golden docs clean install-user uninstall-user
+.PHONY: venv run test lint typecheck unit quick perf stress bench golden docs clean install-user uninstall-user
 
 venv: $(STAMP)
 
@@ -32,6 +32,15 @@ typecheck: venv
 unit: venv
 	$(PY) -m pytest -q -m 'not slow'
 
+## The in-process tests only (tests/unit: the dispatcher, service, session, channel, state; a few seconds).
+quick: venv
+	$(PY) -m pytest -q tests/unit
+
+## The latency claims held to their tight bounds (tests/conftest.py latency()), for a quiet machine.
+perf: venv
+	$(PY) -m pytest -q -m 'not slow' --perf tests/test_readiness.py tests/test_relays.py \
+	  tests/hardening/test_program_faults.py tests/hardening/test_client_faults.py tests/clients/test_python_client.py
+
 stress: venv
 	$(PY) -m pytest -q -m slow
 
@@ -43,13 +52,15 @@ golden: venv
 bench: venv
 	$(PY) bench/run.py
 
-## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md.
+## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md,
+## and the blocking Python client's methods (from the asyncio ones).
 docs: venv
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
 	$(PY) -m ptyd.configdoc markdown > docs/config.md
 	$(PY) -m ptyd.configdoc example > docs/config.example.toml
 	$(PY) -m ptyd.rpc.codegen_ts
 	$(PY) -m ptyd.rpc.codegen_py
+	$(PY) -m ptyd.rpc.codegen_sync
 
 ## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.
 install-user: venv

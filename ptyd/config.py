@@ -78,10 +78,19 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_sessions_per_agent: Size = 128
     # Abandoned agents are released after this long without a call, so their shells do not live forever.
     agent_idle_timeout_ms: PositiveMs = 24 * 3_600_000
+    # Event subscriptions one connection may hold at once: every event is offered to every subscription, so a
+    # client subscribing in a loop would make each event cost thousands; past it terminal_subscribe is
+    # limit_exceeded. A client needs one per session it watches, or one for all of them.
+    max_subscriptions_per_connection: Size = 256
     # Closed session ids an agent may close again as a no-op.
     closed_ids_remembered: Size = 1024
     # request_key values remembered per session for idempotent retries.
     request_keys_remembered: Size = 64
+    # Input written to a session that its program has not read yet, held by the daemon (the kernel's own queue
+    # holds ~4 KiB): two full frames. Past it a send is refused (limit_exceeded, reason "input_pending") and
+    # answers to terminal queries are dropped (logged), so a program that prints queries and never reads, or
+    # sends that time out one after another, cannot grow the daemon without end.
+    max_pending_input_bytes: Size = 8 * 1024 * 1024
 
     # --- terminal ---
     # The terminal emulator: "ghostty" (libghostty-vt via pyghostty: native, ~100x faster, reflows on resize),
@@ -134,6 +143,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     close_term_grace_ms: PositiveMs = 1_500
     # Daemon shutdown waits this long for all closes before giving up on the rest.
     shutdown_grace_ms: PositiveMs = 10_000
+    # At shutdown, after the sessions closed, requests still in flight get this long to send their answers
+    # (a send settled by the close, say) before their connections are cut.
+    shutdown_drain_ms: PositiveMs = 1_000
     # Without systemd's fd store, keep the PTY masters in a `ptyd keeper` process too, so that the sessions
     # outlive a crash of the daemon and the next one adopts them. Off by default, as before it existed: a crash
     # in the foreground then ends every session.
@@ -142,8 +154,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     fd_keeper_grace_ms: PositiveMs = 60_000
 
     # --- processes ---
-    # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker.
-    containment: str = "auto"
+    # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker;
+    # "cgroup" refuses to start without one. A typo ("cgroups") is an error, not a quiet subreaper.
+    containment: Literal["auto", "cgroup", "subreaper"] = "auto"
     # The `shell` type's program. Without the user's startup files, so prompts, aliases and traps are the same
     # for every agent; ["/bin/bash", "-i"] reads ~/.bashrc.
     shell_argv: tuple[str, ...] = ("/bin/bash", "--noprofile", "--norc", "-i")

@@ -116,7 +116,10 @@ def markdown() -> str:
         "ptyd reads one TOML file: `--config FILE`, else `$XDG_CONFIG_HOME/ptyd/config.toml` (`~/.config/ptyd/"
         "config.toml`); a missing default file means every default below. Keys sit at the top level (a `[ptyd]` "
         "table holding them is accepted too); an unknown key or a value out of bounds is an error that names it, "
-        "so a typo is never silently ignored. `SIGHUP` re-reads the file. `ptyd --print-config` prints the "
+        "so a typo is never silently ignored. `SIGHUP` re-reads the file: new sessions, connections and calls "
+        "follow it, and the limits apply at once; a live session keeps the settings it was opened with, and "
+        "`containment`, `fd_keeper`, `fd_keeper_grace_ms` and `listen_backlog` are read at start only (a restart "
+        "or a handover applies them). `ptyd --print-config` prints the "
         "values in effect; [config.example.toml](config.example.toml) lists every key at its default.",
         "",
     ]

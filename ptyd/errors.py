@@ -1,6 +1,9 @@
-"""Application errors: one base class carrying the wire code and a stable ``kind``, one subclass per condition.
+"""Every error the daemon reports: one base class carrying the wire code and a stable ``kind``, one subclass per
+condition, JSON-RPC 2.0's own errors (parse, request, method, params, internal) included.
 
 The wire form is ``{"code": CODE, "message": ..., "data": {"kind": KIND, ...}}``; clients switch on ``kind``.
+``ERROR_CLASSES`` is the one table: dispatch, the server's framing, docs/protocol.md, OpenRPC and both clients'
+generated error maps read it.
 """
 
 from __future__ import annotations
@@ -13,11 +16,18 @@ class PtydError(Exception):
 
     code: ClassVar[int] = -32000
     kind: ClassVar[str] = "error"
+    title: ClassVar[str] = "Error"  # the message when none is given (JSON-RPC's own errors use the spec's)
 
-    def __init__(self, message: str, **data: object) -> None:
+    def __init__(self, message: str | None = None, **data: object) -> None:
+        message = self.title if message is None else message
         super().__init__(message)
         self.message = message
         self.data: dict[str, object] = {"kind": self.kind, **data}
+
+    @classmethod
+    def standard(cls) -> bool:
+        """One of JSON-RPC 2.0's own errors (-32768 to -32100), not one of this application's."""
+        return cls.code < -32099
 
 
 class Unauthorized(PtydError):
@@ -88,14 +98,74 @@ class SandboxUnavailable(PtydError):
     kind = "sandbox_unavailable"
 
 
+class ParseError(PtydError):
+    """The line is not JSON."""
+
+    code = -32700
+    kind = "parse_error"
+    title = "Parse error"
+
+
+class InvalidRequest(PtydError):
+    """Not a JSON-RPC request."""
+
+    code = -32600
+    kind = "invalid_request"
+    title = "Invalid request"
+
+
+class EmptyBatch(InvalidRequest):
+    """An empty batch array."""
+
+    kind = "empty_batch"
+
+
+class BatchTooLarge(InvalidRequest):
+    """A batch over max_batch elements; ``data.limit`` is the bound."""
+
+    kind = "batch_too_large"
+
+
+class FrameTooLarge(InvalidRequest):
+    """A frame over max_frame_bytes, skipped to its newline; the connection lives on."""
+
+    kind = "frame_too_large"
+
+
+class MethodNotFound(PtydError):
+    """No such method; ``data.method`` names it."""
+
+    code = -32601
+    kind = "method_not_found"
+    title = "Method not found"
+
+
 class InvalidArgument(PtydError):
-    """Parameters that are well-typed but make no sense together (an unknown signal name, say)."""
+    """Wrong type, missing or unknown field, or values that make no sense together; ``data.detail`` or
+    ``data.field`` names the field."""
 
     code = -32602
     kind = "invalid_params"
+    title = "Invalid params"
+
+
+class InternalError(PtydError):
+    """A daemon bug; ``data.incident`` matches a line in the daemon's log."""
+
+    code = -32603
+    kind = "internal"
+    title = "Internal error"
 
 
 ERROR_CLASSES: tuple[type[PtydError], ...] = (
+    ParseError,
+    InvalidRequest,
+    EmptyBatch,
+    BatchTooLarge,
+    FrameTooLarge,
+    MethodNotFound,
+    InvalidArgument,
+    InternalError,
     Unauthorized,
     SessionNotFound,
     SessionBusy,
@@ -106,3 +176,7 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     SandboxRefused,
     SandboxUnavailable,
 )
+"""Every error kind the daemon reports, JSON-RPC's own first."""
+
+APPLICATION_ERRORS: tuple[type[PtydError], ...] = tuple(cls for cls in ERROR_CLASSES if not cls.standard())
+"""This application's errors (-32000 to -32099): what OpenRPC lists per method."""

@@ -39,11 +39,14 @@ S-Tab): they are sent the way the program asked for (full-screen programs such a
 arrows only in the form keys sends, not as "\\u001b[A" typed in input). Names: Enter, Tab, BTab, Escape, Space, \
 Backspace, Delete, Insert, Home, End, PageUp, PageDown, Up, Down, Left, Right, F1-F12, or one character."""
 
+_D = p.DEFAULTS  # the daemon's defaults, stated once (ptyd/config.py)
 SEND_BOUNDS = {
-    "timeout_ms": "Give up waiting after this long (default 30000); the program keeps running. Raise it for long "
-    "builds or tests.",
-    "idle_ms": "Settle as inferred_idle after this much silence while nothing waits for input (default 3000).",
-    "max_bytes": "Upper bound of the returned viewport in UTF-8 bytes (default 32768); the head and tail are kept.",
+    "timeout_ms": f"Give up waiting after this long (default {_D.default_timeout_ms}); the program keeps running. "
+    "Raise it for long builds or tests.",
+    "idle_ms": "Settle as inferred_idle after this much silence while nothing waits for input "
+    f"(default {_D.default_idle_ms}).",
+    "max_bytes": f"Upper bound of the returned viewport in UTF-8 bytes (default {_D.default_max_bytes}); the head "
+    "and tail are kept.",
 }
 
 
@@ -94,7 +97,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "name": "A short label for the session, shown in terminal_list and to a person watching.",
                 "argv": 'Program and arguments, e.g. ["python3"] or ["ssh", "host"]. Default: bash.',
                 "env": "Extra environment variables for the program.",
-                "timeout_ms": "How long to wait for the program to be ready (default 30000).",
+                "timeout_ms": f"How long to wait for the program to be ready (default {_D.open_timeout_ms}).",
             },
             extra={
                 "profile": {

@@ -38,12 +38,62 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the sandbox profile of every agent of every daemon the tests start (.ci/run runs the readiness, "
         "relay and handover tests in 'workspace' too)",
     )
+    parser.addoption(
+        "--perf",
+        action="store_true",
+        help="hold latency claims to their tight bounds too (a quiet machine: make perf); see conftest.latency",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global EMULATOR, SANDBOX
+    global EMULATOR, PERF, SANDBOX
     EMULATOR = config.getoption("--emulator")
     SANDBOX = config.getoption("--sandbox")
+    PERF = config.getoption("--perf")
+
+
+def on_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+MISSING_PROGRAM = "not installed"  # the words of every skip for a program the machine lacks
+
+
+def missing_program_skip(report: pytest.TestReport) -> str | None:
+    """The reason of a skip for a missing program (which .ci/run installs), or None for any other outcome."""
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return None
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason if MISSING_PROGRAM in reason else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """On CI a test skipped because a program is not installed fails instead: the relay, readiness and shell
+    claims gated on mc, tmux, sshd... must run there, as the TypeScript harness demands `# skipped 0`."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    reason = missing_program_skip(report)
+    if reason is not None and on_ci():
+        report.outcome = "failed"
+        report.longrepr = f"skipped on CI: {reason}. CI must run it: add the program to .ci/run's install list"
+
+
+PERF = False  # --perf: latency claims are held to their tight bounds too (make perf, on a quiet machine)
+
+
+def latency(elapsed: float, *, tight: float, fallback: float, what: str) -> None:
+    """A latency claim about the daemon, in seconds.
+
+    The fast suite asserts only that ``what`` came before ``fallback``: the time after which the daemon would have
+    answered anyway (idle_ms after the last output, a kill grace, the send's timeout). Beating it proves the daemon
+    answered on its own evidence; any tighter bound on a loaded 2-core CI machine measures the machine, not the
+    daemon. ``--perf`` (``make perf``) holds it to ``tight`` as well; bench/ measures latency as ratios.
+    """
+    assert elapsed < fallback, f"{what} took {elapsed:.2f} s: as long as the fallback ({fallback} s) it must beat"
+    if PERF:
+        assert elapsed < tight, f"{what} took {elapsed:.2f} s (perf bound {tight} s)"
 
 
 class RpcError(Exception):

@@ -69,3 +69,11 @@ def test_an_unknown_key_is_named(tmp_path: Path) -> None:
     path.write_text("[ptyd]\ndefault_colz = 30\n")
     with pytest.raises(ConfigError, match="default_colz"):
         load_config(path)
+
+
+@pytest.mark.parametrize("value", ["cgroups", "Auto", "none"])
+def test_a_containment_typo_is_an_error_not_a_quiet_subreaper(tmp_path: Path, value: str) -> None:
+    source = tmp_path / "config.toml"
+    source.write_text(f'containment = "{value}"\n')
+    with pytest.raises(ConfigError, match="containment"):
+        load_config(source, required=True)

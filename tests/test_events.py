@@ -183,3 +183,19 @@ def test_python_client_event_stream(daemon: Daemon, shell: Shell) -> None:
             assert event.get("result", {}).get("exit_code") == 0
         finally:
             stream.close()
+
+
+def test_subscriptions_per_connection_are_bounded(fresh_daemon: Daemon) -> None:
+    fresh_daemon.config_path.write_text("max_subscriptions_per_connection = 2\n")
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as first, fresh_daemon.rpc() as second:
+        token = first.call("agent_register")["token"]
+        kept = first.call("terminal_subscribe", token=token)["subscription_id"]
+        first.call("terminal_subscribe", token=token)
+        with pytest.raises(RpcError) as err:
+            first.call("terminal_subscribe", token=token)
+        assert err.value.kind == "limit_exceeded"
+        assert err.value.data["limit"] == "max_subscriptions_per_connection"
+        second.call("terminal_subscribe", token=token)  # another connection has its own
+        assert first.call("terminal_unsubscribe", token=token, subscription_id=kept)["unsubscribed"] is True
+        first.call("terminal_subscribe", token=token)  # an ended one frees its slot

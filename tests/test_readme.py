@@ -57,7 +57,7 @@ def test_set_up_puts_ptyd_and_ptyctl_on_the_path(daemon: Daemon) -> None:
     assert done.stdout.startswith("ptyd 0.1.0 (protocol ")
 
 
-@pytest.mark.skipif(not (shutil.which("socat") and shutil.which("jq")), reason="needs socat and jq")
+@pytest.mark.skipif(not (shutil.which("socat") and shutil.which("jq")), reason="socat or jq is not installed")
 def test_shell_session_example(daemon: Daemon) -> None:
     done = run_sh(readme_block("A session from the shell", "sh"), as_the_readme_says(daemon))
     assert done.returncode == 0, done.stderr

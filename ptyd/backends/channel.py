@@ -294,6 +294,11 @@ class PtyChannel:
             self.loop.remove_writer(self._proc.master)
             self._writing = False
 
+    @property
+    def pending(self) -> int:
+        """Input held here, not yet written to the PTY (the program does not read it)."""
+        return len(self._outbox)
+
     def input_queued(self) -> int:
         """Input written but not yet read by the program: ours still to write plus the tty's input queue."""
         return len(self._outbox) + waits.input_queued(self._proc.slave)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
+import secrets
 import signal as signals
 import termios
 import time
@@ -35,9 +37,11 @@ from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remo
 from ptyd.backends.spawn import Spawned, set_winsize
 from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config, SandboxProfile
-from ptyd.errors import InvalidArgument, SessionBusy, SessionExited
+from ptyd.errors import InternalError, InvalidArgument, LimitExceeded, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.keys import encode as encode_keys
+
+log = logging.getLogger("ptyd.session")
 
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
@@ -111,6 +115,7 @@ class LocalSession:
         self._status: p.SessionStatus = p.Running()
         self._activity: asyncio.Future[bool] | None = None
         self._replies = 0  # answers to terminal queries written to the program
+        self._dropped_replies = 0  # answers not written: the program left max_pending_input_bytes unread
         self._command_running = False  # the shell's last mark was a command mark
         self._prompt_cwd: str | None = None  # the shell's cwd at its last prompt mark
         self.active: SendOp | None = None
@@ -130,6 +135,16 @@ class LocalSession:
         self._reaper.watch(self._proc.pid, self._on_exit, child=child)
 
     def _reply(self, data: bytes) -> None:
+        if self.channel.pending + len(data) > self._config.max_pending_input_bytes:
+            # The program asks and never reads the answers: they would pile up without end.
+            self._dropped_replies += 1
+            if self._dropped_replies == 1:
+                log.warning(
+                    "%s: dropping answers to terminal queries: %d bytes of input are unread (max_pending_input_bytes)",
+                    self.session_id,
+                    self.channel.pending,
+                )
+            return
         self._replies += 1
         # Input the program blocked to read: until it is seen to take it, its wait is the one before the answer
         # (whether the query was answered by the reader as it arrived or by the drain before settling). Marked
@@ -195,6 +210,7 @@ class LocalSession:
         data = request.input.encode()
         if data:
             self._check_deliverable(data)
+            self._check_room(data)
         op = SendOp(request, self.terminal.cursor_line, self.loop)
         self.active = op
         self.watch.send_started()
@@ -233,6 +249,19 @@ class LocalSession:
         self.tracker.begin(wrote_input=b"" if taken else op.request.input.encode())
         self._start_drive(op)
 
+    def _check_room(self, data: bytes) -> None:
+        """Refuse input the daemon would have to hold beyond its bound: the program has not read what came before."""
+        limit = self._config.max_pending_input_bytes
+        if self.channel.pending + len(data) > limit:
+            raise LimitExceeded(
+                f"{self.channel.pending} bytes sent earlier are still unread by the program; nothing was written. "
+                "Wait for it to read them (or interrupt it: terminal_signal)",
+                limit="max_pending_input_bytes",
+                value=limit,
+                reason="input_pending",
+                pending_bytes=self.channel.pending,
+            )
+
     def _check_deliverable(self, data: bytes) -> None:
         """Refuse input that a canonical-mode reader would receive cut short: a line over the kernel's limit.
         Lines after the first that a shell will run a command for are held to it too (commands read canonically)."""
@@ -259,8 +288,27 @@ class LocalSession:
             )
 
     async def _drive(self, op: SendOp) -> None:
-        reason, verdict = await self._wait_ready(op)
-        await self._settle(op, reason, verdict)
+        try:
+            reason, verdict = await self._wait_ready(op)
+            await self._settle(op, reason, verdict)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._fail(op)
+
+    def _fail(self, op: SendOp) -> None:
+        """A bug in the readiness or settling code: the send ends with an internal error naming a logged incident
+        (its waiters get it; no send_settled event, which needs a result), and the session takes sends again
+        rather than staying busy until it is closed."""
+        incident = secrets.token_hex(4)
+        log.exception("incident %s in send %s of %s", incident, op.id, self.session_id)
+        if self.active is op:
+            self.active = None
+            self.terminal.capture = None
+        self.last_op = op
+        if not op.future.done():
+            op.future.set_exception(InternalError("Internal error", incident=incident))
+            op.future.exception()  # retrieved: a send nobody waits for is not logged a second time by asyncio
 
     def _wake(self, output: bool) -> None:
         if self._activity is not None and not self._activity.done():

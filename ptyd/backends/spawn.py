@@ -138,9 +138,14 @@ def spawn(
     program = resolve_program(argv[0], env.get("PATH", os.defpath))
     try:
         master, slave = os.openpty()
-        gate_read, gate = os.pipe()
     except OSError as exc:
         raise _fail("openpty", exc.errno or errno.EIO) from None
+    try:
+        gate_read, gate = os.pipe()
+    except OSError as exc:  # EMFILE after openpty took the last two fds: give them back
+        os.close(master)
+        os.close(slave)
+        raise _fail("pipe", exc.errno or errno.EIO) from None
     try:
         if gate_read == GATE_FD:  # dup2 onto itself would keep close-on-exec set
             gate_read = os.dup(gate_read)

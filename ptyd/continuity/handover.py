@@ -119,6 +119,10 @@ async def preflight(argv: list[str], document: bytes, reaper: ChildReaper) -> No
         reaper.watch(pid, done)
         try:
             code, sig = await asyncio.wait_for(exited, PREFLIGHT_TIMEOUT_S)
+        except asyncio.CancelledError:  # the daemon is shutting down: the check is moot
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+            raise
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)

@@ -210,13 +210,19 @@ class Keeper:
                 for fd in fds:
                     os.close(fd)
                 break
-            taken.update(zip(names.split(), fds, strict=False))
+            ids = names.split()
+            for fd in fds[len(ids) :]:  # more fds than names (a truncated message): none can be matched
+                os.close(fd)
+            taken.update(zip(ids, fds, strict=False))  # fewer fds than names: those sessions were not kept
         self.stored = set(taken)
         return taken
 
     def sync(self, masters: dict[str, int]) -> None:
+        """Store new masters and remove closed ones, without blocking the loop: a keeper that is behind (its socket
+        buffer full) gets the rest at the next sync (the state saver's tick offers what ``stored`` lacks)."""
         if self._lost:
             return
+        self._sock.settimeout(0)  # non-blocking sends; take() and attach() wait for replies with the timeout
         try:
             for name in sorted(self.stored - masters.keys()):
                 _send(self._sock, f"REMOVE {name}")
@@ -225,9 +231,13 @@ class Keeper:
                 if name not in self.stored:
                     _send(self._sock, f"STORE {name}", [fd])
                     self.stored.add(name)
+        except BlockingIOError:
+            log.debug("the fd keeper is behind; the rest at the next sync")
         except OSError as exc:  # the keeper died: the sessions live on, but no longer past a crash
             self._lost = True
             log.warning("lost the fd keeper (%s): a crash of this daemon now ends its sessions", exc)
+        finally:
+            self._sock.settimeout(_REPLY_WAIT_S)
 
     def bye(self) -> None:
         """A clean shutdown: the keeper lets go of everything and exits."""

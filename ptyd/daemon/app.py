@@ -9,12 +9,19 @@ import gc
 import hashlib
 import logging
 import os
+import secrets
 import signal
 import socket
 from pathlib import Path
 
 from ptyd import __version__
-from ptyd.backends.containment import CgroupContainment, Containment, select_containment, set_subreaper
+from ptyd.backends.containment import (
+    CgroupContainment,
+    Containment,
+    ContainmentUnavailable,
+    select_containment,
+    set_subreaper,
+)
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.local import Confinement, build_registry
 from ptyd.backends.sandbox import select_sandbox
@@ -25,7 +32,7 @@ from ptyd.continuity import adoption, handover
 from ptyd.continuity.document import StateFile, remove_leftover_cgroups
 from ptyd.continuity.keeper import Keeper
 from ptyd.daemon import systemd
-from ptyd.daemon.runtime import acquire_lock, activated_path, bind_socket, prepare_runtime_dir
+from ptyd.daemon.runtime import StartupError, acquire_lock, activated_path, bind_socket, prepare_runtime_dir
 from ptyd.rpc.dispatch import Dispatcher
 from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method
@@ -78,7 +85,9 @@ class Daemon:
                 self.socket_path = activated_path(sock, self._explicit_socket)
             prepare_runtime_dir(self.socket_path.parent)
             lock_fd = acquire_lock(self.socket_path.parent)
-        keeper = self._attach_keeper(handed is not None)
+        # Off the loop: starting a keeper polls for its socket for up to seconds, and taking the masters back waits
+        # for its replies.
+        keeper = await asyncio.to_thread(self._attach_keeper, handed is not None)
         try:
             return await self._serve(loop, sock, lock_fd, activated, handed, keeper)
         finally:
@@ -117,7 +126,10 @@ class Daemon:
         if not set_subreaper():
             log.warning("could not become a child subreaper; orphaned session processes go to init")
         instance = hashlib.sha256(str(self.socket_path.resolve()).encode()).hexdigest()[:12]
-        containment = select_containment(self.config.containment, instance)
+        try:
+            containment = select_containment(self.config.containment, instance)
+        except ContainmentUnavailable as exc:
+            raise StartupError(str(exc)) from None
         confinement = self._confinement(directory, instance, containment)
         state_file = StateFile(directory)
         saved = handover.DaemonState(daemon_pid=0)
@@ -177,10 +189,8 @@ class Daemon:
                 log.error("reload failed, keeping the running configuration: %s", exc)
                 return
             self.config = config
-            service.config = config
-            service.backends = build_registry(config, reaper, containment, confinement)
-            server.config = config
-            server.dispatcher.max_batch = config.max_batch
+            service.reconfigure(config, build_registry(config, reaper, containment, confinement))
+            server.reconfigure(config)
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
 
         maintenance = loop.create_task(self._maintain(service, reaper, saver))
@@ -202,12 +212,19 @@ class Daemon:
             with contextlib.suppress(asyncio.CancelledError):
                 await maintenance
             server.stop_accepting()  # connections are left to the exec, which closes them: clients reconnect
-            state = handover.snapshot(service, inherited, "handover")  # from here on nothing may await
             try:
+                state = handover.snapshot(service, inherited, "handover")  # from here on nothing may await
                 handover.exec_next(argv, state, handover.kept_fds(state))
-            except OSError as exc:
-                service.handover_error = f"cannot exec {argv[0]}: {exc.strerror}"
-                log.error("handover failed, still serving: %s", service.handover_error)
+            except Exception as exc:  # the exec, or anything before it (an engine's dump, encoding the state)
+                # Whatever failed, the daemon must not stay alive but deaf: every channel is let go, connections
+                # are accepted again and the housekeeping resumes.
+                if isinstance(exc, OSError):
+                    service.handover_error = f"cannot exec {argv[0]}: {exc.strerror}"
+                    log.error("handover failed, still serving: %s", service.handover_error)
+                else:
+                    incident = secrets.token_hex(4)
+                    service.handover_error = f"internal error (incident {incident})"
+                    log.exception("incident %s: handover failed, still serving", incident)
                 for _, entry in service.entries():
                     entry.session.release()
                 await server.start(socket.socket(fileno=os.dup(sock.fileno())))
@@ -233,10 +250,44 @@ class Daemon:
             emulator,
         )
         systemd.notify(f"READY=1\nSTATUS=serving, {service.session_count} sessions\nMAINPID={os.getpid()}")
-        await self._stop.wait()
-        for task in upgrading:
-            task.cancel()
+        try:
+            await self._stop.wait()
+        finally:
+            # One way out, also when the wait itself is cancelled: no signal starts anything any more (a SIGUSR2
+            # after SIGTERM would hand over sessions being closed, a SIGHUP swap the backends under the closes), and
+            # a handover under way is cancelled and awaited.
+            for sig in (signal.SIGHUP, signal.SIGUSR2):  # kept handled: their default action ends the process
+                loop.add_signal_handler(sig, log.info, "ignoring %s: shutting down", sig.name)
+            for task in list(upgrading):
+                task.cancel()
+            if upgrading:
+                await asyncio.wait(upgrading)
+            await self._shutdown(service, server, saver, maintenance)
 
+        if keeper is not None:
+            keeper.bye()
+        reaper.reap()
+        reaper.close()
+        containment.close()
+        confinement.limiter.close()
+        with contextlib.suppress(FileNotFoundError):
+            (directory / OPERATOR_TOKEN_FILE).unlink()
+        if not inherited.socket_activated:
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()
+        sock.close()
+        log.info("stopped")
+        return 0
+
+    async def _shutdown(
+        self,
+        service: PtyService,
+        server: RpcServer,
+        saver: adoption.StateSaver,
+        maintenance: asyncio.Task[None],
+    ) -> None:
+        """Close the listener, close the sessions within ``shutdown_grace_ms`` (killing what is left), save the
+        state, then let the requests in flight answer for ``shutdown_drain_ms`` and cancel the rest."""
         grace_us = (self.config.shutdown_grace_ms + 5_000) * 1000
         systemd.notify(f"STOPPING=1\nSTATUS=closing {service.session_count} sessions\nEXTEND_TIMEOUT_USEC={grace_us}")
         log.info("shutting down: closing %d sessions", service.session_count)
@@ -251,21 +302,8 @@ class Daemon:
             for _, entry in service.entries():  # systemd leaves them (KillMode=process, so a crash spares them)
                 entry.session.kill_now()
         saver.tick()  # the closes' last write, if it was put off
-        if keeper is not None:
-            keeper.bye()
-        await server.close()
-        reaper.reap()
-        reaper.close()
-        containment.close()
-        confinement.limiter.close()
-        with contextlib.suppress(FileNotFoundError):
-            (directory / OPERATOR_TOKEN_FILE).unlink()
-        if not inherited.socket_activated:
-            with contextlib.suppress(FileNotFoundError):
-                self.socket_path.unlink()
-        sock.close()
-        log.info("stopped")
-        return 0
+        await saver.flush()
+        await server.close(self.config.shutdown_drain_ms / 1000)
 
     def _confinement(self, directory: Path, instance: str, containment: Containment) -> Confinement:
         """How sessions are sandboxed and limited here (bubblewrap is probed at the first sandboxed open)."""

@@ -22,8 +22,9 @@ import msgspec
 
 from ptyd import __version__
 from ptyd import protocol as p
+from ptyd.errors import ERROR_CLASSES
 from ptyd.rpc.methods import Api
-from ptyd.rpc.openrpc import openrpc_document
+from ptyd.rpc.openrpc import discover_method, openrpc_document
 
 TARGET = Path(__file__).resolve().parents[2] / "clients" / "python" / "ptyd_client" / "types.py"
 WIDTH = 110
@@ -174,16 +175,18 @@ def render() -> str:
         gen.annotation(method["result"]["schema"])
     for note in document["x-notifications"]:
         gen.annotation(note["params"])
-    errors = document["components"]["errors"]
     out = [HEADER]
     for block in gen.blocks:
         out += ["", "", *block]
     # Trailing commas keep one entry per line under ruff format, so a new method is a one-line diff.
     out += ["", "", "METHODS: Final = (", *(f"    {json.dumps(m['name'])}," for m in document["methods"]), ")"]
     out += ['"""Every RPC method the daemon serves besides ``rpc.discover``."""', ""]
+    safe = [m.name for m in [*methods, discover_method(methods, __version__)] if m.retry_safe]
+    out += ["RETRY_SAFE: Final = frozenset(", "    {", *(f"        {json.dumps(name)}," for name in safe), "    }", ")"]
+    out += ['"""Methods safe to send again after the connection dropped mid-call (OpenRPC ``x-retry-safe``)."""', ""]
     out += ["ERROR_CODES: Final[dict[str, int]] = {"]
-    out += [f"    {json.dumps(kind)}: {error['code']}," for kind, error in errors.items()]
-    out += ["}", '"""``error.data.kind`` of every application error and its JSON-RPC code."""']
+    out += [f"    {json.dumps(cls.kind)}: {cls.code}," for cls in ERROR_CLASSES]
+    out += ["}", '"""``error.data.kind`` of every error the daemon reports (JSON-RPC\'s own first) and its code."""']
     return "\n".join(line.rstrip() for line in out).rstrip() + "\n"
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from ptyd import __version__
+from ptyd.errors import ERROR_CLASSES
 from ptyd.protocol import PROTOCOL_VERSION
 from ptyd.rpc.methods import Api
-from ptyd.rpc.openrpc import openrpc_document
+from ptyd.rpc.openrpc import discover_method, openrpc_document
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "clients" / "typescript" / "src" / "protocol.ts"
@@ -26,17 +27,12 @@ HEADER = """\
 // Do not edit: change the msgspec Structs and regenerate. Field names are snake_case, as on the wire.
 """
 
-# JSON-RPC 2.0's own errors as the daemon reports them (ptyd/rpc/dispatch.py, docs/protocol.md); they are not
-# application errors, so the OpenRPC document does not list them.
-STANDARD_ERRORS: tuple[tuple[str, int, str], ...] = (
-    ("parse_error", -32700, "The line is not JSON."),
-    ("invalid_request", -32600, "Not a JSON-RPC request."),
-    ("empty_batch", -32600, "An empty batch array."),
-    ("batch_too_large", -32600, "A batch over max_batch elements."),
-    ("frame_too_large", -32600, "A frame over max_frame_bytes; the connection lives on."),
-    ("method_not_found", -32601, "No such method."),
-    ("invalid_params", -32602, "Wrong type, missing or unknown field, or values that make no sense together."),
-    ("internal", -32603, "A daemon bug; data.incident matches a line in the daemon's log."),
+# JSON-RPC 2.0's own errors as the daemon reports them (ptyd/errors.py); they are not application errors, so the
+# OpenRPC document does not list them.
+STANDARD_ERRORS: tuple[tuple[str, int, str], ...] = tuple(
+    (cls.kind, cls.code, " ".join((cls.__doc__ or cls.kind).split()).replace("``", "`"))
+    for cls in ERROR_CLASSES
+    if cls.standard()
 )
 
 # The vocabulary of the TypeScript harness this daemon serves (packages/pty/pty/src/types.ts), over wire types.
@@ -147,6 +143,9 @@ def render() -> str:
         out.append(f"  {method['name']}: {{ params: {params}; result: {_ts_type(method['result']['schema'])} }};")
     out += ["}", "", "/** A daemon method name. */", "export type MethodName = keyof Methods;", ""]
 
+    safe = [m.name for m in [*methods, discover_method(methods, __version__)] if m.retry_safe]
+    out += ["/** Methods safe to send again after the connection dropped mid-call (OpenRPC `x-retry-safe`). */"]
+    out += ["export const RETRY_SAFE_METHODS: readonly string[] = [", *(f'  "{name}",' for name in safe), "];", ""]
     out += ["/** Every `error.data.kind` the daemon reports, with its JSON-RPC error code. */"]
     out.append("export const ERROR_CODES = {")
     for kind, code, meaning in STANDARD_ERRORS:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from ptyd import __version__
-from ptyd.errors import ERROR_CLASSES
+from ptyd.errors import APPLICATION_ERRORS, ERROR_CLASSES, PtydError
 from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method, openrpc_document
 
@@ -30,16 +30,6 @@ The socket is `--socket PATH`, else `$PTYD_SOCKET`, else `$XDG_RUNTIME_DIR/ptyd/
 `/tmp/ptyd-$UID/ptyd.sock`, in a directory of mode 0700 (socket 0600). A connection from another uid is closed.
 
 ## Errors
-
-| code | `error.data.kind` | meaning |
-|---|---|---|
-| -32700 | `parse_error` | the line is not JSON |
-| -32600 | `invalid_request`, `empty_batch`, `batch_too_large`, `frame_too_large` | not a JSON-RPC request; \
-a frame over `max_frame_bytes` (default 4 MiB) is skipped to its newline and the connection lives on |
-| -32601 | `method_not_found` | no such method |
-| -32602 | `invalid_params` | wrong type, missing field, unknown field or enum value; `data.detail` names \
-the field (`at $.cols`) |
-| -32603 | `internal` | a daemon bug; `data.incident` matches a line in the daemon's log |
 """
 
 
@@ -90,20 +80,38 @@ def _fields(schema: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _meaning(cls: type[PtydError]) -> str:
+    return " ".join((cls.__doc__ or "").split()).replace("``", "`")  # reST literals in Markdown
+
+
+def _standard_errors() -> list[str]:
+    """JSON-RPC's own errors, one row per code (a code's kinds together)."""
+    by_code: dict[int, list[type[PtydError]]] = {}
+    for cls in ERROR_CLASSES:
+        if cls.standard():
+            by_code.setdefault(cls.code, []).append(cls)
+    rows = ["| code | `error.data.kind` | meaning |", "|---|---|---|"]
+    for code, classes in by_code.items():
+        kinds = ", ".join(f"`{cls.kind}`" for cls in classes)
+        rows.append(f"| {code} | {kinds} | {' '.join(_meaning(cls) for cls in classes)} |")
+    return rows
+
+
 def render() -> str:
     methods = Api(None).methods()  # type: ignore[arg-type]
     doc = openrpc_document([*methods, discover_method(methods, __version__)], __version__)
     schemas = doc["components"]["schemas"]
     out = [
         INTRO,
+        *_standard_errors(),
         "",
         "Application errors (`-32000` to `-32099`):",
         "",
         "| code | kind | meaning |",
         "|---|---|---|",
     ]
-    for cls in ERROR_CLASSES:
-        out.append(f"| {cls.code} | `{cls.kind}` | {(cls.__doc__ or '').strip()} |")
+    for cls in APPLICATION_ERRORS:
+        out.append(f"| {cls.code} | `{cls.kind}` | {_meaning(cls)} |")
     out += ["", "## Methods", ""]
     for method in doc["methods"]:
         out += [f"### `{method['name']}`", "", method["description"] or method["name"], ""]

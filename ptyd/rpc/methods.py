@@ -16,10 +16,29 @@ from ptyd.rpc.dispatch import Method, notification
 from ptyd.rpc.server import Peer
 from ptyd.service.service import PtyService
 
+# Methods a client may send again when the connection dropped before their answer arrived: they read, or doing
+# them twice is doing them once. Not terminal_send (a repeat types the input again, unless it carries the same
+# request_key: the clients rely on that, see their retry code), terminal_output (it consumes: a lost answer lost
+# its chunk), terminal_open/agent_register (they create), terminal_signal/terminal_cancel (they signal),
+# terminal_integrate (it types), agent_release, and the subscriptions (they belong to the connection).
+RETRY_SAFE = frozenset(
+    {
+        "daemon_info",
+        "terminal_list",
+        "terminal_status",
+        "terminal_screen",
+        "terminal_read",
+        "terminal_wait",
+        "terminal_resize",
+        "terminal_close",
+    }
+)
+
 
 class Api:
     def __init__(self, service: PtyService) -> None:
         self.service = service
+        self._hooked: set[int] = set()  # connections whose close ends their subscriptions
 
     # --- agents ----------------------------------------------------------------------------------------
 
@@ -81,12 +100,15 @@ class Api:
         def sink(event: p.TerminalEvent) -> None:
             connection.notify(notification("terminal_event", event))
 
-        sub_id = self.service.subscribe(agent, params.session_id, params.output, sink)
+        sub_id = self.service.subscribe(agent, params.session_id, params.output, sink, peer.connection_id)
+        if peer.connection_id not in self._hooked:  # one hook per connection, however often it subscribes
+            self._hooked.add(peer.connection_id)
 
-        def end() -> None:
-            self.service.unsubscribe(agent, sub_id)
+            def end(connection_id: int = peer.connection_id) -> None:
+                self._hooked.discard(connection_id)
+                self.service.drop_connection(connection_id)
 
-        connection.on_close(end)
+            connection.on_close(end)
         return p.TerminalSubscribeResult(subscription_id=sub_id)
 
     async def terminal_unsubscribe(self, _: Any, params: p.TerminalUnsubscribeParams) -> p.TerminalUnsubscribeResult:
@@ -151,6 +173,6 @@ class Api:
             ("daemon_info", p.DaemonInfoParams, p.DaemonInfoResult, self.daemon_info),
         ]
         return [
-            Method(name, params, result, handler, inspect.cleandoc(params.__doc__ or ""))
+            Method(name, params, result, handler, inspect.cleandoc(params.__doc__ or ""), name in RETRY_SAFE)
             for name, params, result, handler in table
         ]

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from ptyd.errors import ERROR_CLASSES
+from ptyd.errors import APPLICATION_ERRORS
 from ptyd.protocol import NOTIFICATIONS
 from ptyd.rpc.dispatch import Method
 
@@ -49,12 +49,14 @@ def openrpc_document(methods: list[Method], version: str) -> dict[str, Any]:
                 "paramStructure": "by-name",
                 "params": params,
                 "result": {"name": "result", "schema": _result_schema(results[i], result_schemas)},
-                "errors": [{"$ref": f"#/components/errors/{cls.kind}"} for cls in ERROR_CLASSES],
+                "errors": [{"$ref": f"#/components/errors/{cls.kind}"} for cls in APPLICATION_ERRORS],
+                # An extension: whether a client may send it again after losing the connection mid-call.
+                "x-retry-safe": method.retry_safe,
             }
         )
     errors = {
         cls.kind: {"code": cls.code, "message": (cls.__doc__ or cls.kind).strip(), "data": {"kind": cls.kind}}
-        for cls in ERROR_CLASSES
+        for cls in APPLICATION_ERRORS
     }
     return {
         "openrpc": "1.3.2",
@@ -96,6 +98,7 @@ def discover_method(methods: list[Method], version: str) -> Method:
         dict[str, Any],
         discover,
         inspect.cleandoc(DiscoverParams.__doc__ or ""),
+        retry_safe=True,
     )
     document.update(openrpc_document([*methods, method], version))
     return method

@@ -17,10 +17,11 @@ import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import final
+from typing import cast, final
 
 from ptyd.config import Config
-from ptyd.rpc.dispatch import Dispatcher
+from ptyd.errors import FrameTooLarge
+from ptyd.rpc.dispatch import Dispatcher, error_line
 
 log = logging.getLogger("ptyd.rpc")
 
@@ -70,10 +71,7 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
 
 
 def _frame_too_large(limit: int) -> bytes:
-    return (
-        b'{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid request","data":'
-        b'{"kind":"frame_too_large","limit":%d}},"id":null}\n' % limit
-    )
+    return error_line(FrameTooLarge(limit=limit)) + b"\n"
 
 
 @final
@@ -82,21 +80,35 @@ class RpcServer:
         self.dispatcher = dispatcher
         self.config = config
         self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+
+    def reconfigure(self, config: Config) -> None:
+        """A reloaded configuration: new connections and frames follow it."""
+        self.config = config
+        self.dispatcher.max_batch = config.max_batch
 
     async def start(self, sock: socket.socket) -> None:
         self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=2**16)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
+        # The connection runs in a task the server owns, so that close() can end it: asyncio's own task for this
+        # callback must not end cancelled (Python 3.11's streams log that as an unhandled CancelledError).
+        task = asyncio.get_running_loop().create_task(self._connection(reader, writer))
+        self._connections[task] = (reader, writer)
+        task.add_done_callback(self._gone)
+        await asyncio.wait({task})
+
+    def _gone(self, task: asyncio.Task[None]) -> None:
+        self._connections.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a connection ended on an unexpected error", exc_info=task.exception())
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
-            self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -180,13 +192,20 @@ class RpcServer:
         if self._server is not None:
             self._server.close()
 
-    async def close(self) -> None:
-        """Stop accepting, then end every connection (their requests' operations are not affected)."""
+    async def close(self, drain_s: float) -> None:
+        """Stop accepting; end every connection as if its client had stopped writing, so the requests in flight
+        send their answers; after ``drain_s`` cancel what is left (their requests' operations are not affected)."""
         self.stop_accepting()
-        for task in list(self._connections):
-            task.cancel()
+        for reader, writer in list(self._connections.values()):
+            if not writer.transport.is_closing():
+                cast(asyncio.Transport, writer.transport).pause_reading()  # nothing arrives after the end fed here
+            reader.feed_eof()
         if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+            _, late = await asyncio.wait(list(self._connections), timeout=drain_s)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()

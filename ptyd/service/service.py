@@ -80,6 +80,13 @@ class PtyService:
         self._tasks: set[asyncio.Task[int]] = set()
         self.events = EventHub()
 
+    def reconfigure(self, config: Config, backends: dict[str, PtyBackend]) -> None:
+        """A reloaded configuration (SIGHUP): every bound the service applies follows it; live sessions keep the
+        settings they were opened with."""
+        self.config = config
+        self.backends = backends
+        self.agents.max_agents = config.max_agents
+
     # --- agents ----------------------------------------------------------------------------------------
 
     def authenticate(self, token: str | None) -> Agent:
@@ -258,12 +265,18 @@ class PtyService:
 
     # --- events --------------------------------------------------------------------------------------------
 
-    def subscribe(self, agent: Agent, session_id: str | None, output: bool, sink: Sink) -> str:
+    def subscribe(self, agent: Agent, session_id: str | None, output: bool, sink: Sink, connection: int = 0) -> str:
         if session_id is not None:
             self.entry(agent, session_id)
-        sub = self.events.add(agent, session_id, output, sink)
+        limit = self.config.max_subscriptions_per_connection
+        sub = self.events.add(agent, session_id, output, sink, connection=connection, limit=limit)
         self._listen_all()
         return sub.subscription_id
+
+    def drop_connection(self, connection: int) -> None:
+        """The client connection closed: its subscriptions end."""
+        if self.events.drop_connection(connection):
+            self._listen_all()
 
     def unsubscribe(self, agent: Agent, subscription_id: str) -> bool:
         removed = self.events.remove(agent, subscription_id) is not None

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Daemon, Rpc
+from conftest import Daemon, Rpc, latency, wait_until
 
 from .conftest import OwnSession
 from .probes import daemon_pid, footprint, settled_fds
@@ -45,7 +45,8 @@ def reset(sock: socket.socket) -> None:
 def test_disconnect_mid_send_then_wait_from_a_new_connection(module_daemon: Daemon, own: OwnSession, how: str) -> None:
     sock = connect(module_daemon)
     sock.sendall(frame("terminal_send", token=own.token, session_id=own.session_id, input=f"sleep 0.3; echo {how}\n"))
-    time.sleep(0.05)  # let the send start: this test is about leaving while it runs
+    # This test is about leaving while the send runs: wait until it started (a reset may discard an unread frame).
+    wait_until(lambda: own.shell.call("terminal_status")["busy"], message="the send to start")
     if how == "reset":
         reset(sock)
     else:
@@ -209,8 +210,9 @@ def test_a_client_that_never_reads_costs_bounded_memory_and_stalls_nobody(
         f"send max {max(sends) * 1000:.0f} ms"
     )
     assert grown < 64 * 1024, f"the daemon grew {grown} KiB for a client that does not read"
-    assert max(infos) < 1.0
-    assert max(sends) < 2.0
+    # A daemon stalled by the hog would leave them waiting for it (4 s) or for idle_ms (3 s).
+    latency(max(infos), tight=1.0, fallback=3.0, what="daemon_info beside a hog")
+    latency(max(sends), tight=2.0, fallback=3.0, what="a send beside a hog")
     assert settled_fds(pid, before.fds) <= before.fds
     if answers == "large":
         # 16 MiB of unread answers is the bound (max_connection_write_buffer): the daemon drops such a client.

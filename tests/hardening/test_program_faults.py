@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 
 import pytest
 
-from conftest import Daemon, Rpc, RpcError, Shell, wait_until
+from conftest import Daemon, Rpc, RpcError, Shell, latency, wait_until
 
 from .conftest import OwnSession
 from .probes import (
@@ -67,8 +67,9 @@ def test_yes_forever_keeps_memory_bounded_and_other_sessions_responsive(
     )
     assert flooded > 10_000  # the flood really ran
     assert grown < 64 * 1024
-    assert statistics.median(latencies) < 0.25
-    assert max(latencies) < 2.0
+    # A stalled loop would make the other session's sends wait for idle_ms (3 s): each must beat that.
+    latency(statistics.median(latencies), tight=0.25, fallback=3.0, what="the median send beside a flood")
+    latency(max(latencies), tight=2.0, fallback=3.0, what="the slowest send beside a flood")
 
 
 def test_a_program_ignoring_hup_and_term_is_killed_within_the_graces(session: Shell) -> None:
@@ -82,7 +83,8 @@ def test_a_program_ignoring_hup_and_term_is_killed_within_the_graces(session: Sh
     assert still_running(procs) == []
     print(f"close of signal-deaf programs took {took:.2f} s")
     assert closed["killed"] >= 3
-    assert took < 0.5 + 1.5 + 2.0  # the hup and term graces, then SIGKILL ends it promptly
+    # The hup and term graces, then SIGKILL ends it promptly (the fallback: the SIGKILL wait of 5 s runs out).
+    latency(took, tight=0.5 + 1.5 + 2.0, fallback=0.5 + 1.5 + 5.0, what="closing signal-deaf programs")
 
 
 @pytest.fixture(scope="module", params=["auto", "subreaper"])
@@ -165,7 +167,7 @@ def test_a_program_that_closes_its_tty(module_daemon: Daemon) -> None:
         procs = wait_for_count(tag, 1)
         start = time.monotonic()
         result = shell.send("anyone there?\n", idle_ms=300, timeout_ms=5_000)
-        assert time.monotonic() - start < 3.0
+        latency(time.monotonic() - start, tight=3.0, fallback=5.0, what="a send nobody reads")  # 5.0: timeout_ms
         assert result["wait_reason"] in ("inferred_idle", "timeout")  # nobody will ever read it
         assert shell.call("terminal_status")["status"] == {"kind": "running"}
         shell.close()
@@ -232,6 +234,6 @@ def test_raw_mode_and_never_reading(session: Shell) -> None:
     session.send(f"python3 -c '{sleeper}'\n", idle_ms=300)
     start = time.monotonic()
     result = session.send("typed ahead", idle_ms=300, timeout_ms=5_000)
-    assert time.monotonic() - start < 3.0
+    latency(time.monotonic() - start, tight=3.0, fallback=5.0, what="typeahead in raw mode")  # 5.0: timeout_ms
     assert result["wait_reason"] == "inferred_idle"
     assert result["viewport"].strip() == ""

@@ -14,29 +14,17 @@ import stat
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from ptyd_client import types as wire
 from ptyd_client.errors import DaemonUnavailable, PtydError, error_from_wire
 
 OPERATOR_TOKEN_FILE = "operator.token"  # noqa: S105 - a file name, not a secret
 
-# Calls that are safe to send again when the connection dropped before their answer arrived: they read, or
-# setting them twice is setting them once. terminal_send is among them because every send carries a
-# request_key, and the daemon answers a repeated key with the original operation instead of writing again.
+# Calls that are safe to send again when the connection dropped before their answer arrived: the daemon's table
+# (OpenRPC ``x-retry-safe``, generated into types.py), plus terminal_send, because this client gives every send a
+# request_key and the daemon answers a repeated key with the original operation instead of writing again.
 # Not terminal_output: it consumes, so a lost answer lost its chunk, and the caller hears of it (ConnectionLost)
 # rather than silently getting the next one.
-RETRY_SAFE = frozenset(
-    {
-        "daemon_info",
-        "rpc.discover",
-        "terminal_list",
-        "terminal_status",
-        "terminal_screen",
-        "terminal_read",
-        "terminal_wait",
-        "terminal_resize",
-        "terminal_close",
-        "terminal_send",
-    }
-)
+RETRY_SAFE = wire.RETRY_SAFE | {"terminal_send"}
 
 
 def default_socket_path() -> Path:

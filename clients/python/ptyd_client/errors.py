@@ -32,7 +32,7 @@ class PtydError(Exception):
 
 
 class Unauthorized(PtydError):
-    """The token is missing, unknown or revoked (a daemon restart revokes every token)."""
+    """The token is missing, unknown or revoked (released, idle too long, or the daemon was stopped)."""
 
     CODE, KIND = -32001, "unauthorized"
 
@@ -181,6 +181,8 @@ class DaemonUnavailable(ConnectionError):
 class ConnectionLost(DaemonUnavailable):
     """The connection dropped during a call whose outcome is unknown and which is unsafe to repeat.
 
-    Raised for ``terminal_open``, ``terminal_signal``, ``terminal_cancel``, ``agent_register`` and
-    ``agent_release``; every other call is retried once on a new connection.
+    Raised for ``agent_register``, ``agent_release``, ``terminal_open``, ``terminal_output``,
+    ``terminal_cancel``, ``terminal_integrate``, ``terminal_signal``, ``terminal_subscribe`` and
+    ``terminal_unsubscribe``; every other call (``ptyd_client.core.RETRY_SAFE``) is retried once on a new
+    connection.
     """

@@ -50,6 +50,11 @@ class EventStream:
         response = self._until_response()
         self.subscription_id: str = response.unwrap()["subscription_id"]
 
+    @classmethod
+    def open(cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool) -> EventStream:
+        """Subscribe on a connection of its own (as ``AsyncEventStream.open``)."""
+        return cls(target, token, session_id, output)
+
     def _read(self, timeout: float | None) -> list[bytes]:
         readable, _, _ = select.select([self._sock], [], [], timeout)
         if not readable:

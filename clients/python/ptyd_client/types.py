@@ -315,7 +315,30 @@ METHODS: Final = (
 )
 """Every RPC method the daemon serves besides ``rpc.discover``."""
 
+RETRY_SAFE: Final = frozenset(
+    {
+        "terminal_wait",
+        "terminal_read",
+        "terminal_screen",
+        "terminal_resize",
+        "terminal_status",
+        "terminal_list",
+        "terminal_close",
+        "daemon_info",
+        "rpc.discover",
+    }
+)
+"""Methods safe to send again after the connection dropped mid-call (OpenRPC ``x-retry-safe``)."""
+
 ERROR_CODES: Final[dict[str, int]] = {
+    "parse_error": -32700,
+    "invalid_request": -32600,
+    "empty_batch": -32600,
+    "batch_too_large": -32600,
+    "frame_too_large": -32600,
+    "method_not_found": -32601,
+    "invalid_params": -32602,
+    "internal": -32603,
     "unauthorized": -32001,
     "session_not_found": -32002,
     "session_busy": -32003,
@@ -326,4 +349,4 @@ ERROR_CODES: Final[dict[str, int]] = {
     "sandbox_refused": -32018,
     "sandbox_unavailable": -32019,
 }
-"""``error.data.kind`` of every application error and its JSON-RPC code."""
+"""``error.data.kind`` of every error the daemon reports (JSON-RPC's own first) and its code."""

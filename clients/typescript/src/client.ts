@@ -34,6 +34,7 @@ import type {
   TerminalUnsubscribeResult,
   TerminalWaitResult,
 } from "./protocol.js";
+import { RETRY_SAFE_METHODS } from "./protocol.js";
 import { SendOperation, Session } from "./session.js";
 
 /** How to reach the daemon and who to be. */
@@ -61,20 +62,9 @@ export type IntegrateOptions = Omit<TerminalIntegrateParams, "token" | "session_
 /** `rpc.discover`: an OpenRPC 1.3 document (not typed further here: `protocol.ts` is generated from it). */
 export type OpenRpcDocument = Record<string, unknown>;
 
-// Methods the client repeats on a new connection when the old one dropped mid-request: reading them twice
-// changes nothing. Not terminal_output (it consumes), terminal_signal/terminal_cancel (they signal),
-// terminal_open/agent_register (they create), agent_release, terminal_send (see terminalSend).
-const REPEATABLE: ReadonlySet<string> = new Set([
-  "terminal_read",
-  "terminal_status",
-  "terminal_screen",
-  "terminal_list",
-  "terminal_wait",
-  "terminal_resize",
-  "terminal_close",
-  "daemon_info",
-  "rpc.discover",
-]);
+// Methods the client repeats on a new connection when the old one dropped mid-request: the daemon's table
+// (OpenRPC `x-retry-safe`, generated into protocol.ts). terminal_send is not among them: see terminalSend.
+const REPEATABLE: ReadonlySet<string> = new Set(RETRY_SAFE_METHODS);
 
 /**
  * A client of one ptyd daemon, acting as one agent (one token).

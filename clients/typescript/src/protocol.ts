@@ -735,6 +735,19 @@ export interface Methods {
 /** A daemon method name. */
 export type MethodName = keyof Methods;
 
+/** Methods safe to send again after the connection dropped mid-call (OpenRPC `x-retry-safe`). */
+export const RETRY_SAFE_METHODS: readonly string[] = [
+  "terminal_wait",
+  "terminal_read",
+  "terminal_screen",
+  "terminal_resize",
+  "terminal_status",
+  "terminal_list",
+  "terminal_close",
+  "daemon_info",
+  "rpc.discover",
+];
+
 /** Every `error.data.kind` the daemon reports, with its JSON-RPC error code. */
 export const ERROR_CODES = {
   /** The line is not JSON. */
@@ -743,15 +756,15 @@ export const ERROR_CODES = {
   invalid_request: -32600,
   /** An empty batch array. */
   empty_batch: -32600,
-  /** A batch over max_batch elements. */
+  /** A batch over max_batch elements; `data.limit` is the bound. */
   batch_too_large: -32600,
-  /** A frame over max_frame_bytes; the connection lives on. */
+  /** A frame over max_frame_bytes, skipped to its newline; the connection lives on. */
   frame_too_large: -32600,
-  /** No such method. */
+  /** No such method; `data.method` names it. */
   method_not_found: -32601,
-  /** Wrong type, missing or unknown field, or values that make no sense together. */
+  /** Wrong type, missing or unknown field, or values that make no sense together; `data.detail` or `data.field` names the field. */
   invalid_params: -32602,
-  /** A daemon bug; data.incident matches a line in the daemon's log. */
+  /** A daemon bug; `data.incident` matches a line in the daemon's log. */
   internal: -32603,
   /** The token is missing, unknown or revoked. */
   unauthorized: -32001,

@@ -254,13 +254,20 @@ class SubreaperContainment:
         pass
 
 
+class ContainmentUnavailable(Exception):
+    """The configured containment cannot work on this machine; the message says why (the daemon does not start)."""
+
+
 def select_containment(choice: str, instance: str) -> Containment:
     if choice in ("auto", "cgroup"):
         found = CgroupContainment.detect(instance)
         if found is not None:
             return found
         if choice == "cgroup":
-            raise RuntimeError("containment=cgroup but no writable cgroup v2 hierarchy was found")
+            raise ContainmentUnavailable(
+                'containment = "cgroup" but no writable cgroup v2 hierarchy was found '
+                '(delegate one to this user, or use "auto")'
+            )
     return SubreaperContainment()
 
 

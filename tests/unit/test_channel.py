@@ -1,0 +1,143 @@
+"""PtyChannel over a real openpty pair, the test playing the program on the slave side: output is read and
+rendered, input is written in order and held while the program does not read it, hold/release and close."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import termios
+import tty
+
+from ptyd.backends.channel import PtyChannel
+from ptyd.backends.spawn import Spawned
+from ptyd.terminal.emulator import Terminal
+
+from .conftest import run, until
+
+
+class Pty:
+    """A channel over a fresh PTY; ``program`` is the slave side, read and written as a program would."""
+
+    def __init__(self, *, raw: bool = True) -> None:
+        master, slave = os.openpty()
+        os.set_blocking(master, False)
+        if raw:
+            tty.setraw(slave, termios.TCSANOW)
+        self.program = os.open(os.ttyname(slave), os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        self.replies: list[bytes] = []
+        self.outputs = 0
+        self.terminal = Terminal(80, 24, scrollback_lines=1000, scrollback_bytes=1 << 20, on_reply=self.replies.append)
+        self.spawned = Spawned(pid=0, master=master, slave=slave, tty_rdev=os.fstat(slave).st_rdev, gate=-1)
+        self.channel = PtyChannel(self.spawned, self.terminal, 1 << 20, self._output)
+
+    def _output(self) -> None:
+        self.outputs += 1
+
+    def read_input(self) -> bytes:
+        try:
+            return os.read(self.program, 1 << 16)
+        except BlockingIOError:
+            return b""
+
+    def close(self) -> None:
+        self.channel.close()
+        os.close(self.program)
+
+
+def test_output_is_read_and_rendered() -> None:
+    async def main() -> tuple[list[str], int]:
+        pty = Pty()
+        try:
+            os.write(pty.program, b"hello\r\nworld")
+            await until(lambda: pty.channel.received >= 12, message="the output")
+            await pty.channel.rendered()
+            return pty.terminal.transcript(0, 2), pty.outputs
+        finally:
+            pty.close()
+
+    lines, outputs = run(main)
+    assert lines == ["hello", "world"]
+    assert outputs >= 1
+
+
+def test_input_arrives_in_order() -> None:
+    async def main() -> bytes:
+        pty = Pty()
+        try:
+            for part in (b"one ", b"two ", b"three"):
+                pty.channel.write(part)
+            got = b""
+            while len(got) < 13:
+                await until(lambda: pty.channel.input_queued() > 0 or pty.channel.pending == 0)
+                got += pty.read_input()
+            return got
+        finally:
+            pty.close()
+
+    assert run(main) == b"one two three"
+
+
+def test_input_the_program_does_not_read_waits_in_the_channel_and_then_goes_out() -> None:
+    size = 256 * 1024
+
+    async def main() -> tuple[int, int, bytes]:
+        pty = Pty()
+        try:
+            pty.channel.write(b"x" * size)
+            held = pty.channel.pending
+            queued = pty.channel.input_queued()
+            got = bytearray()
+            while len(got) < size:  # the program reads now: the channel writes the rest as the queue drains
+                chunk = pty.read_input()
+                got += chunk
+                if not chunk:  # the kernel's queue is empty: the channel refills it from what it holds
+                    await until(lambda: pty.channel.input_queued() > pty.channel.pending, message="more input")
+            return held, queued, bytes(got)
+        finally:
+            pty.close()
+
+    held, queued, got = run(main)
+    assert 0 < held < size  # the kernel took what fit; the daemon holds the rest
+    assert queued >= size - held  # input_queued counts both
+    assert got == b"x" * size
+
+
+def test_a_held_channel_neither_reads_nor_writes_until_released() -> None:
+    async def main() -> tuple[bytes, int, int, bytes]:
+        pty = Pty()
+        try:
+            held = pty.channel.hold()
+            pty.channel.write(b"typed")
+            os.write(pty.program, b"printed")
+            await asyncio.sleep(0.05)  # loop turns in which a reading channel would have read it (proving absence)
+            outbox = pty.channel.hold()  # what a handover carries: the input not yet written
+            received_while_held = pty.channel.received
+            pty.channel.release()
+            await until(lambda: pty.channel.received >= 7, message="the output after release")
+            await until(lambda: pty.channel.input_queued() >= 5, message="the input after release")
+            return held + outbox, received_while_held, pty.channel.received, pty.read_input()
+        finally:
+            pty.close()
+
+    carried, during, after, typed = run(main)
+    assert carried == b"typed"
+    assert during == 0
+    assert after == 7
+    assert typed == b"typed"
+
+
+def test_close_stops_everything_and_closes_both_fds() -> None:
+    async def main() -> Spawned:
+        pty = Pty()
+        pty.channel.write(b"x" * (1 << 20))  # a writer registered with the loop
+        pty.close()
+        pty.channel.write(b"ignored")
+        return pty.spawned
+
+    spawned = run(main)
+    for fd in (spawned.master, spawned.slave):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        raise AssertionError(f"fd {fd} is still open")
