@@ -3,28 +3,38 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+DEV    := $(VENV)/.installed-dev
 
-.PHONY: venv run test lint typecheck unit quick perf stress bench golden docs clean install-user uninstall-user
+.PHONY: venv run try-ssh test lint typecheck unit quick perf stress bench golden docs clean install-user uninstall-user
 
-venv: $(STAMP)
+## Everything: what `make run` needs, and the test, lint and type-check tools (pyproject's [dev] extra).
+venv: $(DEV)
 
+## What `make run` needs, and no more (the first run from a fresh clone): ptyd, ptyctl, ptyd-mcp and the Python
+## client, editable. The checkout's distribution carries the client (clients/python), so one install does.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet -e clients/python
+	$(PY) -m pip install --quiet -e .
 	touch $(STAMP)
 
+$(DEV): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(DEV)
+
 ## Start the daemon in the foreground on the default socket (Ctrl-C stops it and every session).
-run: venv
+run: $(STAMP)
 	$(VENV)/bin/ptyd
+
+## A throwaway sshd on a loopback port, to try `ptyctl --host ssh://` on this machine (Ctrl-C stops it).
+try-ssh: venv
+	$(PY) tests/sshd.py
 
 ## Lint, type-check and run every test against a real daemon.
 test: lint typecheck unit
 
 lint: venv
-	$(VENV)/bin/ruff check ptyd ptyd_mcp tests clients/python bench
-	$(VENV)/bin/ruff format --check ptyd ptyd_mcp tests clients/python bench
+	$(VENV)/bin/ruff check ptyd ptyd_mcp tests clients/python bench tools
+	$(VENV)/bin/ruff format --check ptyd ptyd_mcp tests clients/python bench tools
 
 typecheck: venv
 	$(VENV)/bin/mypy ptyd ptyd_mcp clients/python/ptyd_client
@@ -53,22 +63,24 @@ bench: venv
 	$(PY) bench/run.py
 
 ## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md,
-## and the blocking Python client's methods (from the asyncio ones).
-docs: venv
+## the blocking Python client's methods (from the asyncio ones), and the files the README includes (its TypeScript
+## examples).
+docs: $(STAMP)
 	$(PY) -m ptyd.rpc.docgen > docs/protocol.md
 	$(PY) -m ptyd.configdoc markdown > docs/config.md
 	$(PY) -m ptyd.configdoc example > docs/config.example.toml
 	$(PY) -m ptyd.rpc.codegen_ts
 	$(PY) -m ptyd.rpc.codegen_py
 	$(PY) -m ptyd.rpc.codegen_sync
+	$(PY) tools/readme.py
 
 ## Install the systemd user units, pointing at this checkout's ptyd (or PTYD_BIN=...); see docs/systemd.md.
-install-user: venv
-	sh systemd/install.sh install
+install-user: $(STAMP)
+	sh ptyd/daemon/units/install.sh install
 
 ## Stop and remove the systemd user units (this closes every session).
 uninstall-user:
-	sh systemd/install.sh uninstall
+	sh ptyd/daemon/units/install.sh uninstall
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

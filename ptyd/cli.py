@@ -2,7 +2,8 @@
 
 ``ptyd dial-stdio`` bridges stdin/stdout to the running daemon (what ``ssh host ptyd dial-stdio`` runs for a
 client on another machine), ``ptyd operator-token`` prints the running daemon's operator token (what ``ptyctl
---host`` fetches), ``ptyd --print-config`` the configuration in effect. The daemon's modules are imported only
+--host`` fetches), ``ptyd install-user`` installs the systemd user units shipped in the package, ``ptyd
+--print-config`` the configuration in effect. The daemon's modules are imported only
 to run it: dial-stdio starts in the time of a bare interpreter.
 """
 
@@ -59,7 +60,46 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     keeper.add_argument("--dir", type=Path, required=True, help="the daemon's runtime directory")
     keeper.add_argument("--grace-ms", type=float, required=True, help="how long to wait for a next daemon")
+    sub.add_parser(
+        "install-user",
+        help="install the systemd user units (ptyd.socket, ptyd.service) with ExecStart = this ptyd",
+        description="Copy the units shipped in this package to the user unit directory, pointing at this ptyd "
+        "($PTYD_BIN overrides), and say what to run next (or instead, without a user service manager).",
+    )
+    sub.add_parser(
+        "uninstall-user",
+        help="stop and remove the systemd user units (this closes every session)",
+        description="Stop and disable ptyd.socket and ptyd.service if a user manager is reachable, then remove them.",
+    )
     return parser.parse_args(argv)
+
+
+UNITS = Path(__file__).resolve().parent / "daemon" / "units"  # package data: the units and their installer
+
+
+def this_ptyd() -> str | None:
+    """The path of the ``ptyd`` command running now (the console script), for the unit's ExecStart."""
+    import shutil
+
+    for candidate in (sys.argv[0], str(Path(sys.executable).parent / "ptyd")):
+        if Path(candidate).name == "ptyd" and shutil.which(candidate):
+            return str(Path(candidate).absolute())
+    return None
+
+
+def install_units(action: str) -> int:
+    """``ptyd install-user`` / ``uninstall-user``: the shipped install.sh, on the units inside this package."""
+    import os
+    import subprocess
+
+    env = dict(os.environ)
+    if action == "install" and not env.get("PTYD_BIN"):
+        ptyd = this_ptyd()
+        if ptyd is None:
+            print("ptyd install-user: cannot tell where this ptyd is installed; set PTYD_BIN", file=sys.stderr)
+            return 1
+        env["PTYD_BIN"] = ptyd
+    return subprocess.run(["sh", str(UNITS / "install.sh"), action], env=env, check=False).returncode
 
 
 def print_operator_token(socket_path: Path) -> int:
@@ -81,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(dial_stdio(socket_path or default_socket_path()))
     if args.command == "operator-token":
         sys.exit(print_operator_token(socket_path or default_socket_path()))
+    if args.command in ("install-user", "uninstall-user"):
+        sys.exit(install_units(args.command.removesuffix("-user")))
     if args.command == "keeper":
         from ptyd.continuity.keeper import serve
 

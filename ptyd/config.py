@@ -147,9 +147,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # (a send settled by the close, say) before their connections are cut.
     shutdown_drain_ms: PositiveMs = 1_000
     # Without systemd's fd store, keep the PTY masters in a `ptyd keeper` process too, so that the sessions
-    # outlive a crash of the daemon and the next one adopts them. Off by default, as before it existed: a crash
-    # in the foreground then ends every session.
-    fd_keeper: bool = False
+    # outlive a crash of the daemon (SIGKILL, an OOM kill, a native crash) and the next one adopts them: ptyd
+    # exists so that sessions outlive what is around them. Off, a crash in the foreground ends every session.
+    fd_keeper: bool = True
     # How long the keeper waits for a next daemon before it lets the sessions go (they get their hangup).
     fd_keeper_grace_ms: PositiveMs = 60_000
 

@@ -29,10 +29,12 @@ def _d(text: str, *, min_length: int | None = None, max_length: int | None = Non
 # Shared vocabulary
 # ----------------------------------------------------------------------------------------------------------------
 
-WaitReason = Literal["stdin_read", "inferred_idle", "timeout", "session_exit"]
+WaitReason = Literal["stdin_read", "inferred_idle", "timeout", "session_exit", "matched", "stable"]
 """Why one send returned: the foreground group blocked reading the terminal (``stdin_read``), no output for
 ``idle_ms`` (``inferred_idle``), ``timeout_ms`` elapsed (``timeout``), or the session's top-level program exited
-(``session_exit``). Only ``session_exit`` says that anything exited."""
+(``session_exit``). Only ``session_exit`` says that anything exited. A send that named a wait can also return
+``matched`` (its ``until`` pattern matched a line: see ``match``) or ``stable`` (the screen stayed unchanged for
+``until_stable_ms``); only such a send returns them, so a client that never names a wait never sees them."""
 
 ReadyBasis = Literal["kernel", "shell_integration", "relay_quiet"]
 """How a ``stdin_read`` settle was judged: ``kernel`` (the innermost foreground group blocked reading its
@@ -40,6 +42,10 @@ terminal, asked of the kernel, through local relays such as sudo or script too),
 own prompt mark, authenticated by the session's secret, e.g. from a shell behind ssh with the integration
 installed), or ``relay_quiet`` (an opaque relay such as ssh is in front; the far side drew a prompt and went quiet:
 a judgement, not a fact)."""
+
+EnvProfile = Literal["agent", "human"]
+"""The environment a session's program starts with: ``agent`` adds variables that keep tools from paging,
+prompting or opening editors; ``human`` adds none (a person's own shell). Not the sandbox profile."""
 
 Token = Annotated[str, _d("Agent token from agent_register.", min_length=1, max_length=256)]
 SessionId = Annotated[str, _d("Session id from terminal_open.", min_length=1, max_length=128)]
@@ -53,6 +59,24 @@ MaxBytes = Annotated[int, Meta(ge=256, le=4 * 1024 * 1024, description="UTF-8 by
 
 class Base(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
+
+
+UNTIL_MAX = 1024  # characters of an ``until`` pattern: a bound on what one compiled regex can cost
+
+
+class ListeningPort(Base, frozen=True):
+    """A TCP port a process of the session listens on (read from /proc when the result was made)."""
+
+    port: int
+    address: Annotated[str, _d("The bound address: 0.0.0.0 or :: for every interface, 127.0.0.1, ::1, ...")]
+    pid: Annotated[int, _d("The process holding the listening socket.")]
+
+
+class SendMatch(Base, frozen=True):
+    """What an ``until`` pattern matched."""
+
+    text: Annotated[str, _d("The matched text (group 0).")]
+    line: Annotated[int | None, _d("Transcript line of the match (for terminal_read); null on the alternate screen.")]
 
 
 class Running(Base, frozen=True, tag_field="kind", tag="running"):
@@ -97,10 +121,34 @@ class AgentReleaseParams(Base, frozen=True):
     """Close every session of the agent (awaited, whole process trees) and revoke its token."""
 
     token: Token
+    agent_id: Annotated[
+        Name | None,
+        _d(
+            "With the operator token (ptyctl): the agent to release, from agent_list. An agent's own token may "
+            "name only itself; another id is answered like one that does not exist."
+        ),
+    ] = None
 
 
 class AgentReleaseResult(Base, frozen=True):
     closed_sessions: int
+
+
+class AgentListParams(Base, frozen=True):
+    """The registered agents: every one for the operator token (ptyctl), the caller alone for an agent's token."""
+
+    token: Token
+
+
+class AgentInfo(Base, frozen=True):
+    agent_id: str
+    name: Annotated[str | None, _d("The display name given to agent_register.")]
+    sessions: Annotated[int, _d("How many sessions the agent owns now.")]
+    idle_ms: Annotated[int, _d("Since the agent's last call; at agent_idle_timeout_ms the daemon releases it.")]
+
+
+class AgentListResult(Base, frozen=True):
+    agents: list[AgentInfo]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -128,7 +176,15 @@ class TerminalOpenParams(Base, frozen=True):
     ] = None
     profile: Annotated[
         Literal["agent"] | None,
-        _d("'agent' adds variables that keep tools from paging or opening editors (see docs)."),
+        _d("The older spelling of env_profile='agent' (kept for clients of protocol 3)."),
+    ] = None
+    env_profile: Annotated[
+        EnvProfile | None,
+        _d(
+            "The environment preset: 'agent' adds variables that keep tools from paging, prompting or opening "
+            "editors (PAGER=cat, GIT_EDITOR=true, ...; see docs/agent-environment.md), 'human' adds none. Default: "
+            "'agent' for an agent's token, on every route; 'human' for the operator token (ptyctl)."
+        ),
     ] = None
     cols: Annotated[Cols | None, _d(f"Terminal width (default {DEFAULTS.default_cols}).")] = None
     rows: Annotated[Rows | None, _d(f"Terminal height (default {DEFAULTS.default_rows}).")] = None
@@ -180,6 +236,9 @@ class SessionInfo(Base, frozen=True):
     limits: Annotated[SessionLimits | None, _d("Its resource limits, when the profile sets any.")] = None
     oom_killed: Annotated[bool, _d("The memory limit made the kernel kill a process of this session.")] = False
     pids_limited: Annotated[bool, _d("A fork of this session was refused at its process limit.")] = False
+    listening: Annotated[
+        list[ListeningPort], _d("TCP ports the session's processes listen on (a dev server, a database).")
+    ] = []
 
 
 class TerminalOpenResult(Base, frozen=True):
@@ -195,6 +254,7 @@ class TerminalOpenResult(Base, frozen=True):
     alt_screen: bool
     foreground: Foreground | None
     sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
+    env_profile: Annotated[EnvProfile | None, _d("The environment preset the program was started with.")] = None
 
 
 class TerminalSendParams(Base, frozen=True):
@@ -227,6 +287,34 @@ class TerminalSendParams(Base, frozen=True):
     request_key: Annotated[
         Name | None, _d("Client idempotency key: a repeat with the same key returns the original operation.")
     ] = None
+    until: Annotated[
+        Annotated[str, Meta(min_length=1, max_length=UNTIL_MAX)] | None,
+        _d(
+            "Named wait: a regular expression (Python re syntax) searched in each rendered output line since the "
+            "send (the line the input was typed on excluded; on the alternate screen, its rows). The send settles "
+            "with wait_reason 'matched' and the match once it is found. Readiness still ends the wait when the "
+            "input's command returned to a shell prompt (it ran and ended without a match); inferred_idle does "
+            "not, unless idle_ms is given. With input '' this is a pure wait (a server's log line, tail -f)."
+        ),
+    ] = None
+    until_stable_ms: Annotated[
+        Annotated[int, Meta(ge=1, le=3_600_000)] | None,
+        _d(
+            "Named wait: settle with wait_reason 'stable' once the rendered screen stayed unchanged this long "
+            "(a TUI that finished drawing, output that stopped). With until, whichever comes first."
+        ),
+    ] = None
+    compact: Annotated[
+        bool,
+        _d(
+            "Output economy for the viewport and terminal_output (the transcript is never changed): runs of "
+            "identical lines become one line and a count, progress lines redrawn as new lines keep their last "
+            "state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md."
+        ),
+    ] = False
+    join_wrapped: Annotated[
+        bool, _d("Viewport and terminal_output lines are logical lines: rows the terminal soft-wrapped are joined.")
+    ] = False
 
 
 class LineRange(Base, frozen=True):
@@ -282,6 +370,13 @@ class SendResult(Base, frozen=True):
     ] = False
     pids_limited: Annotated[bool, _d("During this send a fork was refused at the session's process limit.")] = False
     sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
+    match: Annotated[SendMatch | None, _d("For wait_reason matched: what until matched, and on which line.")] = None
+    listening: Annotated[
+        list[ListeningPort], _d("TCP ports the session's processes listen on when the send settled.")
+    ] = []
+    compacted: Annotated[
+        int, _d("With compact: lines of the viewport folded into a count or a final state (see terminal_read).")
+    ] = 0
 
 
 class SendStarted(Base, frozen=True):
@@ -318,6 +413,18 @@ class TerminalCancelParams(SessionRefParams, frozen=True):
 
 class TerminalCancelResult(Base, frozen=True):
     cancelled: Annotated[bool, _d("False when no send was active (it had settled).")]
+    interrupted: Annotated[
+        bool,
+        _d(
+            "A SIGINT went to the verified foreground group: the active send's command, or, with no send active, "
+            "what the last send left running in front (it ended in timeout or inferred_idle)."
+        ),
+    ] = False
+    pgid: Annotated[int | None, _d("The process group interrupted.")] = None
+    signal: Annotated[str | None, _d("The signal sent (SIGINT).")] = None
+    program: Annotated[str | None, _d("The program in front that was interrupted.")] = None
+    message: Annotated[str, _d("What the cancel did, in a sentence.")] = ""
+    hint: Annotated[str | None, _d("When there was nothing to interrupt: what to do instead.")] = None
 
 
 class TerminalWaitParams(SessionRefParams, frozen=True):
@@ -347,6 +454,13 @@ class TerminalReadParams(SessionRefParams, frozen=True):
         Annotated[int, Meta(ge=256, le=16 * 1024 * 1024)] | None,
         _d(f"Default {DEFAULTS.default_read_bytes}, at most {DEFAULTS.max_read_bytes}."),
     ] = None
+    join_wrapped: Annotated[
+        bool,
+        _d(
+            "Logical lines: a row the terminal soft-wrapped is joined with the rows it continues on, as one line "
+            "(numbered by its first row; next_line skips the rest)."
+        ),
+    ] = False
 
 
 class TerminalReadResult(Base, frozen=True):

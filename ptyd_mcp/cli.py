@@ -19,6 +19,7 @@ from ptyd_client import AsyncClient
 from ptyd_mcp import __version__
 from ptyd_mcp.http import serve_http
 from ptyd_mcp.server import build_server
+from ptyd_mcp.terminals import DEFAULT_MAX_BYTES
 
 DEFAULT_AGENT = "mcp"
 
@@ -35,6 +36,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="agent name: a restarted server with the same name sees the same sessions "
         f"(default: $PTYD_AGENT, else {DEFAULT_AGENT!r})",
     )
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=int(os.environ.get("PTYD_MCP_MAX_BYTES") or DEFAULT_MAX_BYTES),
+        help="viewport budget of a send in UTF-8 bytes when the model gives none (default: $PTYD_MCP_MAX_BYTES, "
+        f"else {DEFAULT_MAX_BYTES}, about {DEFAULT_MAX_BYTES // 4} tokens); the cut keeps the tail and the errors",
+    )
     http = parser.add_mutually_exclusive_group()
     http.add_argument("--http-socket", type=Path, help="serve streamable HTTP on this Unix socket (mode 0600)")
     http.add_argument("--http-port", type=int, help="serve streamable HTTP on 127.0.0.1:PORT (see the README)")
@@ -50,7 +58,7 @@ async def serve_stdio(server: Server[Any]) -> None:
 async def run(args: argparse.Namespace) -> None:
     client = AsyncClient(args.socket)
     client.token = None  # the token comes from the agent's token file, never from $PTYD_TOKEN
-    server = build_server(client, args.agent)
+    server = build_server(client, args.agent, max_bytes=args.max_bytes)
     try:
         if args.http_socket is not None or args.http_port is not None:
             await serve_http(server, args.http_socket, args.http_port)

@@ -16,7 +16,7 @@ from mcp.server import Server, ServerRequestContext
 
 from ptyd_client import AsyncClient, DaemonUnavailable, PtydError
 from ptyd_mcp import __version__, text
-from ptyd_mcp.terminals import Outcome, Progress, Terminals
+from ptyd_mcp.terminals import DEFAULT_MAX_BYTES, Outcome, Progress, Terminals
 from ptyd_mcp.tools import BY_NAME, INSTRUCTIONS, TOOLS
 
 log = logging.getLogger("ptyd_mcp")
@@ -45,9 +45,10 @@ def _progress(ctx: ServerRequestContext[Any]) -> Progress | None:
     return report
 
 
-def build_server(client: AsyncClient, agent: str) -> Server[Any]:
-    """An MCP server acting as ``agent`` on the daemon behind ``client``."""
-    terminals = Terminals(client, agent)
+def build_server(client: AsyncClient, agent: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Server[Any]:
+    """An MCP server acting as ``agent`` on the daemon behind ``client``; ``max_bytes``: the viewport budget of a
+    send when the model gives none."""
+    terminals = Terminals(client, agent, max_bytes=max_bytes)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

@@ -19,6 +19,12 @@ from ptyd_mcp import text
 from ptyd_mcp.identity import Identity
 
 WAIT_STEP_MS = 500  # one terminal_wait round: how often a long send reports progress
+# A viewport a model reads whole (~2k tokens), where the daemon's default (32 KiB) is sized for programs: the cut
+# keeps the tail and the errors, and terminal_read has the rest. --max-bytes changes it.
+DEFAULT_MAX_BYTES = 8 * 1024
+# What a model reads: output economy and logical lines (see docs/output-economy.md); a model may turn either off.
+READ_DEFAULTS = {"join_wrapped": True}
+SEND_DEFAULTS = {"compact": True, "join_wrapped": True}
 CANCEL_GRACE_S = 5.0  # bound of the terminal_cancel sent after an MCP cancellation
 
 Progress = Callable[[float, str | None], Awaitable[None]]
@@ -44,8 +50,9 @@ class Outcome:
 class Terminals:
     """The tools' behaviour, one method per tool, over one daemon connection."""
 
-    def __init__(self, client: AsyncClient, agent: str) -> None:
+    def __init__(self, client: AsyncClient, agent: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.client = client
+        self.max_bytes = max_bytes
         self.identity = Identity(client, agent)
         self._notices: list[str] = []
 
@@ -70,6 +77,10 @@ class Terminals:
         args = {k: v for k, v in args.items() if k not in OWN_PARAMS}
         if name == "terminal_open":
             return await self.open(args)
+        if name in ("terminal_send", "terminal_send_background"):
+            args = {**SEND_DEFAULTS, "max_bytes": self.max_bytes, **args}
+        if name == "terminal_read":
+            args = {**READ_DEFAULTS, **args}
         if name == "terminal_send":
             return await self.send(args, progress)
         if name == "terminal_send_background":
@@ -85,9 +96,9 @@ class Terminals:
         return Outcome(describe(result, args.get("session_id", "")), result)
 
     async def open(self, args: dict[str, Any]) -> Outcome:
-        profile = args.pop("profile", "agent")
-        if profile != "none":
-            args["profile"] = profile
+        if args.pop("profile", None) == "none":  # the tool's older spelling
+            args.setdefault("env_profile", "human")
+        args.setdefault("env_profile", "agent")  # the daemon's default for an agent too; said here for the model
         opened = await self.rpc("terminal_open", **args)
         sid = opened["session_id"]
         header = f"Session {sid} is open ({opened['type']}, pid {opened['pid']}, {opened['cols']}x{opened['rows']})."
@@ -143,7 +154,7 @@ class Terminals:
 def _read(result: Mapping[str, Any], sid: str) -> str:
     lines = result["lines"]
     body = "\n".join(lines)
-    last = result["start_line"] + len(lines) - 1
+    last = result["next_line"] - 1  # joined wrapped rows: one line of the page may cover several
     footer = f"[lines {result['start_line']}-{last} of {result['total_lines']}"
     if result["first_retained_line"] > 0:
         footer += f"; lines before {result['first_retained_line']} were dropped from scrollback"
@@ -180,8 +191,10 @@ def _session_line(info: Mapping[str, Any]) -> str:
     busy = f", send {info['operation_id']} running" if info["busy"] else ""
     prompt = ", PASSWORD PROMPT (ask the human)" if info.get("password_prompt") else ""
     name = f" {info['name']!r}" if info["name"] else ""
+    ports = text.listening(info.get("listening"))
+    listens = f", {ports}" if ports else ""
     return (
-        f"{info['session_id']}{name}: {info['type']}, {state}, foreground {foreground}{busy}{prompt}, "
+        f"{info['session_id']}{name}: {info['type']}, {state}, foreground {foreground}{busy}{prompt}{listens}, "
         f"{info['cols']}x{info['rows']}, {info['total_lines']} lines"
     )
 
@@ -199,9 +212,9 @@ _SIMPLE: dict[str, tuple[str, Callable[[Mapping[str, Any], str], str]]] = {
     "terminal_cancel": (
         "terminal_cancel",
         lambda r, sid: (
-            "Interrupted the running send (SIGINT); terminal_wait returns its result."
-            if r["cancelled"]
-            else "No send was running; nothing to interrupt."
+            r.get("message") or "Interrupted the running send (SIGINT); terminal_wait returns its result."
+            if r["cancelled"] or r.get("interrupted")
+            else f"Nothing to interrupt. {r.get('hint') or 'No send was running.'}"
         ),
     ),
     "terminal_read": ("terminal_read", _read),

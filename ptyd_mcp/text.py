@@ -80,6 +80,18 @@ def why(result: Result, session_id: str) -> str:
             f"[session_exit: the session's program ended (it {exit_phrase(result.get('session_status'))}). "
             f"terminal_read shows all output; terminal_close {session_id} when done]"
         )
+    elif reason == "matched":
+        match = result.get("match") or {}
+        where = f" on line {match['line']}" if match.get("line") is not None else " on the screen"
+        line = (
+            f"[matched: until found {match.get('text', '')!r}{where}; {program} is still running (a server keeps "
+            "serving): send input '' with a new until to wait for the next thing, or Ctrl-C ('\\u0003') to stop it]"
+        )
+    elif reason == "stable":
+        line = (
+            f"[stable: the screen did not change for until_stable_ms; {program} may still be working: look at the "
+            "output, send input '' to wait longer]"
+        )
     else:
         line = f"[{reason}]"
     notes = []
@@ -88,6 +100,11 @@ def why(result: Result, session_id: str) -> str:
             f"{program} is a full-screen program: the text above is its whole screen; press arrows and function "
             'keys with keys (["Down"], ["F10"]), not escape sequences in input'
         )
+    ports = listening(result.get("listening"))
+    if ports:
+        notes.append(ports)
+    if result.get("compacted"):
+        notes.append(f"{result['compacted']} repeated or progress lines were folded into the markers shown")
     if result.get("truncated"):
         lines = result.get("lines")
         where = f" from start_line {lines['start_line']}" if isinstance(lines, Mapping) else ""
@@ -150,6 +167,18 @@ def sandbox_callouts(result: Result, session_id: str) -> list[str]:
             f"network (nothing outside the sandbox can be reached, not even this machine's localhost). {ask}"
         )
     return out
+
+
+def listening(ports: Any) -> str:
+    """``listening on 127.0.0.1:8000 (pid 123), ...`` from a result's ``listening``, or empty."""
+    if not isinstance(ports, list) or not ports:
+        return ""
+    shown = []
+    for port in ports:
+        address = port["address"]
+        host = f"[{address}]" if ":" in address else address
+        shown.append(f"{host}:{port['port']} (pid {port['pid']})")
+    return "listening on " + ", ".join(shown)
 
 
 def send(result: Result, session_id: str) -> str:

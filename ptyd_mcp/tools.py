@@ -39,14 +39,28 @@ S-Tab): they are sent the way the program asked for (full-screen programs such a
 arrows only in the form keys sends, not as "\\u001b[A" typed in input). Names: Enter, Tab, BTab, Escape, Space, \
 Backspace, Delete, Insert, Home, End, PageUp, PageDown, Up, Down, Left, Right, F1-F12, or one character."""
 
+SEND_WAITS = {
+    "until": "Wait until the output shows this (a Python regular expression, searched in each output line since "
+    "this send; the typed command line itself is not searched), for programs that print and never ask for input: "
+    "start the server, then wait until it listens: input 'npm run dev\\n', until 'Serving HTTP|listening on|ready "
+    "in'; or input '' with until 'ERROR|done' to wait on a running tail -f, watcher or log. Returns matched with "
+    "the match; also returns early if the command ends back at the shell prompt without printing it. Silence does "
+    "not end this wait (unless idle_ms is given); timeout_ms still does.",
+    "until_stable_ms": "Wait until the screen has not changed for this long (e.g. 1000): for a TUI or REPL that "
+    "keeps redrawing or answers after a delay. Returns stable.",
+    "compact": "Fold repeated lines and progress lines into a count, and keep errors when cutting (default true). "
+    "False shows every line as the terminal drew it.",
+    "join_wrapped": "Join lines the terminal wrapped at its width into one (default true).",
+}
+
 _D = p.DEFAULTS  # the daemon's defaults, stated once (ptyd/config.py)
 SEND_BOUNDS = {
     "timeout_ms": f"Give up waiting after this long (default {_D.default_timeout_ms}); the program keeps running. "
     "Raise it for long builds or tests.",
     "idle_ms": "Settle as inferred_idle after this much silence while nothing waits for input "
     f"(default {_D.default_idle_ms}).",
-    "max_bytes": f"Upper bound of the returned viewport in UTF-8 bytes (default {_D.default_max_bytes}); the head "
-    "and tail are kept.",
+    "max_bytes": "Upper bound of the returned viewport in UTF-8 bytes (default 8192, set by the server's "
+    "--max-bytes); the tail and the lines that look like errors are kept, terminal_read has the rest.",
 }
 
 
@@ -79,7 +93,7 @@ _session = {"session_id": SESSION_ID}
 SEND_PARAMS = input_schema(
     p.TerminalSendParams,
     drop=("wait", "request_key"),  # this server runs every send in the background, with its own request_key
-    describe={**_session, "input": SEND_INPUT, "keys": SEND_KEYS, **SEND_BOUNDS},
+    describe={**_session, "input": SEND_INPUT, "keys": SEND_KEYS, **SEND_WAITS, **SEND_BOUNDS},
 )
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -91,21 +105,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         "sends. Close it with terminal_close when done.",
         input_schema(
             p.TerminalOpenParams,
-            drop=("profile",),
+            drop=("profile",),  # the older spelling of env_profile
             describe={
                 "type": "'shell' (default): bash, or argv as the shell. 'exec': run argv directly.",
                 "name": "A short label for the session, shown in terminal_list and to a person watching.",
                 "argv": 'Program and arguments, e.g. ["python3"] or ["ssh", "host"]. Default: bash.',
                 "env": "Extra environment variables for the program.",
                 "timeout_ms": f"How long to wait for the program to be ready (default {_D.open_timeout_ms}).",
-            },
-            extra={
-                "profile": {
-                    "enum": ["agent", "none"],
-                    "default": "agent",
-                    "description": "'agent' (default) sets PAGER=cat, GIT_EDITOR=true and similar, so tools do not "
-                    "stop in a pager or an editor you cannot see. 'none' leaves the environment as it is.",
-                }
+                "env_profile": "'agent' (default) sets PAGER=cat, GIT_EDITOR=true and similar, so tools do not "
+                "stop in a pager or an editor you cannot see. 'human' leaves the environment as it is.",
             },
         ),
         output_schema(p.TerminalOpenResult),
@@ -114,7 +122,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "terminal_send",
         "Type input into a session and wait until the program is ready for more input; returns what the terminal "
-        "showed for it (the viewport, rendered as text) and one line on why it returned. " + WAIT_REASONS + " A "
+        "showed for it (the viewport, rendered as text) and one line on why it returned. " + WAIT_REASONS + " With "
+        "until or until_stable_ms it waits for what you name instead (matched, stable): start a server, then wait "
+        "until it listens (until='Serving HTTP|listening on'); the result lists the TCP ports the session's "
+        "programs listen on. A "
         "line starting PASSWORD PROMPT means the program asks for a secret: ask the human, do not type one. "
         "For work that takes minutes, raise timeout_ms or use terminal_send_background.",
         SEND_PARAMS,
@@ -163,7 +174,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "terminal_cancel",
         "Interrupt the session's running send as Ctrl-C would (SIGINT to the program in the foreground) and let it "
-        "settle. cancelled=false when no send was running.",
+        "settle; with no send running, interrupt what the last send left running (it ended in timeout or "
+        "inferred_idle: a server, yes, a long build). interrupted says whether a SIGINT went out; hint says what "
+        "to do when there was nothing to interrupt.",
         input_schema(p.TerminalCancelParams, describe=_session),
         output_schema(p.TerminalCancelResult),
         _hints(destructive=True),
@@ -179,6 +192,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "start_line": "First line to return; negative counts from the end (-50: the last 50 lines). "
                 "Default: the last max_lines lines.",
                 "max_lines": "Most lines to return (default 200).",
+                "join_wrapped": "Join lines the terminal wrapped at its width into one (default true).",
             },
         ),
         output_schema(p.TerminalReadResult),

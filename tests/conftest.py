@@ -255,7 +255,31 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         assert f"emulator {EMULATOR})" in d.log()
     yield d
     code = d.stop()
+    end_keepers(d.directory)  # if it died, its keeper holds the suite's sessions
     assert code == 0, d.log()
+
+
+def keepers(directory: Path) -> list[int]:
+    """The live ``ptyd keeper`` processes serving the daemon whose runtime directory is ``directory``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"keeper" in argv and str(directory).encode() in argv:
+                found.append(int(name))
+    return [pid for pid in found if pid_alive(pid)]
+
+
+def end_keepers(directory: Path) -> None:
+    """End the keeper a test's crashed daemon left (it would hold the sessions for fd_keeper_grace_ms): its
+    masters close, and the sessions get their hangup as after a crash without one."""
+    for pid in keepers(directory):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not keepers(directory), message="the keeper's exit")
 
 
 @pytest.fixture
@@ -264,11 +288,12 @@ def fresh_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     d = Daemon(_private_dir(tmp_path_factory, "ptyd-own"))
     yield d
     if d.proc is not None and d.proc.poll() is None:
-        # SIGTERM, so the daemon ends its sessions and removes its cgroup; SIGKILL only if it does not exit.
+        # SIGTERM, so the daemon ends its sessions, its keeper and its cgroup; SIGKILL only if it does not exit.
         try:
             d.stop(signal.SIGTERM, timeout=30)
         except subprocess.TimeoutExpired:
             d.stop(signal.SIGKILL)
+    end_keepers(d.directory)  # a daemon the test crashed (or the SIGKILL above) left its keeper
 
 
 @pytest.fixture
@@ -311,6 +336,16 @@ class Shell:
 @pytest.fixture
 def shell(rpc: Rpc, token: str) -> Iterator[Shell]:
     s = Shell(rpc, token, env={"PS1": "$ "})
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()
+
+
+@pytest.fixture
+def human_shell(rpc: Rpc, token: str) -> Iterator[Shell]:
+    """A session with the environment as it is (env_profile human): less and other programs with their own
+    defaults, where the agent preset's LESS=-FRX keeps less off the alternate screen."""
+    s = Shell(rpc, token, env={"PS1": "$ "}, env_profile="human")
     yield s
     with contextlib.suppress(RpcError, OSError):
         s.close()

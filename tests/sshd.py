@@ -49,6 +49,7 @@ class Sshd:
         self.log_path = directory / "sshd.log"
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
+        self.session_env: dict[str, str] = {}  # more variables every ssh session gets (SetEnv)
         for key in (self.host_key, self.client_key):
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key)], check=True)
         (directory / "authorized_keys").write_bytes(self.client_key.with_suffix(".pub").read_bytes())
@@ -64,6 +65,7 @@ class Sshd:
     def _write_configs(self) -> None:
         bin_dir = Path(sys.executable).parent
         path = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+        set_env = " ".join(f"{name}={value}" for name, value in {"PATH": path, **self.session_env}.items())
         root = os.getuid() == 0
         self.server_config.write_text(
             f"ListenAddress 127.0.0.1\nPort {self.port}\nHostKey {self.host_key}\n"
@@ -72,7 +74,7 @@ class Sshd:
             # PAM only as root: it needs privileges, and without it sshd refuses an account whose password is
             # locked ("!"), which a CI container's root may have.
             f"UsePAM {'yes' if root else 'no'}\nPermitRootLogin prohibit-password\nPidFile none\n"
-            f"AcceptEnv PTYD_*\nSetEnv PATH={path}\nLogLevel VERBOSE\n"
+            f"AcceptEnv PTYD_*\nSetEnv {set_env}\nLogLevel VERBOSE\n"
         )
         self.known_hosts.write_text(
             f"[127.0.0.1]:{self.port} {self.host_key.with_suffix('.pub').read_text().strip()}\n"
@@ -163,3 +165,43 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
         raise AssertionError(f"ssh to the loopback sshd failed:\n{done.stderr.decode()}\n{server.log()}")
     yield server
     server.stop()
+
+
+def try_it() -> int:
+    """``make try-ssh``: a throwaway loopback sshd to try ``ptyctl --host ssh://`` with, until Ctrl-C."""
+    import signal
+    import tempfile
+
+    reason = _missing()
+    if reason is not None:
+        print(f"try-ssh: {reason}", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="ptyd-try-ssh-") as directory:
+        os.chmod(directory, 0o700)
+        server = Sshd(Path(directory))
+        # The far side finds the same default socket as a `make run` started from this environment.
+        server.session_env = {k: os.environ[k] for k in ("XDG_RUNTIME_DIR",) if k in os.environ}
+        server.start()
+        try:
+            done = server.run("true", capture_output=True, timeout=30)
+            if done.returncode != 0:
+                print(f"try-ssh: ssh to the loopback sshd failed:\n{done.stderr.decode()}", file=sys.stderr)
+                return 1
+            print(f"An sshd for {server.user} listens on 127.0.0.1:{server.port} (keys in {directory}).")
+            print("With `make run` in another terminal, try from a third one:\n")
+            print(f'  export PTYD_SSH_COMMAND="ssh -F {server.client_config}"')
+            print(f"  ptyctl --host ssh://{HOST_ALIAS} status\n")
+            print("Ctrl-C stops the sshd and deletes its keys.", flush=True)
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+            assert server.proc is not None
+            server.proc.wait()
+            print("try-ssh: sshd exited", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(try_it())

@@ -81,6 +81,29 @@ def test_sigterm_closes_every_session_and_exits_zero(fresh_daemon: Daemon) -> No
     assert "stopped" in fresh_daemon.log()
 
 
+def command_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def test_sigterm_with_clients_connected_logs_no_error(fresh_daemon: Daemon) -> None:
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as idle, fresh_daemon.rpc() as waiting:
+        idle.call("daemon_info")  # connected, between requests
+        tok = waiting.call("agent_register")["token"]
+        shell = Shell(waiting, tok, env={"PS1": "$ "})
+        waiting.request("terminal_send", {"token": tok, "session_id": shell.id, "input": "sleep 1000\n"})
+        wait_until(lambda: "sleep" in map(command_name, session_pids(shell)), message="the sleep to start")
+        assert fresh_daemon.stop(signal.SIGTERM) == 0
+    log = fresh_daemon.log()
+    assert "stopped" in log
+    assert " ERROR " not in log, log
+    assert "Traceback" not in log, log
+
+
 def test_second_daemon_on_a_live_socket_exits_and_touches_nothing(daemon: Daemon) -> None:
     inode = daemon.socket.stat().st_ino
     proc = subprocess.run(
@@ -124,7 +147,36 @@ def test_sighup_reloads_configuration_and_keeps_sessions(fresh_daemon: Daemon) -
         assert rpc.call("daemon_info")["sessions"] == 2
 
 
-def test_crash_leftovers_are_killed_by_the_next_daemon(fresh_daemon: Daemon) -> None:
+def test_a_crashed_daemons_sessions_are_adopted_by_the_next_one(fresh_daemon: Daemon) -> None:
+    """The default: a SIGKILLed daemon loses no session (its keeper holds the PTYs); the next one adopts them."""
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        tok = rpc.call("agent_register")["token"]
+        s = Shell(rpc, tok, env={"PS1": "$ "})
+        s.send("X=kept-across-the-crash\n")
+        escapee = start_escapee(s)
+        tree = session_pids(s)
+    wait_until(
+        lambda: s.id in json.loads((fresh_daemon.directory / "sessions.json").read_text())["sessions"],
+        message="the saved state",
+    )
+    fresh_daemon.stop(signal.SIGKILL)
+    assert all(pid_alive(p) for p in tree)  # no hangup: the keeper holds the master
+    fresh_daemon.start()
+    assert "adopted 1 of the 1 sessions" in fresh_daemon.log()
+    with fresh_daemon.rpc() as rpc:
+        [info] = rpc.call("terminal_list", token=tok)["sessions"]  # the same owner's token
+        assert (info["session_id"], info["pid"]) == (s.id, s.opened["pid"])
+        s.rpc = rpc
+        # (bash may first report the escapee's setsid as a finished job)
+        assert "kept-across-the-crash" in s.send("echo $X\n")["viewport"].splitlines()
+        assert pid_alive(escapee)
+        assert s.close()["closed"] is True  # and it is the daemon's again: close ends the whole tree
+    assert [pid for pid in tree if pid_alive(pid)] == []
+
+
+def test_crash_leftovers_are_killed_by_the_next_daemon_without_a_keeper(fresh_daemon: Daemon) -> None:
+    fresh_daemon.config_path.write_text("fd_keeper = false\n")
     fresh_daemon.start()
     with fresh_daemon.rpc() as rpc:
         tok = rpc.call("agent_register")["token"]

@@ -187,6 +187,34 @@ def test_upgrade_keeps_programs_screens_sends_and_owners(installed: InstalledDae
     assert [pid for tree in trees.values() for pid in tree if pid_alive(pid)] == []
 
 
+def test_a_named_wait_in_flight_settles_on_its_match_in_the_new_daemon(
+    installed: InstalledDaemon, tmp_path: Path
+) -> None:
+    installed.start()
+    log = tmp_path / "server.log"
+    log.write_text("")
+    with installed.rpc() as rpc:
+        token = rpc.call("agent_register", name="waiter")["token"]
+        watcher = Shell(rpc, token, env={"PS1": "$ "})
+        started = watcher.send(f"tail -f {log}\n", until=r"ready on port (\d+)", compact=True, wait=False)
+        wait_until(lambda: watcher.call("terminal_status")["foreground"]["name"] == "tail", message="tail to run")
+    installed.install_version("9.9.9-waits")
+    installed.hand_over(1)
+    with installed.rpc() as rpc:
+        watcher.rpc = rpc
+        with log.open("a") as f:
+            f.write("booting\n" * 50 + "ready on port 8080\n")
+        waited = rpc.call("terminal_wait", token=token, session_id=watcher.id, timeout_ms=20_000)
+        assert waited["done"]
+        result = waited["result"]
+        assert result["operation_id"] == started["operation_id"]
+        assert result["wait_reason"] == "matched"
+        assert result["match"]["text"] == "ready on port 8080"
+        assert result["compacted"] == 49  # the request's compact came along too
+        watcher.send("\x03")
+    assert installed.stop(signal.SIGTERM) == 0, installed.log()
+
+
 def test_twenty_handovers_in_a_row_leave_fds_memory_and_processes_at_baseline(installed: InstalledDaemon) -> None:
     installed.start()
     with installed.rpc() as rpc:

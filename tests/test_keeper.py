@@ -1,4 +1,4 @@
-"""Crash survival without systemd: with ``fd_keeper = true`` a ``ptyd keeper`` holds the PTY masters, so a
+"""Crash survival without systemd, on by default (``fd_keeper``): a ``ptyd keeper`` holds the PTY masters, so a
 SIGKILLed daemon's sessions run on and the next daemon adopts them; a clean stop ends the keeper too; a keeper
 left alone past its grace lets the sessions go. Real daemons, real shells, a real crash."""
 
@@ -9,22 +9,8 @@ import os
 import signal
 from pathlib import Path
 
-from conftest import Daemon, Shell, pid_alive, session_pids, wait_until
+from conftest import Daemon, Shell, keepers, pid_alive, session_pids, wait_until
 from ptyd.continuity.keeper import KEEPER_SOCKET
-
-
-def keepers(directory: Path) -> list[int]:
-    """The keeper processes serving ``directory``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"keeper" in argv and str(directory).encode() in argv:
-                found.append(int(name))
-    return [pid for pid in found if pid_alive(pid)]
 
 
 def saved_sessions(directory: Path) -> set[str]:
@@ -35,8 +21,7 @@ def saved_sessions(directory: Path) -> set[str]:
 
 
 def test_sessions_outlive_a_crash_and_the_next_daemon_adopts_them(fresh_daemon: Daemon) -> None:
-    fresh_daemon.config_path.write_text("fd_keeper = true\n")
-    fresh_daemon.start()
+    fresh_daemon.start()  # the default configuration
     with fresh_daemon.rpc() as rpc:
         token = rpc.call("agent_register", name="survivor")["token"]
         shell = Shell(rpc, token, env={"PS1": "$ "})
@@ -78,7 +63,7 @@ def start_with_a_shell(daemon: Daemon, config: str, line: str) -> Shell:
 
 
 def test_a_keeper_left_alone_lets_the_sessions_go(fresh_daemon: Daemon) -> None:
-    shell = start_with_a_shell(fresh_daemon, "fd_keeper = true\nfd_keeper_grace_ms = 300\n", "\n")
+    shell = start_with_a_shell(fresh_daemon, "fd_keeper_grace_ms = 300\n", "\n")
     fresh_daemon.stop(signal.SIGKILL)
     # No daemon comes back: after its grace the keeper closes the masters, and the shell gets its hangup.
     wait_until(lambda: not keepers(fresh_daemon.directory), message="the keeper's exit")
@@ -89,6 +74,7 @@ def test_a_keeper_left_alone_lets_the_sessions_go(fresh_daemon: Daemon) -> None:
 
 
 def test_without_the_option_there_is_no_keeper(fresh_daemon: Daemon) -> None:
+    fresh_daemon.config_path.write_text("fd_keeper = false\n")
     fresh_daemon.start()
     with fresh_daemon.rpc() as rpc:
         Shell(rpc, rpc.call("agent_register")["token"])
@@ -96,7 +82,7 @@ def test_without_the_option_there_is_no_keeper(fresh_daemon: Daemon) -> None:
 
 
 def test_the_keeper_follows_a_handover(fresh_daemon: Daemon) -> None:
-    shell = start_with_a_shell(fresh_daemon, "fd_keeper = true\n", "X=handed-then-crashed\n")
+    shell = start_with_a_shell(fresh_daemon, "", "X=handed-then-crashed\n")
     assert fresh_daemon.proc is not None
     fresh_daemon.proc.send_signal(signal.SIGUSR2)  # the daemon execs itself in place (same pid)
 

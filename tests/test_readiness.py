@@ -102,7 +102,8 @@ def test_node_repl(shell: Shell) -> None:
 
 
 @needs(shutil.which("less") is None, reason="less is not installed")
-def test_less_reads_dev_tty_and_uses_the_alternate_screen(shell: Shell) -> None:
+def test_less_reads_dev_tty_and_uses_the_alternate_screen(human_shell: Shell) -> None:
+    shell = human_shell
     result = shell.send("seq 1 1000 | less\n", idle_ms=10_000)
     assert result["wait_reason"] == "stdin_read"
     assert result["alt_screen"] is True

@@ -159,7 +159,9 @@ def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
     ]
     assert first["output"].endswith("\n")  # chunks concatenate without gluing lines together
     assert shell.call("terminal_output")["output"] == ""  # consumed
-    assert shell.call("terminal_cancel") == {"cancelled": True}
+    cancel = shell.call("terminal_cancel")
+    assert cancel["cancelled"] is True
+    assert "terminal_wait" in cancel["message"]
     waited = shell.call("terminal_wait", timeout_ms=10_000)
     assert waited["done"] is True
     assert waited["operation_id"] == op
@@ -168,14 +170,17 @@ def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
     last = shell.call("terminal_output")
     assert last["done"] is True
     assert last["output"].endswith("$")
-    assert shell.call("terminal_cancel") == {"cancelled": False}  # settled
+    settled = shell.call("terminal_cancel")
+    assert settled["cancelled"] is False
+    assert settled["interrupted"] is False
+    assert settled["hint"]
 
 
 def test_cancel_right_after_the_send_still_interrupts_the_command(shell: Shell) -> None:
     # The SIGINT may reach the shell before it has read the line, or after it read it but before it forked.
     for _ in range(10):
         shell.send("sleep 30\n", wait=False)
-        assert shell.call("terminal_cancel") == {"cancelled": True}
+        assert shell.call("terminal_cancel")["cancelled"] is True
         result = shell.call("terminal_wait", timeout_ms=10_000)["result"]
         assert result["wait_reason"] == "stdin_read", result
         assert result["foreground"]["name"] == "bash"
@@ -356,7 +361,8 @@ def test_sessions_on_separate_connections_run_in_parallel(daemon: Daemon, token:
     assert all(f"worker{i}" in results[i]["viewport"].splitlines() for i in range(4))
 
 
-def test_screen_shows_the_full_screen_program_without_writing(shell: Shell) -> None:
+def test_screen_shows_the_full_screen_program_without_writing(human_shell: Shell) -> None:
+    shell = human_shell
     shell.send("seq 100 300 | less\n")
     screen = shell.call("terminal_screen")
     assert screen["alt_screen"] is True

@@ -30,7 +30,7 @@ import pytest
 from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, start_escapee, wait_until
 from ptyd.continuity.document import StateFile
 
-UNITS = ROOT / "systemd"
+UNITS = ROOT / "ptyd" / "daemon" / "units"
 INSTALL = UNITS / "install.sh"
 PTYD_BIN = Path(sys.executable).parent / "ptyd"  # the console script install.sh points the unit at
 
@@ -135,6 +135,16 @@ def test_install_changes_nothing_but_the_service_executable(tmp_path: Path) -> N
     before, after = changed[0]
     assert after.startswith(f"ExecStart={PTYD_BIN} ")
     assert after.split(" ", 1)[1] == before.split(" ", 1)[1]  # the daemon's arguments are the shipped ones
+
+
+def test_install_without_a_user_manager_says_what_to_run_instead(tmp_path: Path) -> None:
+    done = run_install(tmp_path, "install", PTYD_BIN)
+    assert done.returncode == 0, done.stderr
+    assert "no user service manager reachable" in done.stdout or "does not run systemd" in done.stdout
+    assert "'make run'" in done.stdout
+    assert f"'{PTYD_BIN}'" in done.stdout
+    assert "fd_keeper = true" in done.stdout
+    assert "next: systemctl --user enable" not in done.stdout
 
 
 def test_install_refuses_a_ptyd_that_is_not_there(tmp_path: Path) -> None:

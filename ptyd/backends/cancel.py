@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import final
 
+from ptyd import protocol as p
 from ptyd.backends.channel import PtyChannel
 from ptyd.backends.readiness import waits
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.errors import InvalidArgument
 
+LEFT_RUNNING = ("timeout", "inferred_idle")  # a send that ended so may have left its command running in front
 CANCEL_FOLLOW_S = 2.0  # how long a cancel follows the send's command into a group that starts after it
 SHELL_INTERRUPT_DELAY_S = 0.05  # a cancel waits this long for the command to leave the shell's group
 
@@ -78,3 +80,65 @@ class CancelPolicy:
             self._mark_write()
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signals.SIGINT)
+
+    def requested(self, state: CancelState) -> p.TerminalCancelResult:
+        """What cancelling the active send did at once (the policy goes on following it while it is active)."""
+        if state.interrupted:
+            pgid, program = next(iter(state.interrupted.items()))
+            return p.TerminalCancelResult(
+                cancelled=True,
+                interrupted=True,
+                pgid=pgid,
+                signal="SIGINT",
+                program=program or None,
+                message=f"Sent SIGINT to process group {pgid} ({program or 'unknown'}) of the active send; "
+                "terminal_wait returns its result.",
+            )
+        dropped = "its input the program had not read was dropped; " if state.input_dropped else ""
+        return p.TerminalCancelResult(
+            cancelled=True,
+            message=f"The active send is cancelled: {dropped}a command it starts is sent SIGINT. "
+            "terminal_wait returns its result.",
+        )
+
+    def interrupt_left_running(self, last_reason: p.WaitReason | None) -> p.TerminalCancelResult:
+        """No send is active: interrupt what the last one left running in front (it timed out, or went quiet
+        without reading: ``yes``, a server, a long build), as its cancel would have. A program the last send
+        left waiting for input, or a shell back at its prompt, is not interrupted: the answer says what to do."""
+        if self._exited():
+            return _nothing("The session's program has exited: terminal_close it, or terminal_open a new session.")
+        if last_reason not in LEFT_RUNNING:
+            waiting = "No send has run yet" if last_reason is None else f"The last send ended {last_reason}"
+            return _nothing(
+                f"{waiting}, so nothing was left running. To interrupt the program in front anyway, terminal_signal "
+                "it SIGINT; to go on, terminal_send."
+            )
+        try:
+            pgid = self._foreground.verified_pgid()
+        except InvalidArgument:
+            return _nothing("The terminal has no foreground process group; terminal_send with empty input shows it.")
+        front = self._foreground.describe(self._exited())
+        program = front.name if front is not None else None
+        if pgid == self._top() and self._foreground.input_wait(pgid) != waits.Wait.NONE:
+            return _nothing(
+                "What the last send left running has ended: the shell is back at its prompt. terminal_send with "
+                "empty input shows the screen."
+            )
+        try:
+            os.killpg(pgid, signals.SIGINT)
+        except ProcessLookupError:
+            return _nothing("The program in front ended meanwhile; terminal_send with empty input shows the screen.")
+        return p.TerminalCancelResult(
+            cancelled=False,
+            interrupted=True,
+            pgid=pgid,
+            signal="SIGINT",
+            program=program,
+            message=f"No send was active; the last one ended {last_reason} with {program or 'a program'} still in "
+            f"front: sent SIGINT to process group {pgid}. terminal_send with empty input waits until it is ready "
+            "and shows what it did; if it ignores SIGINT, terminal_signal SIGTERM.",
+        )
+
+
+def _nothing(hint: str) -> p.TerminalCancelResult:
+    return p.TerminalCancelResult(cancelled=False, message="Nothing was interrupted.", hint=hint)

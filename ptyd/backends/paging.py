@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from ptyd import protocol as p
 from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.logical import JOIN_MAX_ROWS, join
 from ptyd.terminal.viewport import bound
 
 
-def page(term: Terminal, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult:
+def page(
+    term: Terminal, start_line: int | None, max_lines: int, max_bytes: int, *, join_wrapped: bool = False
+) -> p.TerminalReadResult:
     """Lines from ``start_line`` (negative: from the end; None: the last ``max_lines``), at most ``max_lines``
-    and ``max_bytes`` (a single longer line is cut, its cut marked)."""
+    and ``max_bytes`` (a single longer line is cut, its cut marked). ``join_wrapped``: soft-wrapped rows are
+    joined into logical lines (a line that goes on past the page's end is read to its end)."""
     total = term.total_lines
     first = term.scrollback.first
     start = -max_lines if start_line is None else start_line
@@ -18,6 +22,18 @@ def page(term: Terminal, start_line: int | None, max_lines: int, max_bytes: int)
     begin = max(start, first)
     end = min(begin + max_lines, total)
     lines = term.transcript(begin, end)
+    firsts = list(range(begin, end))
+    if join_wrapped:
+        wraps = term.wraps(begin, end)
+        if end - 1 in wraps:  # the last line goes on: read it to its end
+            more = min(end + JOIN_MAX_ROWS, total)
+            wraps.update(term.wraps(end, more))
+            stop = end
+            while stop < more and stop - 1 in wraps:
+                stop += 1
+            lines += term.transcript(end, stop)
+            end = stop
+        lines, firsts = join(lines, begin, wraps)
     used = 0
     kept = 0
     for line in lines:
@@ -26,6 +42,7 @@ def page(term: Terminal, start_line: int | None, max_lines: int, max_bytes: int)
             break
         kept += 1
     cut = kept < len(lines)
+    next_line = firsts[kept] if cut else end
     if cut:
         lines = lines[:kept]
     if len(lines) == 1 and used > max_bytes:
@@ -33,7 +50,7 @@ def page(term: Terminal, start_line: int | None, max_lines: int, max_bytes: int)
     return p.TerminalReadResult(
         lines=lines,
         start_line=begin,
-        next_line=begin + len(lines),
+        next_line=next_line,
         first_retained_line=first,
         total_lines=total,
         truncated=cut or begin > start,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import time
 from typing import final
@@ -12,8 +13,11 @@ import msgspec
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelState
+from ptyd.backends.named_wait import NamedWait
 from ptyd.backends.session_state import OpState
+from ptyd.terminal.economy import compact_bound
 from ptyd.terminal.emulator import HeadCapture, Terminal
+from ptyd.terminal.logical import join
 from ptyd.terminal.viewport import HEAD_SHARE, bound
 
 
@@ -30,6 +34,9 @@ class SendOp:
         self.future: asyncio.Future[p.SendResult] = loop.create_future()
         self.exit_code: int | None = None  # of a shell command that finished during this send
         self.cancel = CancelState()
+        self.keys = request.keys.encode()  # still to press: after the input was taken
+        self.front_at_write: tuple[int, str] | None = None  # the group in front when the input was written
+        self.named: NamedWait | None = None  # the wait the request named (until, until_stable_ms)
 
     @property
     def done(self) -> bool:
@@ -58,21 +65,31 @@ class SendOp:
             exit_code=self.exit_code,
             taken=taken,
             result=msgspec.json.encode(self.future.result()) if self.done else None,
+            keys=self.keys.decode("latin-1"),
+            until=req.until.pattern if req.until is not None else None,
+            until_stable_s=req.until_stable_s,
+            typed=self.named.typed if self.named is not None else True,
+            compact=req.compact,
+            join_wrapped=req.join_wrapped,
         )
 
     @classmethod
     def from_state(cls, state: OpState, loop: asyncio.AbstractEventLoop) -> SendOp:
         request = SendRequest(
             input="", timeout_s=state.timeout_s, idle_s=state.idle_s, max_bytes=state.max_bytes,
-            request_key=state.request_key,
+            request_key=state.request_key, until=re.compile(state.until) if state.until is not None else None,
+            until_stable_s=state.until_stable_s, compact=state.compact, join_wrapped=state.join_wrapped,
         )  # fmt: skip
         op = cls(request, state.anchor, loop)
+        if request.until is not None or request.until_stable_s is not None:  # the line it started on counts
+            op.named = NamedWait(request.until, request.until_stable_s, state.anchor, state.typed, None)
         op.id = state.id
         op.started, op.deadline = state.started, state.deadline
         op.output_line = state.output_line
         op.capture.lines, op.capture.room = state.capture_lines, state.capture_room
         op.capture.end_line = state.capture_end
         op.exit_code = state.exit_code
+        op.keys = state.keys.encode("latin-1")
         if state.result is not None:
             op.future.set_result(_result_decoder.decode(state.result))
         return op
@@ -81,23 +98,45 @@ class SendOp:
 _result_decoder = msgspec.json.Decoder(p.SendResult)
 
 
-def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange]:
-    """The rendered delta of ``op``: its lines up to the cursor line, or the screen of a full-screen program."""
+def _bound(
+    request: SendRequest,
+    terminal: Terminal,
+    head: list[str],
+    gap: tuple[int, int] | None,
+    start: int,
+    end: int,
+    max_bytes: int,
+) -> tuple[str, bool, int]:
+    """Transcript lines ``[start, end)`` after ``head``, as the request wants them read, within ``max_bytes``."""
+    tail = terminal.transcript(start, end)
+    numbers: list[int] | None = None
+    if request.join_wrapped and (wraps := terminal.wraps(start, end)):
+        tail, numbers = join(tail, start, wraps)
+        numbers.append(end)
+    if request.compact:
+        return compact_bound(head, gap, tail, start, max_bytes, numbers)
+    return (*bound(head, gap, tail, start, max_bytes, numbers), 0)
+
+
+def viewport(op: SendOp, terminal: Terminal) -> tuple[str, bool, p.LineRange, int]:
+    """The rendered delta of ``op``: its lines up to the cursor line, or the screen of a full-screen program.
+    Also how many lines the request's ``compact`` folded."""
     end = terminal.cursor_line + 1
     start = min(op.anchor, end - 1)
     lines = p.LineRange(start_line=start, end_line=end)
     max_bytes = op.request.max_bytes
     if terminal.alt_screen:
         text, truncated = bound([], None, terminal.visible_rows(), 0, max_bytes)
-        return text, truncated, lines
+        return text, truncated, lines, 0
     first = terminal.scrollback.first
     if start >= first:
-        text, truncated = bound([], None, terminal.transcript(start, end), start, max_bytes)
-        return text, truncated, lines
+        text, truncated, folded = _bound(op.request, terminal, [], None, start, end, max_bytes)
+        return text, truncated, lines, folded
     # The head of this send's output was dropped from scrollback by a burst; the capture kept its first lines.
     head = op.capture.lines
-    text, _ = bound(head, (op.capture.end_line, first), terminal.transcript(first, end), first, max_bytes)
-    return text, True, lines
+    gap = (op.capture.end_line, first)
+    text, _, folded = _bound(op.request, terminal, head, gap, first, end, max_bytes)
+    return text, True, lines, folded
 
 
 def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str, bool]:
@@ -105,11 +144,15 @@ def consume_output(op: SendOp, terminal: Terminal, max_bytes: int) -> tuple[str,
     to the transcript), and once the operation settled the cursor line (the prompt) without one."""
     end = terminal.cursor_line + (1 if op.done else 0)
     start = max(op.output_line, terminal.scrollback.first)
+    if op.request.join_wrapped and not op.done and end > start:
+        wraps = terminal.wraps(start, end)
+        while end > start and end - 1 in wraps:  # a logical line still being written comes whole, next time
+            end -= 1
     dropped = start > op.output_line
     op.output_line = max(end, op.output_line)
     if end <= start:
         return "", dropped
-    text, truncated = bound([], None, terminal.transcript(start, end), start, max_bytes)
+    text, truncated, _ = _bound(op.request, terminal, [], None, start, end, max_bytes)
     if not op.done:
         text += "\n"
     return text, truncated or dropped

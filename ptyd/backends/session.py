@@ -27,6 +27,8 @@ from ptyd.backends.channel import PtyChannel
 from ptyd.backends.containment import Scope, terminate
 from ptyd.backends.containment import remove as remove_scope
 from ptyd.backends.containment.reaper import ChildReaper
+from ptyd.backends.listening import listening
+from ptyd.backends.named_wait import NamedWait, line_text
 from ptyd.backends.paging import page
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
@@ -43,6 +45,7 @@ from ptyd.terminal.keys import encode as encode_keys
 
 log = logging.getLogger("ptyd.session")
 
+KEYS_HOLD_S = 0.5  # keys after input go out once the input was taken and its program ran this long unready
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
 CANONICAL_LINE_MAX = 4095  # bytes a canonical-mode line can hold (N_TTY_BUF_SIZE less its newline)
@@ -149,7 +152,7 @@ class LocalSession:
         # Input the program blocked to read: until it is seen to take it, its wait is the one before the answer
         # (whether the query was answered by the reader as it arrived or by the drain before settling). Marked
         # before the write: a program on the other core may read the answer before this line returns.
-        self.tracker.mark_write(data)
+        self.tracker.mark_write(data, answer=True)
         self.channel.write(data)  # answers to terminal queries (DSR, DA) go back to the program
 
     def _busy(self) -> bool:
@@ -212,6 +215,9 @@ class LocalSession:
             self._check_deliverable(data)
             self._check_room(data)
         op = SendOp(request, self.terminal.cursor_line, self.loop)
+        if request.until is not None or request.until_stable_s is not None:
+            anchor_text = line_text(self.terminal, op.anchor)
+            op.named = NamedWait(request.until, request.until_stable_s, op.anchor, bool(data), anchor_text)
         self.active = op
         self.watch.send_started()
         self.terminal.capture = op.capture
@@ -221,6 +227,9 @@ class LocalSession:
                 self._keys.popitem(last=False)
         self.tracker.begin(wrote_input=data)
         self._counted = self._limit_counters()
+        if op.keys:
+            front = self.foreground.describe(self.exited)
+            op.front_at_write = (front.pgid, front.name) if front is not None else None
         self.channel.write(data)
         self._start_drive(op)
         return op
@@ -333,8 +342,15 @@ class LocalSession:
             if self.exited:
                 return "session_exit", None
             self.canceller.follow(op.cancel)
+            if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+                return named, None
             verdict = self.tracker.check()
-            if verdict.ready and await self._nothing_owed():
+            if op.keys and op.cancel.cancelled_at is not None:
+                op.keys = b""  # a cancelled send presses nothing more
+            if op.keys and await self._keys_due(op, verdict):
+                self._press_keys(op)
+                continue
+            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._nothing_owed():
                 return "stdin_read", verdict
             probed = time.monotonic()
             now = probed
@@ -344,11 +360,52 @@ class LocalSession:
             if now >= idle_deadline:
                 return "inferred_idle", None
             delay = min(interval, op.deadline - now, idle_deadline - now)
+            if op.named is not None and (due := op.named.next_due()) is not None:
+                delay = min(delay, due - now)
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
                 await self._through_bulk(probed, op.deadline)
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    async def _keys_due(self, op: SendOp, verdict: Verdict) -> bool:
+        """The program took the send's input, so its keys go to what the input started: it is ready for more
+        (vim after ``oX``: now Escape), or a new program is in front (``cat`` after ``cat\n``: now C-c, which the
+        shell would have taken, flushing the line unread), or the same one went on without reading for
+        KEYS_HOLD_S (a builtin loop the shell runs)."""
+        if self.channel.input_queued() or not self.tracker.taken:
+            return False
+        if verdict.ready:
+            return await self._nothing_owed()
+        front = self.foreground.describe(self.exited)
+        if front is None:
+            return False
+        if op.front_at_write is None or front.pgid != op.front_at_write[0]:
+            # A group the shell forked is in front: keys for it once it runs its program (a signal between fork
+            # and exec is lost to the shell's handlers), or once it stayed the shell's child that long.
+            return front.name != (op.front_at_write[1] if op.front_at_write else "") or self._held_keys(op)
+        return self._held_keys(op)
+
+    def _held_keys(self, op: SendOp) -> bool:
+        return time.monotonic() - op.started >= KEYS_HOLD_S
+
+    def _press_keys(self, op: SendOp) -> None:
+        keys, op.keys = op.keys, b""
+        self.tracker.mark_write(keys)  # before the write: the program may take the keys before it returns
+        self.channel.write(keys)
+
+    def _readiness_ends(self, op: SendOp, verdict: Verdict) -> bool:
+        """A named wait is for what a program prints, not for its readiness: only the command it typed returning
+        to a shell prompt ends it early (the command ended; waiting longer cannot match). A program that reads
+        the terminal while it works (a REPL, a TUI) keeps waiting for the name."""
+        if op.named is None:
+            return True
+        if not op.named.typed:
+            return False
+        if verdict.basis == "shell_integration":
+            return True
+        front = self.foreground.describe(self.exited)
+        return front is not None and front.name in SHELLS
 
     async def _nothing_owed(self) -> bool:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
@@ -373,7 +430,7 @@ class LocalSession:
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         self.channel.drain()
         await self.channel.rendered()
-        text, truncated, lines = viewport(op, self.terminal)
+        text, truncated, lines, compacted = viewport(op, self.terminal)
         counted = self._limit_counters()
         target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
@@ -394,6 +451,9 @@ class LocalSession:
             oom_killed=counted.oom_kills > self._counted.oom_kills,
             pids_limited=counted.pids_refused > self._counted.pids_refused,
             sandbox=self.sandbox,
+            match=op.named.match if op.named is not None else None,
+            listening=listening(self.scope.pids()),
+            compacted=compacted,
         )
         if self.active is op:
             self.active = None
@@ -432,13 +492,15 @@ class LocalSession:
             return p.TerminalWaitResult(operation_id=op.id, done=False, result=None)
         return p.TerminalWaitResult(operation_id=op.id, done=True, result=result)
 
-    def cancel(self) -> bool:
+    def cancel(self) -> p.TerminalCancelResult:
         op = self.active
         if op is None or op.done:
-            return False
+            last = self.last_op
+            reason = last.future.result().wait_reason if last is not None and last.future.done() else None
+            return self.canceller.interrupt_left_running(reason)
         self.canceller.cancel(op.cancel)
         self._wake(False)
-        return True
+        return self.canceller.requested(op.cancel)
 
     def key_input(self, keys: list[str]) -> str:
         """Named keys as this terminal sends them now (application cursor keys or not)."""
@@ -479,9 +541,11 @@ class LocalSession:
         with contextlib.suppress(OSError):
             set_winsize(self._proc.master, cols, rows)
 
-    async def read(self, start_line: int | None, max_lines: int, max_bytes: int) -> p.TerminalReadResult:
+    async def read(
+        self, start_line: int | None, max_lines: int, max_bytes: int, *, join_wrapped: bool = False
+    ) -> p.TerminalReadResult:
         await self.channel.rendered()
-        return page(self.terminal, start_line, max_lines, max_bytes)
+        return page(self.terminal, start_line, max_lines, max_bytes, join_wrapped=join_wrapped)
 
     async def screen(self) -> p.TerminalScreenResult:
         await self.channel.rendered()
@@ -519,6 +583,7 @@ class LocalSession:
             limits=self._limit_info(),
             oom_killed=counters.oom_kills > 0,
             pids_limited=counters.pids_refused > 0,
+            listening=[] if self.exited else listening(self.scope.pids()),
         )
 
     # --- continuity: the session as data, for the next daemon ------------------------------------------

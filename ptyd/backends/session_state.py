@@ -32,6 +32,12 @@ class OpState(msgspec.Struct, kw_only=True):
     exit_code: int | None = None
     taken: bool = True  # the program was seen to take the input
     result: bytes | None = None  # the settled SendResult, as JSON
+    keys: str = ""  # named keys still to press once the program took the input (their bytes, latin-1)
+    until: str | None = None  # a named wait's pattern (protocol 4)
+    until_stable_s: float | None = None
+    typed: bool = True  # the named wait's send wrote input (its typed line is not searched)
+    compact: bool = False
+    join_wrapped: bool = False
 
 
 class SessionState(msgspec.Struct, kw_only=True):

@@ -22,7 +22,11 @@ CHUNK = 1 << 16
 def unreachable_reason(path: Path, exc: OSError) -> str:
     """Why ``connect()`` to ``path`` failed, in words a person can act on."""
     if isinstance(exc, FileNotFoundError):
-        return "no socket there: is ptyd running on this machine?"
+        # Over ssh, the far side's environment may put the default socket elsewhere than the daemon's.
+        return (
+            "no socket there: is ptyd running on this machine? (a daemon on another socket: "
+            "PTYD_REMOTE_PTYD='ptyd --socket PATH' on the client's side)"
+        )
     if isinstance(exc, ConnectionRefusedError):
         with contextlib.suppress(OSError):
             if not stat.S_ISSOCK(path.stat().st_mode):

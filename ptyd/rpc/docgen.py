@@ -5,11 +5,14 @@ A test checks the committed file matches, so the docs cannot drift from the wire
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
+import re
 import sys
 from typing import Any
 
-from ptyd import __version__
+from ptyd import __version__, protocol
 from ptyd.errors import APPLICATION_ERRORS, ERROR_CLASSES, PtydError
 from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import discover_method, openrpc_document
@@ -80,6 +83,37 @@ def _fields(schema: dict[str, Any]) -> list[str]:
     return rows
 
 
+def vocabulary() -> list[tuple[str, list[str], str]]:
+    """The string enums of protocol.py (``Name = Literal[...]`` with a docstring under it): name, values, text.
+
+    Read from the source, since a type alias keeps no docstring at run time."""
+    tree = ast.parse(inspect.getsource(protocol))
+    found = []
+    for node, after in zip(tree.body, tree.body[1:], strict=False):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Subscript)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "Literal"
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            name = node.targets[0].id  # type: ignore[attr-defined]
+            values = [str(v) for v in getattr(protocol, name).__args__]
+            found.append((name, values, " ".join(after.value.value.split())))
+    return found
+
+
+def _link_sees(text: str, headings: set[str]) -> str:
+    """``(see ReadyBasis)`` in a description becomes a link to that type's section."""
+    return re.sub(
+        r"\(see (\w+)\)",
+        lambda m: f"(see [{m.group(1)}](#{m.group(1).lower()}))" if m.group(1) in headings else m.group(0),
+        text,
+    )
+
+
 def _meaning(cls: type[PtydError]) -> str:
     return " ".join((cls.__doc__ or "").split()).replace("``", "`")  # reST literals in Markdown
 
@@ -130,6 +164,16 @@ def render() -> str:
     for note in doc["x-notifications"]:
         out += [f"### `{note['name']}`", "", f"Params: {_type(note['params'])}", ""]
     out += ["## Types", ""]
+    words = vocabulary()
+    for name, values, text in words:
+        out += [
+            f"### {name}",
+            "",
+            text.replace("``", "`"),
+            "",
+            "One of: " + " \\| ".join(f"`{json.dumps(v)}`" for v in values),
+            "",
+        ]
     for name in sorted(schemas):
         schema = schemas[name]
         if name.endswith("Params"):
@@ -141,7 +185,8 @@ def render() -> str:
             out += [*_fields(schema), ""]
         elif "anyOf" in schema:
             out += [f"One of: {_type(schema)}", ""]
-    return "\n".join(out).rstrip() + "\n"
+    headings = set(schemas) | {name for name, _, _ in words}
+    return _link_sees("\n".join(out).rstrip() + "\n", headings)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from ptyd import protocol as p
 from ptyd.errors import InvalidArgument
 from ptyd.rpc.dispatch import Method, notification
 from ptyd.rpc.server import Peer
-from ptyd.service.service import PtyService
+from ptyd.service.service import PtyService, env_profile
 
 # Methods a client may send again when the connection dropped before their answer arrived: they read, or doing
 # them twice is doing them once. Not terminal_send (a repeat types the input again, unless it carries the same
@@ -23,6 +23,7 @@ from ptyd.service.service import PtyService
 # terminal_integrate (it types), agent_release, and the subscriptions (they belong to the connection).
 RETRY_SAFE = frozenset(
     {
+        "agent_list",
         "daemon_info",
         "terminal_list",
         "terminal_status",
@@ -47,8 +48,12 @@ class Api:
         return p.AgentRegisterResult(agent_id=agent.agent_id, token=token)
 
     async def agent_release(self, _: Any, params: p.AgentReleaseParams) -> p.AgentReleaseResult:
-        agent = self.service.authenticate(params.token)
+        caller = self.service.authenticate(params.token)
+        agent = caller if params.agent_id is None else self.service.agent(caller, params.agent_id)
         return p.AgentReleaseResult(closed_sessions=await self.service.release(agent))
+
+    async def agent_list(self, _: Any, params: p.AgentListParams) -> p.AgentListResult:
+        return p.AgentListResult(agents=self.service.list_agents(self.service.authenticate(params.token)))
 
     # --- sessions --------------------------------------------------------------------------------------
 
@@ -69,6 +74,7 @@ class Api:
             alt_screen=info.alt_screen,
             foreground=info.foreground,
             sandbox=info.sandbox,
+            env_profile=env_profile(agent, params),
         )
 
     async def terminal_send(self, _: Any, params: p.TerminalSendParams) -> p.SendResult | p.SendStarted:
@@ -86,7 +92,7 @@ class Api:
 
     async def terminal_cancel(self, _: Any, params: p.TerminalCancelParams) -> p.TerminalCancelResult:
         agent = self.service.authenticate(params.token)
-        return p.TerminalCancelResult(cancelled=self.service.session(agent, params.session_id).cancel())
+        return self.service.session(agent, params.session_id).cancel()
 
     async def terminal_integrate(self, _: Any, params: p.TerminalIntegrateParams) -> p.SendResult:
         return await self.service.integrate(self.service.authenticate(params.token), params).result()
@@ -150,6 +156,7 @@ class Api:
         table: list[tuple[str, type[Any], Any, Any]] = [
             ("agent_register", p.AgentRegisterParams, p.AgentRegisterResult, self.agent_register),
             ("agent_release", p.AgentReleaseParams, p.AgentReleaseResult, self.agent_release),
+            ("agent_list", p.AgentListParams, p.AgentListResult, self.agent_list),
             ("terminal_open", p.TerminalOpenParams, p.TerminalOpenResult, self.terminal_open),
             ("terminal_send", p.TerminalSendParams, p.SendResult | p.SendStarted, self.terminal_send),
             ("terminal_output", p.TerminalOutputParams, p.TerminalOutputResult, self.terminal_output),

@@ -10,6 +10,7 @@ import asyncio
 import builtins
 import logging
 import os
+import re
 import secrets
 import signal as signals
 import time
@@ -46,6 +47,28 @@ def parse_signal(value: str | int) -> int:
         return int(signals.Signals[name])
     except KeyError:
         raise InvalidArgument(f"unknown signal {value!r}", field="signal") from None
+
+
+def compile_until(pattern: str | None) -> re.Pattern[str] | None:
+    """A send's ``until`` pattern, compiled (its length is bounded by the wire type)."""
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise InvalidArgument(f"until is not a regular expression: {exc}", field="until") from None
+    except (RecursionError, OverflowError, ValueError):  # nesting or repeat counts past what re compiles
+        raise InvalidArgument("until is too complex to compile", field="until") from None
+
+
+def env_profile(agent: Agent, params: p.TerminalOpenParams) -> p.EnvProfile:
+    """The environment preset of a new session: the caller's, else 'agent' for agents, 'human' for the operator
+    (a person at ptyctl, whose pager and editor work)."""
+    if params.env_profile is not None:
+        return params.env_profile
+    if params.profile == "agent":
+        return "agent"
+    return "human" if agent.operator else "agent"
 
 
 @dataclass(slots=True, eq=False)
@@ -105,6 +128,26 @@ class PtyService:
         results = await asyncio.gather(*(self._close(sid, "agent released") for sid in ids))
         return sum(1 for closed, _ in results if closed)
 
+    def agent(self, caller: Agent, agent_id: str) -> Agent:
+        """The agent ``agent_id`` names, as ``caller`` may see it: any agent for the operator, else only itself."""
+        for agent in self.agents:
+            if agent.agent_id == agent_id and (agent is caller or caller.operator) and not agent.operator:
+                return agent
+        raise InvalidArgument(f"no agent {agent_id}", reason="agent_not_found", agent_id=agent_id)
+
+    def list_agents(self, caller: Agent) -> list[p.AgentInfo]:
+        now = time.monotonic()
+        return [
+            p.AgentInfo(
+                agent_id=a.agent_id,
+                name=a.name,
+                sessions=sum(1 for e in self._sessions.values() if e.owner is a),
+                idle_ms=int((now - a.last_seen) * 1000),
+            )
+            for a in self.agents
+            if not a.operator and (a is caller or caller.operator)
+        ]
+
     async def release_idle(self) -> None:
         limit = self.config.agent_idle_timeout_ms / 1000
         now = time.monotonic()
@@ -150,7 +193,7 @@ class PtyService:
             )
         sandbox = choose_profile(cfg, agent.name, params.sandbox, operator=agent.operator)  # refused before a spawn
         profile = cfg.profiles()[sandbox]
-        env = dict(AGENT_PROFILE_ENV) if params.profile == "agent" else {}
+        env = dict(AGENT_PROFILE_ENV) if env_profile(agent, params) == "agent" else {}
         env.update(params.env or {})
         spec = SpawnSpec(
             session_id="pty-" + secrets.token_hex(12),
@@ -223,13 +266,25 @@ class PtyService:
     def send(self, agent: Agent, params: p.TerminalSendParams) -> SendOperation:
         cfg = self.config
         session = self.session(agent, params.session_id)
+        until = compile_until(params.until)
+        timeout_s = _seconds(params.timeout_ms, cfg.default_timeout_ms)
+        named = until is not None or params.until_stable_ms is not None
+        # A named wait is for programs that print and never read (servers, watchers): silence does not end it,
+        # unless the caller asks for that too.
+        idle_s = timeout_s + 1 if named and params.idle_ms is None else _seconds(params.idle_ms, cfg.default_idle_ms)
         return session.start_send(
             SendRequest(
-                input=params.input + session.key_input(params.keys) if params.keys else params.input,
-                timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
-                idle_s=_seconds(params.idle_ms, cfg.default_idle_ms),
+                # Keys after text wait for the text to be taken: sent at once, a C-c would flush the line unread.
+                input=params.input or (session.key_input(params.keys) if params.keys else ""),
+                keys=session.key_input(params.keys) if params.keys and params.input else "",
+                timeout_s=timeout_s,
+                idle_s=idle_s,
                 max_bytes=params.max_bytes or cfg.default_max_bytes,
                 request_key=params.request_key,
+                until=until,
+                until_stable_s=None if params.until_stable_ms is None else params.until_stable_ms / 1000,
+                compact=params.compact,
+                join_wrapped=params.join_wrapped,
             )
         )
 
@@ -254,7 +309,8 @@ class PtyService:
         cfg = self.config
         max_lines = min(params.max_lines or cfg.default_read_lines, cfg.max_read_lines)
         max_bytes = min(params.max_bytes or cfg.default_read_bytes, cfg.max_read_bytes)
-        return await self.session(agent, params.session_id).read(params.start_line, max_lines, max_bytes)
+        session = self.session(agent, params.session_id)
+        return await session.read(params.start_line, max_lines, max_bytes, join_wrapped=params.join_wrapped)
 
     def signal(self, agent: Agent, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
         return self.session(agent, params.session_id).signal(parse_signal(params.signal))

@@ -14,7 +14,7 @@ screen or a scroll region.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, final
 
 from ptyd.terminal.replay import (
@@ -137,6 +137,11 @@ class Terminal:
         self._generation = 0  # counts changes to the screen, for the used-rows cache
         self._used_cache: tuple[int, int] | None = None
 
+    @property
+    def generation(self) -> int:
+        """Changes whenever output was rendered or the screen changed otherwise: nothing to look at again before."""
+        return self._generation
+
     # --- what each engine provides -------------------------------------------------------------------------
 
     def feed(self, data: bytes, *, more: bool = False) -> None:
@@ -228,10 +233,24 @@ class Terminal:
 
     # --- transcript ----------------------------------------------------------------------------------------
 
-    def _scrolled_off(self, rows: list[str]) -> None:
+    def _scrolled_off(self, rows: list[str], wraps: Sequence[tuple[int, int]] = ()) -> None:
+        """``rows`` left the main screen; ``wraps``: (index, width in cells) of those that continue on the next."""
         if self.capture is not None:
             self.capture.offer(self.scrollback.total, rows)
-        self.scrollback.extend(rows)
+        self.scrollback.extend(rows, wraps)
+
+    def _screen_wraps(self, start: int, end: int) -> list[int]:
+        """Rows ``[start, end)`` of the main screen that the terminal soft-wrapped onto the next row."""
+        return []
+
+    def wraps(self, start: int, end: int) -> dict[int, int]:
+        """Transcript lines ``[start, end)`` that continue on the next line (soft-wrapped), with their widths."""
+        sb = self.scrollback
+        found = sb.wraps(start, end) if start < sb.total else {}
+        if end > sb.total:
+            top = max(start - sb.total, 0)
+            found.update((sb.total + y, self.cols) for y in self._screen_wraps(top, end - sb.total))
+        return found
 
     @property
     def cursor_line(self) -> int:

@@ -52,6 +52,7 @@ _SPECIAL = re.compile(
 # A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.
 _PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")
 _PARTIAL_MAX = 32  # a longer unfinished sequence is no special one
+WRAP_SLACK = 16  # trailing blanks a soft-wrapped row may end in and still be found wrapped (see read_wraps)
 FAST_MIN_BYTES = 4096  # a shorter chunk of plain lines is not worth fast-forwarding
 _PLAIN_PIECE = 32 * 1024  # plain lines fast-forwarded at once (~1 ms)
 _DECCKM = 1  # application cursor keys
@@ -160,6 +161,8 @@ class GhosttyTerminal(Terminal):
         self._count = ffi.new("size_t*")
         self._screen_tag = ffi.new("int*")
         self._width = ffi.new("uint16_t*")
+        self._row = ffi.new("GhosttyRow*")
+        self._wrap = ffi.new("bool*")
 
     # --- input -----------------------------------------------------------------------------------------
 
@@ -293,7 +296,7 @@ class GhosttyTerminal(Terminal):
                 self.main_screen = None
         elif seq in (b"\x1b[2J", b"\x1bc"):
             self._harvest()
-            self._scrolled_off(_trimmed(self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self._rows)))
+            self._scroll_off(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self._rows, trim=True)
             # The rows are in scrollback now, whatever Ghostty does with them: any it pushes to its history go.
             self._write(seq, harvest=False)
             self._erase_history(force=True)
@@ -328,7 +331,7 @@ class GhosttyTerminal(Terminal):
             return
         tail = len(lines) - (rows - 1)
         # What scrolling the rest through would push off the top: the rows above the cursor, then the middle.
-        self._scrolled_off(self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows - 1))
+        self._scroll_off(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows - 1)
         middle = bare[rows:tail]  # every line fits its row (checked above): rows of their own unless trimmed
         self._scrolled_off(rows_of(middle, cols, strip=True) if " \r\n" in plain else middle)
         pen = "".join(SGR.findall("\r\n".join(lines[rows:tail]))) if plain is not text else ""
@@ -366,7 +369,7 @@ class GhosttyTerminal(Terminal):
             lib.ghostty_tracked_grid_ref_point(mark, lib.GHOSTTY_POINT_TAG_SCREEN, self._coord)
             first = int(self._coord.y) + 1
         if total > first:
-            self._scrolled_off(self.read_rows(lib.GHOSTTY_POINT_TAG_HISTORY, first, total))
+            self._scroll_off(lib.GHOSTTY_POINT_TAG_HISTORY, first, total)
             self._mark_row(total - 1)
 
     def _mark_row(self, y: int) -> None:
@@ -401,6 +404,39 @@ class GhosttyTerminal(Terminal):
         return bool(self._screen_tag[0] == lib.GHOSTTY_TERMINAL_SCREEN_ALTERNATE)
 
     # --- reading ---------------------------------------------------------------------------------------
+
+    def _scroll_off(self, tag: int, start: int, end: int, *, trim: bool = False) -> None:
+        """Rows ``[start, end)`` of ``tag`` go to scrollback, with which of them soft-wrapped."""
+        rows = self.read_rows(tag, start, end)
+        if trim:
+            rows = _trimmed(rows)
+        self._scrolled_off(rows, self.read_wraps(tag, start, rows))
+
+    def read_wraps(self, tag: int, start: int, rows: list[str]) -> list[tuple[int, int]]:
+        """(index, width) of ``rows`` (read from row ``start`` of ``tag``) that continue on the next row. A row
+        wraps when a character is written past its last cell, which is written then: only rows about as wide as
+        the screen are asked of Ghostty (a few C calls each), so a flood of shorter lines costs nothing. A wrapped
+        row ending in more than ``WRAP_SLACK`` blanks is taken as ending there."""
+        cols = self._cols
+        near = cols - WRAP_SLACK
+        found: list[tuple[int, int]] = []
+        point, ref, row, wrap = self._point, self._ref, self._row, self._wrap
+        for index, text in enumerate(rows):
+            if len(text) < near and (text.isascii() or 2 * len(text) < near):
+                continue
+            point.tag, point.value.x, point.value.y = tag, 0, start + index
+            GRID_REF(self._handle, point[0], ref)
+            lib.ghostty_grid_ref_row(ref, row)
+            lib.ghostty_row_get(row[0], lib.GHOSTTY_ROW_DATA_WRAP, wrap)
+            if wrap[0]:
+                found.append((index, cols))
+        return found
+
+    def _screen_wraps(self, start: int, end: int) -> list[int]:
+        if self.main_screen is not None:  # the main screen's rows are a copy while a full-screen program runs
+            return []
+        rows = self.current_screen().main_rows(start, end)
+        return [start + index for index, _ in self.read_wraps(lib.GHOSTTY_POINT_TAG_ACTIVE, start, rows)]
 
     def read_rows(self, tag: int, start: int, end: int) -> list[str]:
         """Rows ``[start, end)`` of the active screen (``GHOSTTY_POINT_TAG_ACTIVE``) or of Ghostty's history
@@ -476,7 +512,8 @@ class GhosttyTerminal(Terminal):
         if self.main_screen is not None:
             main, y = self.main_screen
             top = max(0, y - (rows - 1))
-            self.main_screen = ([row[:cols] for row in main[top : top + rows]], y - top)
+            kept = [row[:cols] for row in main[top : top + rows]]
+            self.main_screen = (kept + [""] * (rows - len(kept)), y - top)  # a taller screen: blank rows below
         self._harvest()
 
     @property

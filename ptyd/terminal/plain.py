@@ -43,6 +43,20 @@ def all_simple(text: str) -> str | None:
     return None if _NOT_SIMPLE.search(bare) else bare
 
 
+def wraps_of(lines: list[str], cols: int) -> list[tuple[int, int]]:
+    """(index in ``rows_of(lines, ...)``, ``cols``) of the rows that continue on the next: every row of a line
+    longer than ``cols`` but its last."""
+    if not lines or max(map(len, lines)) <= cols:
+        return []
+    found: list[tuple[int, int]] = []
+    index = 0
+    for line in lines:
+        count = max(1, -(-len(line) // cols))
+        found.extend((index + k, cols) for k in range(count - 1))
+        index += count
+    return found
+
+
 def rows_of(lines: list[str], cols: int, strip: bool) -> list[str]:
     """Screen rows of plain lines (SGR removed): wrapped at ``cols``, trailing blanks removed if ``strip``."""
     if not strip and (not lines or max(map(len, lines)) <= cols):

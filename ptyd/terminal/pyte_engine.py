@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import final
 
 from ptyd.terminal.emulator import Terminal
-from ptyd.terminal.plain import SGR, all_plain, rows_of
+from ptyd.terminal.plain import SGR, all_plain, rows_of, wraps_of
 from ptyd.terminal.replay import DECCKM, TerminalState, pyte_redraw
 from ptyd.terminal.sanitize import Sanitizer
 from ptyd.terminal.screen import TerminalScreen
@@ -186,7 +186,9 @@ class PyteTerminal(Terminal):
             self._pyte("\r\n".join(lines[lead:]) + "\r\n")
             return
         # The rows above the cursor scroll off first, then every row of the middle.
-        self._scrolled_off([screen.row_text(y) for y in range(rows - 1)])
+        self._scrolled_off(
+            [screen.row_text(y) for y in range(rows - 1)], [(y, cols) for y in screen.main_wraps(0, rows - 1)]
+        )
         self._push_plain(lines[lead : -(rows - 1)], cols, strip)
         # The last screenful is drawn later (``_draw_deferred``); the blank rows now above the cursor must not
         # reach scrollback when it scrolls them away.
@@ -200,7 +202,7 @@ class PyteTerminal(Terminal):
         if len(middle) > keep:
             dropped, middle = middle[:-keep], middle[-keep:]
             self._skipped(dropped, cols, strip)
-        self._scrolled_off(rows_of(middle, cols, strip))
+        self._scrolled_off(rows_of(middle, cols, strip), wraps_of(middle, cols))
 
     def _skipped(self, lines: list[str], cols: int, strip: bool) -> None:
         """Count rows that would be dropped by the scrollback bound anyway, without rendering them."""
@@ -232,7 +234,7 @@ class PyteTerminal(Terminal):
     def _replay(self, data: bytes, state: TerminalState) -> None:
         screen = self.screen
         scroll_off, reply = screen._on_scroll_off, screen._on_reply
-        screen._on_scroll_off = lambda _rows: None
+        screen._on_scroll_off = lambda _rows, _wraps: None
         screen._on_reply = lambda _data: None
         try:
             self._stream.feed(data.decode(errors="replace"))
@@ -247,6 +249,9 @@ class PyteTerminal(Terminal):
         self.current_screen()
         self._generation += 1
         self.screen.resize(rows, cols)
+
+    def _screen_wraps(self, start: int, end: int) -> list[int]:
+        return self.current_screen().main_wraps(start, end)
 
     def current_screen(self) -> TerminalScreen:
         if self._deferred is not None:

@@ -15,6 +15,10 @@
   one slot, as in xterm.
 - Sequences pyte lacks: SU, SD, REP, SCOSC/SCORC, CHT, CBT (see ``stream``). DECCOLM is ignored: the PTY's
   size is the screen's size.
+- Soft wraps: a row the cursor wrapped from at the right margin carries ``wrapped`` (an attribute of the row
+  object, so it moves with the row through scrolling, inserted and deleted lines and the alternate screen), and
+  rows handed to ``on_scroll_off`` say which wrapped. Erasing a row's end clears it; so does a width change
+  (pyte does not reflow).
 - Answers to terminal queries (DSR, DA) go to ``on_reply``, in the order of the queries, those the sanitizer
   answers included.
 - Cells are interned per attribute set, so a full screen costs a few hundred kB rather than a namedtuple a cell.
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyte
@@ -44,6 +48,17 @@ _CHARSETS = {"B": cs.LAT1_MAP, "0": cs.VT100_MAP}  # other national sets are dra
 _MAX_INTERNED = 8192
 
 Buffer = dict[int, StaticDefaultDict[int, Char]]
+ScrollOff = Callable[[list[str], Sequence[tuple[int, int]]], None]
+"""Rows that left the top of the main screen, and (index, width) of those that wrapped onto the next."""
+
+
+def _wraps(line: object) -> bool:
+    return bool(getattr(line, "wrapped", False))
+
+
+def _unwrap(line: object) -> None:
+    if _wraps(line):
+        del line.wrapped  # type: ignore[attr-defined]
 
 
 class TerminalScreen(pyte.Screen):
@@ -51,7 +66,7 @@ class TerminalScreen(pyte.Screen):
         self,
         columns: int,
         lines: int,
-        on_scroll_off: Callable[[list[str]], None],
+        on_scroll_off: ScrollOff,
         on_reply: Callable[[str], None],
         *,
         answers: deque[str | Report] | None = None,
@@ -75,6 +90,15 @@ class TerminalScreen(pyte.Screen):
 
     def row_text(self, y: int) -> str:
         return render_line(self.buffer[y], self.columns) if y in self.buffer else ""
+
+    def main_wraps(self, start: int = 0, end: int | None = None) -> list[int]:
+        """Rows ``[start, end)`` of the main screen that soft-wrapped onto the next row."""
+        buffer = self._main[0] if self._main is not None else self.buffer
+        stop = self.lines if end is None else min(end, self.lines)
+        return [y for y in range(max(start, 0), stop) if y in buffer and _wraps(buffer[y])]
+
+    def _wrap_list(self, buffer: Buffer, rows: range) -> list[tuple[int, int]]:
+        return [(i, self.columns) for i, y in enumerate(rows) if y in buffer and _wraps(buffer[y])]
 
     def main_rows(self, start: int = 0, end: int | None = None) -> list[str]:
         """Rows ``[start, end)`` of the main screen as text (the saved ones while the alternate screen is active)."""
@@ -134,6 +158,7 @@ class TerminalScreen(pyte.Screen):
                     self._wide = wide = True
             if cursor.x + width > columns:  # past the last column, or a wide character that does not fit
                 if autowrap:
+                    setattr(self.buffer[cursor.y], "wrapped", True)  # noqa: B010 - pyte's row type declares no such field
                     self.carriage_return()
                     self.linefeed()
                 else:
@@ -214,7 +239,7 @@ class TerminalScreen(pyte.Screen):
             if self.phantom_rows:
                 self.phantom_rows -= 1
             else:
-                self._on_scroll_off([self.row_text(0)])
+                self._on_scroll_off([self.row_text(0)], self._wrap_list(self.buffer, range(1)))
         super().index()
 
     def next_line(self) -> None:
@@ -243,10 +268,16 @@ class TerminalScreen(pyte.Screen):
             return
         if how == 2 and not self.alt:
             self._scroll_off_screen()
+        y = self.cursor.y
+        for row in range(y, self.lines) if how == 0 else range(y) if how == 1 else range(self.lines):
+            if row in self.buffer:
+                _unwrap(self.buffer[row])
         super().erase_in_display(how, *args, **kwargs)
 
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         if how in (0, 1, 2):
+            if how != 1 and self.cursor.y in self.buffer:  # the row's last cell is erased: it no longer goes on
+                _unwrap(self.buffer[self.cursor.y])
             super().erase_in_line(how, private)
 
     def _scroll_off_screen(self) -> None:
@@ -254,7 +285,7 @@ class TerminalScreen(pyte.Screen):
         while rows and not rows[-1]:
             rows.pop()
         if rows:
-            self._on_scroll_off(rows)
+            self._on_scroll_off(rows, self._wrap_list(self.buffer, range(len(rows))))
             # Rows moved to scrollback: what was row y is now above the screen.
             self.buffer.clear()
 
@@ -356,6 +387,9 @@ class TerminalScreen(pyte.Screen):
                 for line in buffer.values():
                     for x in range(columns, self.columns):
                         line.pop(x, None)
+            if columns != self.columns:  # rows keep their old width: a wrapped one no longer fills its row
+                for line in buffer.values():
+                    _unwrap(line)
         old_columns = self.columns
         self.lines, self.columns = lines, columns
         self.margins = None
@@ -369,7 +403,8 @@ class TerminalScreen(pyte.Screen):
         top = max(0, cursor.y - (lines - 1))
         if top:
             if to_scrollback:
-                self._on_scroll_off([render_line(buffer[y], self.columns) if y in buffer else "" for y in range(top)])
+                rows = [render_line(buffer[y], self.columns) if y in buffer else "" for y in range(top)]
+                self._on_scroll_off(rows, self._wrap_list(buffer, range(top)))
             for y in range(self.lines):
                 if y + top < self.lines and (y + top) in buffer:
                     buffer[y] = buffer[y + top]

@@ -4,6 +4,9 @@ The byte bound counts what the lines cost the daemon, not their UTF-8 length: CP
 character beyond Latin-1 at 2 or 4 bytes a character, and every line is an object of its own. Counting UTF-8
 would let 4 MiB of emoji cost 6 MiB.
 
+A line the terminal soft-wrapped (it continues on the next line) is kept with its width in cells, sparsely (most
+lines end where the program ended them), so logical lines can be joined back on reading.
+
 Lines are numbered from the start of the session and never renumbered: ``first`` is the oldest retained line,
 ``total`` the number ever appended. Lines arrive in blocks (a whole fast-forwarded burst at once), so the store
 keeps blocks rather than one object per line's bookkeeping; eviction trims whole blocks or the oldest block's head.
@@ -11,8 +14,9 @@ keeps blocks rather than one object per line's bookkeeping; eviction trims whole
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
+from collections.abc import Sequence
 from itertools import compress
 from operator import not_
 from typing import final
@@ -51,6 +55,7 @@ class Scrollback:
         self.first = 0  # number of the oldest retained line
         self.total = 0  # number of lines ever appended
         self._bytes = 0
+        self._wraps: list[tuple[int, int]] = []  # (line, width) of retained lines that continue on the next one
 
     @property
     def retained(self) -> int:
@@ -63,9 +68,13 @@ class Scrollback:
     def append(self, line: str) -> None:
         self.extend([line])
 
-    def extend(self, lines: list[str]) -> None:
+    def extend(self, lines: list[str], wraps: Sequence[tuple[int, int]] = ()) -> None:
+        """Append ``lines``; ``wraps``: (index in ``lines``, width in cells) of those that continue on the next."""
         if not lines:
             return
+        if wraps:
+            base = self.total  # the number of lines[0], whatever the bound drops below
+            self._wraps.extend((base + index, width) for index, width in wraps)
         if len(lines) > self.max_lines:
             self.first += len(lines) - self.max_lines
             self.total += len(lines) - self.max_lines
@@ -109,6 +118,14 @@ class Scrollback:
             self._sizes[0] -= freed
             self._bytes -= freed
             self.first += drop
+        if self._wraps and self._wraps[0][0] < self.first:
+            del self._wraps[: bisect_left(self._wraps, (self.first, -1))]
+
+    def wraps(self, start: int, end: int) -> dict[int, int]:
+        """Lines numbered ``[start, end)`` that continue on the next line, with their widths in cells."""
+        lo = bisect_left(self._wraps, (start, -1))
+        hi = bisect_left(self._wraps, (end, -1))
+        return dict(self._wraps[lo:hi])
 
     def lines(self, start: int, end: int) -> list[str]:
         """Retained lines numbered ``[start, end)``, clipped to what is retained."""
@@ -137,6 +154,7 @@ class Scrollback:
     def clear(self) -> None:
         self._blocks.clear()
         self._sizes.clear()
+        self._wraps.clear()
         self.first = self.total
         self._bytes = 0
 

@@ -26,12 +26,18 @@ def bound(
     tail: list[str],
     tail_start: int,
     max_bytes: int,
+    numbers: list[int] | None = None,
 ) -> tuple[str, bool]:
     """Join ``head`` + ``tail`` (transcript lines from ``tail_start``) within ``max_bytes``.
 
     ``gap`` is a range of line numbers between head and tail that is already gone (dropped from scrollback).
-    Returns the text and whether anything was left out.
+    ``numbers``: the first transcript line of each tail line and then the line after the last, when tail lines
+    are logical lines (several rows each). Returns the text and whether anything was left out.
     """
+
+    def number(index: int) -> int:  # of rest[index]
+        return numbers[index] if numbers is not None else rest_start + index
+
     if gap is None and not head:
         size = sum(utf8_len(line) + 1 for line in tail)
         if size <= max_bytes + 1:
@@ -69,12 +75,16 @@ def bound(
         kept_tail.append(line)
         used_tail += size
     kept_tail.reverse()
+    if numbers is not None and gap is None:  # head is empty: rest is the tail, numbered by ``numbers``
+        head_end = numbers[len(kept_head)]
+        rest = tail[len(kept_head) :]
+        numbers = numbers[len(kept_head) :]
     omitted_start = head_end
-    omitted_end = rest_start + len(rest) - len(kept_tail)
+    omitted_end = number(len(rest) - len(kept_tail))
     if omitted_end <= omitted_start and gap is None and not partial:
         return "\n".join(kept_head + kept_tail), False
     if partial:
-        omitted_end += 1  # the cut line's start is left out too
+        omitted_end = number(len(rest) - len(kept_tail) + 1)  # the cut line's start is left out too
     omitted = omitted_end - omitted_start
     gone = f" (lines before {gap[1]} are no longer retained)" if gap is not None else ""
     marker = (

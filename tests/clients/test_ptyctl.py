@@ -20,7 +20,7 @@ from conftest import ROOT, Daemon, wait_until
 CLIENT_DIR = ROOT / "clients" / "python"
 sys.path.insert(0, str(CLIENT_DIR))
 
-from ptyd_client import Client, Session  # noqa: E402 - importable once clients/python is on the path
+from ptyd_client import Client, PtydError, Session  # noqa: E402 - importable once clients/python is on the path
 
 SHELL = {"env": {"PS1": "$ "}}
 
@@ -119,9 +119,65 @@ def test_ls_shows_every_agents_sessions(daemon: Daemon, agent_shell: Session) ->
         assert listed[agent_shell.id]["owner"] != listed[second.id]["owner"]
         table = ptyctl(daemon.socket, "ls").stdout
         assert table.startswith("SESSION")
-        assert agent_shell.id in table
-        assert second.id in table
+        rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
+        assert rows[agent_shell.id][-1] == "agent-under-watch"  # the owner by name, not by id
+        assert rows[second.id][-1] == "second-agent"
         other.agent_release()
+
+
+def test_open_starts_in_the_callers_directory(daemon: Daemon, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*ptyctl_argv(daemon.socket, "open", "--", "sh", "-c", "pwd; exec cat")],
+        capture_output=True,
+        text=True,
+        env=ptyctl_env(),
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    sid = done.stdout.strip()
+    try:
+        assert ok_json(daemon.socket, "read", sid)["lines"][0] == str(tmp_path)
+    finally:
+        ptyctl(daemon.socket, "close", sid)
+
+
+def test_agents_lists_them_and_release_ends_one_by_name_or_id(daemon: Daemon) -> None:
+    with Client(daemon.socket) as first, Client(daemon.socket) as second:
+        first_id = first.agent_register("first-agent")["agent_id"]
+        second_id = second.agent_register("second-agent")["agent_id"]
+        kept = first.open(**SHELL)
+        second.open(**SHELL)
+        listed = {a["agent_id"]: a for a in ok_json(daemon.socket, "agents")["agents"]}
+        assert (listed[first_id]["name"], listed[first_id]["sessions"]) == ("first-agent", 1)
+        table = ptyctl(daemon.socket, "agents").stdout
+        assert table.startswith("AGENT")
+        assert any(line.split()[:3] == [second_id, "second-agent", "1"] for line in table.splitlines())
+
+        done = ptyctl(daemon.socket, "release", "second-agent")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"released {second_id}, closed 1 session"
+        assert second_id not in {a["agent_id"] for a in ok_json(daemon.socket, "agents")["agents"]}
+        assert kept.status()["status"]["kind"] == "running"  # the other agent's session is untouched
+
+        assert ok_json(daemon.socket, "release", first_id[:12])["closed_sessions"] == 1
+        missing = ptyctl(daemon.socket, "release", first_id)
+        assert missing.returncode == 1
+        assert "no agent" in missing.stderr
+
+
+def test_an_agent_sees_and_releases_itself_only(daemon: Daemon) -> None:
+    with Client(daemon.socket) as me, Client(daemon.socket) as other:
+        my_id = me.agent_register("me")["agent_id"]
+        other_id = other.agent_register("other")["agent_id"]
+        assert [a["agent_id"] for a in me.agent_list()["agents"]] == [my_id]
+        with pytest.raises(PtydError) as refused:
+            me.agent_release(other_id)
+        assert refused.value.data["reason"] == "agent_not_found"
+        assert [a["agent_id"] for a in other.agent_list()["agents"]] == [other_id]
+        other.agent_release()
+        me.agent_release(my_id)
 
 
 def test_daemon_down_is_a_friendly_error_with_exit_code_3(tmp_path: Path) -> None:
@@ -202,7 +258,12 @@ def test_watch_follows_the_screen_and_ends_when_the_session_closes(daemon: Daemo
     assert child.exitstatus == 0
 
 
-def test_watch_shows_a_full_screen_program(daemon: Daemon, agent_shell: Session) -> None:
+def test_watch_shows_a_full_screen_program(daemon: Daemon, agent: Client) -> None:
+    with agent.open(cols=80, rows=20, env_profile="human", **SHELL) as agent_shell:  # less's own alternate screen
+        _watch_full_screen(daemon, agent_shell)
+
+
+def _watch_full_screen(daemon: Daemon, agent_shell: Session) -> None:
     agent_shell.send("seq 100 200 | less\n")
     child = spawn(daemon, "watch", agent_shell.id)
     try:
@@ -397,3 +458,32 @@ def test_a_crop_follows_the_cursor_down_a_tall_screen() -> None:
     assert shown[-1] == "row 35"  # the cursor's row is the last one shown
     assert note == " | CROPPED rows 14-36/40"
     assert render.crop(screen, 40, 160, 200, 40)[1] == ""  # it fits: no note
+
+
+def test_open_gives_a_person_their_environment_and_says_how_to_get_an_agents(daemon: Daemon) -> None:
+    helped = ptyctl(daemon.socket, "open", "--help")
+    assert "--env-profile" in helped.stdout
+    assert "human with the operator token" in " ".join(helped.stdout.split())
+    person = ok_json(daemon.socket, "open", "--env", "PS1=$ ")
+    assert person["env_profile"] == "human"
+    agentlike = ok_json(daemon.socket, "open", "--env", "PS1=$ ", "--env-profile", "agent")
+    assert agentlike["env_profile"] == "agent"
+    shown = ok_json(daemon.socket, "send", agentlike["session_id"], "echo pager=$PAGER")
+    assert "pager=cat" in shown["viewport"].splitlines()
+    for opened in (person, agentlike):
+        ok_json(daemon.socket, "close", opened["session_id"])
+
+
+def test_send_until_and_read_joined(daemon: Daemon) -> None:
+    opened = ok_json(daemon.socket, "open", "--env", "PS1=$ ", "--size", "40x10")
+    sid = opened["session_id"]
+    waited = ok_json(daemon.socket, "send", "--until", "up-[0-9]+", sid, "sleep 0.3; echo up-$((6*7)); sleep 30")
+    assert waited["wait_reason"] == "matched"
+    assert waited["match"]["text"] == "up-42"
+    ptyctl(daemon.socket, "signal", sid, "INT")
+    ok_json(daemon.socket, "send", sid, "printf '%090d\\n' 5")
+    joined = ptyctl(daemon.socket, "read", "-J", sid)
+    assert "5".rjust(90, "0") in joined.stdout.splitlines()
+    rows = ptyctl(daemon.socket, "read", sid)
+    assert "5".rjust(90, "0") not in rows.stdout.splitlines()
+    ok_json(daemon.socket, "close", sid)

@@ -122,6 +122,16 @@ def test_ptyctl_reports_an_unreachable_host_with_exit_code_3(sshd: Sshd, daemon:
     assert "refused" in done.stderr.lower()  # ssh's own reason
 
 
+def test_a_far_side_without_ptyd_on_its_path_names_ptyd_remote_ptyd(sshd: Sshd, daemon: Daemon) -> None:
+    env = remote_env(sshd, daemon.socket, PTYD_REMOTE_PTYD="ptyd-not-installed-there")
+    for command in (["status"], ["ls"]):  # without a token (a dial-stdio stream) and with one (operator-token)
+        argv = [sys.executable, "-m", "ptyd_client", "--host", "ssh://testhost", *command]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 3, done.stderr
+        assert "command not found" in done.stderr  # the remote shell's own words
+        assert "set PTYD_REMOTE_PTYD to its full path there" in done.stderr
+
+
 def test_python_client_with_ptyd_host_runs_a_session(over_ssh: Sshd, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PTYD_HOST", "ssh://testhost")
     before = logins(over_ssh)

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import pytest
 from hypothesis import HealthCheck, settings
 
-from conftest import Daemon, Rpc, Shell
+from conftest import Daemon, Rpc, Shell, end_keepers
 
 # ----------------------------------------------------------------------------------------------------------------
 # The daemon's footprint
@@ -240,6 +240,7 @@ def running_daemon(
         if daemon.proc.poll() is None:
             code = daemon.stop(signal.SIGTERM)
             assert code == 0, daemon.log()[-4000:]
+        end_keepers(daemon.directory)  # a daemon that died left its keeper holding the sessions
 
 
 class Witness:

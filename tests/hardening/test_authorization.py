@@ -30,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("unharmed")
 
 DESTRUCTIVE: dict[str, dict[str, Any]] = {
     "agent_release": {},
+    "agent_list": {},
     "terminal_open": {},
     "terminal_send": {"input": "echo PWNED\n", "timeout_ms": 2000},
     "terminal_output": {},

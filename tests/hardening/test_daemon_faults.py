@@ -1,4 +1,5 @@
-"""Daemon faults: SIGKILL with live sessions then a restart on the same socket; SIGTERM with 100 live sessions."""
+"""Daemon faults: SIGKILL with live sessions then a restart on the same socket (adopted by default, killed
+without the fd keeper); SIGTERM with 100 live sessions."""
 
 from __future__ import annotations
 
@@ -44,8 +45,45 @@ def tops(shells: list[Shell]) -> set[ProcId]:
 
 
 @pytest.mark.parametrize("containment", ["auto", "subreaper"])
-def test_sigkill_with_live_sessions_then_restart_kills_the_leftovers(fresh_daemon: Daemon, containment: str) -> None:
+def test_sigkill_with_live_sessions_then_restart_adopts_them(fresh_daemon: Daemon, containment: str) -> None:
+    """The default (the fd keeper): every session of a SIGKILLed daemon, idle, busy, escaped or deaf to signals,
+    is the next daemon's, with its processes, its id and its owner's token; a clean stop then ends them all."""
     fresh_daemon.config_path.write_text(f'containment = "{containment}"\n')
+    fresh_daemon.start()
+    arg, tag = unique_sleep()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register")["token"]
+        shells = populate(rpc, token, arg, 5)
+        procs = wait_for_count(tag, 5) | tops(shells)
+    wait_until(lambda: set(saved(fresh_daemon)) == {s.id for s in shells}, message="the saved state")
+    procs = set(still_running(procs))  # less a forking setsid's parent, gone by now
+    fresh_daemon.stop(signal.SIGKILL)
+    assert set(still_running(procs)) == procs  # no hangup: the keeper holds the masters
+    watch = LogWatch(fresh_daemon)
+    fresh_daemon.start()
+    assert "adopted 5 of the 5 sessions" in watch.text()
+    assert set(still_running(procs)) == procs
+    with fresh_daemon.rpc() as rpc:
+        listed = {s["session_id"]: s["pid"] for s in rpc.call("terminal_list", token=token)["sessions"]}
+        assert listed == {s.id: s.opened["pid"] for s in shells}
+        for shell in shells[1:]:  # the first one's sleep still runs in the foreground
+            shell.rpc = rpc
+            assert "adopted" in shell.send("echo adopted\n")["viewport"].splitlines()  # after any job's notice
+    assert fresh_daemon.stop(signal.SIGTERM) == 0
+    assert still_running(procs) == []
+    watch.assert_quiet()
+
+
+def saved(daemon: Daemon) -> dict[str, object]:
+    try:
+        return dict(json.loads((daemon.directory / "sessions.json").read_text())["sessions"])
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+@pytest.mark.parametrize("containment", ["auto", "subreaper"])
+def test_sigkill_without_a_keeper_then_restart_kills_the_leftovers(fresh_daemon: Daemon, containment: str) -> None:
+    fresh_daemon.config_path.write_text(f'containment = "{containment}"\nfd_keeper = false\n')
     fresh_daemon.start()
     arg, tag = unique_sleep()
     with fresh_daemon.rpc() as rpc:

@@ -172,7 +172,9 @@ def test_a_client_cannot_forge_log_lines(fresh_daemon: Daemon) -> None:
 
 
 def test_sigkilled_daemon_leaves_no_secret_on_disk(fresh_daemon: Daemon) -> None:
-    """After a crash the directory holds only what the next daemon needs: no agent token, no input."""
+    """After a crash the directory holds only what the next daemon needs: no agent token, no input. Without the
+    fd keeper, so that it holds no screen either (with it, sessions.json holds the screens adoption restores)."""
+    fresh_daemon.config_path.write_text("fd_keeper = false\n")
     fresh_daemon.start()
     with fresh_daemon.rpc() as rpc:
         token = rpc.call("agent_register")["token"]

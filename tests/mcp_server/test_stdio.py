@@ -384,7 +384,58 @@ def test_a_real_password_prompt_is_called_out(daemon: Daemon) -> None:
     anyio.run(scenario)
 
 
-@pytest.mark.parametrize("kind", ["stdin_read", "timeout", "session_exit", "inferred_idle"])
+def test_agents_defaults_named_waits_and_output_economy(daemon: Daemon) -> None:
+    async def scenario() -> None:
+        async with mcp_client(daemon.socket, new_agent()) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            send = tools["terminal_send"]
+            assert "until='Serving HTTP|listening on'" in send.description
+            assert {"until", "until_stable_ms", "compact", "join_wrapped"} <= set(send.input_schema["properties"])
+            assert "env_profile" in tools["terminal_open"].input_schema["properties"]
+            text, opened = await ok(client, "terminal_open", env=PROMPT, cols=80, rows=24)
+            sid = opened["session_id"]
+            assert opened["env_profile"] == "agent"
+            _, probed = await ok(client, "terminal_send", session_id=sid, input="echo pager=$PAGER\n")
+            assert "pager=cat" in probed["viewport"].splitlines()
+
+            text, served = await ok(
+                client,
+                "terminal_send",
+                session_id=sid,
+                input="python3 -m http.server 0 --bind 127.0.0.1\n",
+                until="Serving HTTP|listening on",
+            )
+            assert served["wait_reason"] == "matched"
+            port = served["listening"][0]["port"]
+            assert text.splitlines()[-1].startswith("[matched: until found 'Serving HTTP' on line ")
+            assert f"listening on 127.0.0.1:{port}" in text
+            await ok(client, "terminal_send", session_id=sid, input="\u0003")
+
+            # The model's defaults: compact, logical lines, an 8 KiB budget.
+            text, flood = await ok(
+                client, "terminal_send", session_id=sid, input="yes | head -5000; printf '%0200d\\n' 1\n"
+            )
+            assert flood["compacted"] == 4999
+            lines = flood["viewport"].splitlines()
+            assert lines[1:3] == [
+                "y",
+                f"[... the line above 4999 more times: lines {flood['lines']['start_line'] + 2}-"
+                f"{flood['lines']['start_line'] + 5000} ...]",
+            ]
+            assert "1".rjust(200, "0") in lines
+            assert "folded" in text
+            _, big = await ok(client, "terminal_send", session_id=sid, input="seq 1 100000\n")
+            assert len(big["viewport"].encode()) <= 8192
+            _, raw = await ok(
+                client, "terminal_send", session_id=sid, input="seq 1 100000\n", compact=False, max_bytes=32768
+            )
+            assert 8192 < len(raw["viewport"].encode()) <= 32768
+            await ok(client, "terminal_close", session_id=sid)
+
+    anyio.run(scenario)
+
+
+@pytest.mark.parametrize("kind", ["stdin_read", "timeout", "session_exit", "inferred_idle", "matched", "stable"])
 def test_every_wait_reason_says_what_next(kind: str) -> None:
     from ptyd_mcp import text
 

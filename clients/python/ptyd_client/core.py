@@ -165,6 +165,7 @@ class OpenOptions(TypedDict, total=False):
     env: dict[str, str]
     profile: Literal["agent"]
     sandbox: str
+    env_profile: Literal["agent", "human"]
     cols: int
     rows: int
     timeout_ms: int
@@ -174,12 +175,18 @@ class OpenOptions(TypedDict, total=False):
 class SendOptions(TypedDict, total=False):
     """Bounds of one ``terminal_send``: ``timeout_ms`` (default 30000), ``idle_ms`` (3000), ``max_bytes``; and
     ``keys`` pressed after the input, by name (``["Down", "Enter"]``, ``["C-c"]``), encoded as the program's
-    terminal modes want them (daemon protocol 3)."""
+    terminal modes want them (daemon protocol 3). Named waits (protocol 4): ``until`` (a regular expression the
+    output since the send must show: wait_reason ``matched``), ``until_stable_ms`` (the screen unchanged that
+    long: ``stable``); ``compact`` (output economy) and ``join_wrapped`` (logical lines) for the viewport."""
 
     timeout_ms: int
     idle_ms: int
     max_bytes: int
     keys: list[str]
+    until: str
+    until_stable_ms: int
+    compact: bool
+    join_wrapped: bool
 
 
 def send_params(

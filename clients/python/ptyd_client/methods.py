@@ -15,6 +15,7 @@ from ptyd_client.core import OpenOptions, SendOptions
 from ptyd_client.errors import Unauthorized
 from ptyd_client.events import EventStream
 from ptyd_client.types import (
+    AgentListResult,
     AgentRegisterResult,
     AgentReleaseResult,
     DaemonInfoResult,
@@ -60,11 +61,18 @@ class Methods:
         self.token = result["token"]
         return result
 
-    def agent_release(self) -> AgentReleaseResult:
-        """Close every session of this agent (whole process trees, awaited) and revoke its token."""
-        result = cast(AgentReleaseResult, self.call("agent_release", token=self._auth()))
-        self.token = None
+    def agent_release(self, agent_id: str | None = None) -> AgentReleaseResult:
+        """Close every session of this agent (whole process trees, awaited) and revoke its token; with the
+        operator token, of the agent ``agent_id`` names (see :meth:`agent_list`)."""
+        params = core.drop_none({"token": self._auth(), "agent_id": agent_id})
+        result = cast(AgentReleaseResult, self.call("agent_release", **params))
+        if agent_id is None:
+            self.token = None
         return result
+
+    def agent_list(self) -> AgentListResult:
+        """The registered agents: every one with the operator token, else this agent alone."""
+        return cast(AgentListResult, self.call("agent_list", token=self._auth()))
 
     # --- sessions --------------------------------------------------------------------------------------
 
@@ -157,12 +165,20 @@ class Methods:
         start_line: int | None = None,
         max_lines: int | None = None,
         max_bytes: int | None = None,
+        *,
+        join_wrapped: bool = False,
     ) -> TerminalReadResult:
-        """Page the transcript (scrollback then screen) from ``start_line``; negative counts from the end."""
+        """Page the transcript (scrollback then screen) from ``start_line``; negative counts from the end.
+        ``join_wrapped``: rows the terminal soft-wrapped come back joined, as logical lines (protocol 4)."""
         return cast(
             TerminalReadResult,
             self._session_call(
-                "terminal_read", session_id, start_line=start_line, max_lines=max_lines, max_bytes=max_bytes
+                "terminal_read",
+                session_id,
+                start_line=start_line,
+                max_lines=max_lines,
+                max_bytes=max_bytes,
+                join_wrapped=join_wrapped or None,  # left out unless asked: a protocol 3 daemon refuses it
             ),
         )
 
@@ -249,10 +265,15 @@ class Session:
         return self.client.terminal_cancel(self.id)
 
     def read(
-        self, start_line: int | None = None, max_lines: int | None = None, max_bytes: int | None = None
+        self,
+        start_line: int | None = None,
+        max_lines: int | None = None,
+        max_bytes: int | None = None,
+        *,
+        join_wrapped: bool = False,
     ) -> TerminalReadResult:
         """Page the transcript; ``read(-50)`` is the last 50 lines."""
-        return self.client.terminal_read(self.id, start_line, max_lines, max_bytes)
+        return self.client.terminal_read(self.id, start_line, max_lines, max_bytes, join_wrapped=join_wrapped)
 
     def signal(self, signal: str | int) -> TerminalSignalResult:
         """Signal the foreground process group."""

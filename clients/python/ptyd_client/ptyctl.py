@@ -145,6 +145,36 @@ def cmd_ls(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_agents(ctx: Context) -> int:
+    result = ctx.client().agent_list()
+    agents = sorted(result["agents"], key=lambda a: (a["name"] or "", a["agent_id"]))
+    ctx.emit(result, render.agent_table(agents) if agents else "no agents")
+    return EXIT_OK
+
+
+def cmd_release(ctx: Context) -> int:
+    """Release the agent that NAME|ID names (an id, a unique name or a unique id prefix): close its sessions and
+    revoke its token."""
+    text = ctx.args.agent
+    agents = ctx.client().agent_list()["agents"]
+    chosen = [a for a in agents if a["agent_id"] == text]
+    for matches, what in (
+        ([a for a in agents if a["name"] == text], "name"),
+        ([a for a in agents if a["agent_id"].startswith(text)], "id prefix"),
+    ):
+        if chosen:
+            break
+        if len(matches) > 1:
+            ids = ", ".join(a["agent_id"] for a in matches)
+            raise Usage(f"{what} {text!r} matches {len(matches)} agents ({ids}); give the id")
+        chosen = matches
+    agent_id = chosen[0]["agent_id"] if chosen else text  # as given: the daemon's own answer reaches the user
+    result = ctx.client().agent_release(agent_id)
+    closed = result["closed_sessions"]
+    ctx.emit(result, f"released {agent_id}, closed {closed} session{'' if closed == 1 else 's'}")
+    return EXIT_OK
+
+
 def parse_env(pairs: list[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for pair in pairs:
@@ -161,11 +191,13 @@ def cmd_open(ctx: Context) -> int:
     if a.name is not None:
         options["name"] = a.name
     if a.cwd is not None:
-        options["cwd"] = a.cwd
+        options["cwd"] = os.path.abspath(a.cwd)
+    elif not isinstance(ctx.target, remote.SshHost):
+        options["cwd"] = os.getcwd()  # where the caller is, as a new shell tab would; a far host has no such dir
     if a.env:
         options["env"] = parse_env(a.env)
-    if a.agent_profile:
-        options["profile"] = "agent"
+    if a.env_profile is not None:
+        options["env_profile"] = a.env_profile
     if a.sandbox is not None:
         options["sandbox"] = a.sandbox
     if a.size is not None:
@@ -194,6 +226,10 @@ def cmd_send(ctx: Context) -> int:
     options: core.SendOptions = {} if a.timeout is None else {"timeout_ms": int(a.timeout * 1000)}
     if a.key:
         options["keys"] = a.key
+    if a.until is not None:
+        options["until"] = a.until
+    if a.stable is not None:
+        options["until_stable_ms"] = int(a.stable * 1000)
     result = ctx.client().terminal_send(ctx.session_id(a.id), text, **options)
     if ctx.json:
         ctx.emit(result, None)
@@ -211,14 +247,16 @@ def cmd_read(ctx: Context) -> int:
     client = ctx.client()
     session_id = ctx.session_id(a.id)
     if a.tail is not None:
-        page = client.terminal_read(session_id, start_line=-a.tail, max_lines=a.tail)
+        page = client.terminal_read(session_id, start_line=-a.tail, max_lines=a.tail, join_wrapped=a.join)
         pages = [page]
     else:
-        page = client.terminal_read(session_id, start_line=a.start, max_lines=READ_PAGE_LINES)
+        page = client.terminal_read(session_id, start_line=a.start, max_lines=READ_PAGE_LINES, join_wrapped=a.join)
         pages = [page]
         end = page["total_lines"]  # the transcript as it was at the first page, not a moving target
         while page["lines"] and page["next_line"] < end:
-            page = client.terminal_read(session_id, start_line=page["next_line"], max_lines=READ_PAGE_LINES)
+            page = client.terminal_read(
+                session_id, start_line=page["next_line"], max_lines=READ_PAGE_LINES, join_wrapped=a.join
+            )
             pages.append(page)
     lines = [line for p in pages for line in p["lines"]]
     combined = {**pages[0], "lines": lines, "next_line": pages[-1]["next_line"], "truncated": pages[0]["truncated"]}
@@ -323,13 +361,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("upgrade", cmd_upgrade, "hand every session to the newly installed ptyd; print the new version")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="give up after (default 60)")
     command("ls", cmd_ls, "every agent's sessions")
+    command("agents", cmd_agents, "the registered agents: id, name, sessions, idle time")
+    p = command("release", cmd_release, "release an agent: close its sessions and revoke its token")
+    p.add_argument("agent", metavar="NAME|ID", help="an agent id, a unique name, or a unique id prefix")
     p = command("open", cmd_open, "open a session and print its id")
     p.add_argument("--name", help="display name")
     p.add_argument("--type", default="shell", help="backend type (default: shell)")
-    p.add_argument("--cwd", help="working directory")
+    p.add_argument("--cwd", help="working directory (default: this one; the daemon's home over --host)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="add a variable (repeatable)")
     p.add_argument("--size", nargs="+", metavar="COLSxROWS", help="terminal size: 120x40 or 120 40")
-    p.add_argument("--agent-profile", action="store_true", help="no pagers or editors (profile=agent)")
+    p.add_argument(
+        "--env-profile",
+        choices=["agent", "human"],
+        help="'agent': no pagers or editors (PAGER=cat, GIT_EDITOR=true, ...), as agents' sessions get by default "
+        "on every route; 'human': the environment as it is. Default: human with the operator token (a person's "
+        "session, where less and $EDITOR work), agent with an agent's --token",
+    )
+    p.add_argument(
+        "--agent-profile",
+        dest="env_profile",
+        action="store_const",
+        const="agent",
+        help="the same as --env-profile agent",
+    )
     p.add_argument("--sandbox", metavar="PROFILE", help="sandbox profile: workspace, readonly, ... (docs/sandbox.md)")
     p.add_argument("argv", nargs="*", help="program and arguments, after --")
     p = command("send", cmd_send, "type TEXT and a newline, print the screen delta and why the send returned")
@@ -339,11 +393,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", "--escapes", action="store_true", help=r"interpret \n, \t, \x03 ... in TEXT")
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up waiting after this long")
     p.add_argument("-k", "--key", action="append", metavar="NAME", help="then press key NAME (Down, F10, C-c...)")
+    p.add_argument("--until", metavar="REGEX", help="wait until an output line matches REGEX ('listening on')")
+    p.add_argument("--stable", type=float, metavar="SECONDS", help="wait until the screen is unchanged this long")
     p = command("read", cmd_read, "print the session's transcript (scrollback and screen)")
     p.add_argument("id")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
     group.add_argument("--start", type=int, default=0, metavar="LINE", help="first line (negative: from the end)")
+    p.add_argument("-J", "--join", action="store_true", help="join rows the terminal wrapped (as tmux capture-pane -J)")
     p = command("signal", cmd_signal, "signal the foreground process group (SIGINT, TERM, 9...)")
     p.add_argument("id")
     p.add_argument("signal")

@@ -68,7 +68,7 @@ class SshHost:
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise DaemonUnavailable(self.url, str(exc)) from None
         if done.returncode != 0:
-            raise DaemonUnavailable(self.url, last_line(done.stderr) or f"ssh exited with {done.returncode}")
+            raise DaemonUnavailable(self.url, ssh_failure(done.stderr, done.returncode))
         return done.stdout
 
     def operator_token(self) -> str:
@@ -79,6 +79,22 @@ class SshHost:
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+# The remote shell's exit status when it cannot find or run the command (POSIX: 127 not found, 126 not runnable).
+NOT_FOUND_CODES = (126, 127)
+
+
+def ssh_failure(stderr: str, code: int) -> str:
+    """Why the ssh command failed, in a line; when the far side has no ``ptyd``, what to set instead."""
+    reason = last_line(stderr) or f"ssh exited with {code}"
+    if code in NOT_FOUND_CODES:
+        ptyd = os.environ.get("PTYD_REMOTE_PTYD") or "ptyd"
+        reason += (
+            f" (the far side cannot run {ptyd!r}: a non-interactive ssh command does not read ~/.bashrc, so set "
+            "PTYD_REMOTE_PTYD to its full path there, e.g. PTYD_REMOTE_PTYD=/path/to/checkout/.venv/bin/ptyd)"
+        )
+    return reason
 
 
 class Stream:
@@ -107,8 +123,7 @@ class Stream:
         if code == 0:
             return None
         self._stderr.seek(0)
-        reason = last_line(self._stderr.read().decode(errors="replace"))
-        return DaemonUnavailable(str(self.target), reason or f"ssh exited with {code}")
+        return DaemonUnavailable(str(self.target), ssh_failure(self._stderr.read().decode(errors="replace"), code))
 
     def close(self) -> None:
         """Close the socket; ssh sees its stdin end and exits (killed if it does not)."""

@@ -10,7 +10,7 @@ import time
 import unicodedata
 from collections.abc import Sequence
 
-from ptyd_client.types import DaemonInfoResult, SessionInfo, SessionStatus, TerminalScreenResult
+from ptyd_client.types import AgentInfo, DaemonInfoResult, SessionInfo, SessionStatus, TerminalScreenResult
 
 # Session text is a program's output: it must not drive the viewer's terminal (title, clipboard, keys).
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -94,10 +94,18 @@ def session_table(sessions: Sequence[SessionInfo], now_ms: int | None = None) ->
                 str(s["total_lines"]),
                 duration(max(now - s["created_at_ms"], 0)),
                 sandbox_word(s),
-                s["owner"],
+                safe(s["owner_name"] or s["owner"]),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def agent_table(agents: Sequence[AgentInfo]) -> str:
+    """One row per agent: what ``ptyctl release`` takes, and what it would close."""
+    rows = [("AGENT", "NAME", "SESSIONS", "IDLE")]
+    rows += [(a["agent_id"], safe(a["name"] or "-"), str(a["sessions"]), duration(a["idle_ms"])) for a in agents]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 

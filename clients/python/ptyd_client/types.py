@@ -17,6 +17,20 @@ class AgentReleaseResult(TypedDict):
     closed_sessions: int
 
 
+class AgentInfo(TypedDict):
+    agent_id: str
+    name: str | None
+    """The display name given to agent_register."""
+    sessions: int
+    """How many sessions the agent owns now."""
+    idle_ms: int
+    """Since the agent's last call; at agent_idle_timeout_ms the daemon releases it."""
+
+
+class AgentListResult(TypedDict):
+    agents: list[AgentInfo]
+
+
 class Running(TypedDict):
     """The top-level program is alive."""
 
@@ -34,10 +48,13 @@ class Exited(TypedDict):
 SessionStatus: TypeAlias = Running | Exited
 
 
-WaitReason: TypeAlias = Literal["inferred_idle", "session_exit", "stdin_read", "timeout"]
+WaitReason: TypeAlias = Literal["inferred_idle", "matched", "session_exit", "stable", "stdin_read", "timeout"]
 """Why one send returned: the foreground group blocked reading the terminal (``stdin_read``), no output for
 ``idle_ms`` (``inferred_idle``), ``timeout_ms`` elapsed (``timeout``), or the session's top-level program
-exited (``session_exit``). Only ``session_exit`` says that anything exited.
+exited (``session_exit``). Only ``session_exit`` says that anything exited. A send that named a wait can
+also return ``matched`` (its ``until`` pattern matched a line: see ``match``) or ``stable`` (the screen
+stayed unchanged for ``until_stable_ms``); only such a send returns them, so a client that never names a
+wait never sees them.
 """
 
 
@@ -49,6 +66,12 @@ class Foreground(TypedDict):
     pgid: int
     name: str
     """The process's command name (/proc comm)."""
+
+
+EnvProfile: TypeAlias = Literal["agent", "human"]
+"""The environment a session's program starts with: ``agent`` adds variables that keep tools from paging,
+prompting or opening editors; ``human`` adds none (a person's own shell). Not the sandbox profile.
+"""
 
 
 class TerminalOpenResult(TypedDict, total=False):
@@ -66,6 +89,8 @@ class TerminalOpenResult(TypedDict, total=False):
     foreground: Foreground | None
     sandbox: str
     """The sandbox profile the session runs under ('none': no sandbox)."""
+    env_profile: EnvProfile | None
+    """The environment preset the program was started with."""
 
 
 class LineRange(TypedDict):
@@ -82,6 +107,25 @@ shell's own prompt mark, authenticated by the session's secret, e.g. from a shel
 integration installed), or ``relay_quiet`` (an opaque relay such as ssh is in front; the far side drew a
 prompt and went quiet: a judgement, not a fact).
 """
+
+
+class SendMatch(TypedDict):
+    """What an ``until`` pattern matched."""
+
+    text: str
+    """The matched text (group 0)."""
+    line: int | None
+    """Transcript line of the match (for terminal_read); null on the alternate screen."""
+
+
+class ListeningPort(TypedDict):
+    """A TCP port a process of the session listens on (read from /proc when the result was made)."""
+
+    port: int
+    address: str
+    """The bound address: 0.0.0.0 or :: for every interface, 127.0.0.1, ::1, ..."""
+    pid: int
+    """The process holding the listening socket."""
 
 
 class SendResult(TypedDict, total=False):
@@ -121,6 +165,12 @@ class SendResult(TypedDict, total=False):
     """During this send a fork was refused at the session's process limit."""
     sandbox: str
     """The sandbox profile the session runs under ('none': no sandbox)."""
+    match: SendMatch | None
+    """For wait_reason matched: what until matched, and on which line."""
+    listening: list[ListeningPort]
+    """TCP ports the session's processes listen on when the send settled."""
+    compacted: int
+    """With compact: lines of the viewport folded into a count or a final state (see terminal_read)."""
 
 
 class SendStarted(TypedDict):
@@ -145,9 +195,23 @@ class TerminalWaitResult(TypedDict):
     result: SendResult | None
 
 
-class TerminalCancelResult(TypedDict):
+class TerminalCancelResult(TypedDict, total=False):
     cancelled: bool
     """False when no send was active (it had settled)."""
+    interrupted: bool
+    """A SIGINT went to the verified foreground group: the active send's command, or, with no send active,
+    what the last send left running in front (it ended in timeout or inferred_idle).
+    """
+    pgid: int | None
+    """The process group interrupted."""
+    signal: str | None
+    """The signal sent (SIGINT)."""
+    program: str | None
+    """The program in front that was interrupted."""
+    message: str
+    """What the cancel did, in a sentence."""
+    hint: str | None
+    """When there was nothing to interrupt: what to do instead."""
 
 
 class TerminalReadResult(TypedDict):
@@ -223,6 +287,8 @@ class SessionInfo(TypedDict, total=False):
     """The memory limit made the kernel kill a process of this session."""
     pids_limited: bool
     """A fork of this session was refused at its process limit."""
+    listening: list[ListeningPort]
+    """TCP ports the session's processes listen on (a dev server, a database)."""
 
 
 class TerminalListResult(TypedDict):
@@ -296,6 +362,7 @@ class TerminalEvent(TypedDict, total=False):
 METHODS: Final = (
     "agent_register",
     "agent_release",
+    "agent_list",
     "terminal_open",
     "terminal_send",
     "terminal_output",
@@ -317,6 +384,7 @@ METHODS: Final = (
 
 RETRY_SAFE: Final = frozenset(
     {
+        "agent_list",
         "terminal_wait",
         "terminal_read",
         "terminal_screen",

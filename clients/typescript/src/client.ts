@@ -11,6 +11,7 @@ import { ConnectionLostError, ProtocolError, UnauthorizedError } from "./errors.
 import { EventStream, type SubscribeOptions } from "./events.js";
 import type {
   AgentRegisterResult,
+  AgentListResult,
   AgentReleaseResult,
   DaemonInfoResult,
   MethodName,
@@ -175,6 +176,11 @@ export class PtydClient {
     return result;
   }
 
+  /** `agent_list`: the registered agents (every one with the operator token; else this client's agent alone). */
+  async agentList(): Promise<AgentListResult> {
+    return this.call("agent_list", { token: this.requireToken() });
+  }
+
   // --- sessions --------------------------------------------------------------------------------------------
 
   /** `terminal_open`, as a {@link Session} handle: start a program on a new PTY, resolved once it is ready. */
@@ -270,7 +276,8 @@ export class PtydClient {
     return this.call("terminal_wait", params);
   }
 
-  /** `terminal_cancel`: SIGINT the active send's foreground group; false when no send was active. */
+  /** `terminal_cancel`: SIGINT the active send's foreground group, or (none active) what the last send left
+   * running in front; `interrupted`, `pgid`, `message` say what it did, `hint` what to do when nothing was. */
   terminalCancel(sessionId: string): Promise<TerminalCancelResult> {
     return this.call("terminal_cancel", this.ref(sessionId));
   }

@@ -50,7 +50,14 @@ class SshStream extends EventEmitter implements ByteStream {
     this.child.on("close", (code) => {
       this.ended = true;
       if (code !== 0 && code !== null) {
-        const reason = this.stderr.trim().split("\n").pop()?.trim() || `ssh exited with ${code}`;
+        let reason = this.stderr.trim().split("\n").pop()?.trim() || `ssh exited with ${code}`;
+        // 127/126: the remote shell could not find or run ptyd (a non-interactive ssh command skips ~/.bashrc).
+        if (code === 127 || code === 126) {
+          const ptyd = process.env["PTYD_REMOTE_PTYD"] || "ptyd";
+          reason +=
+            ` (the far side cannot run '${ptyd}': a non-interactive ssh command does not read ~/.bashrc, so set ` +
+            "PTYD_REMOTE_PTYD to its full path there, e.g. PTYD_REMOTE_PTYD=/path/to/checkout/.venv/bin/ptyd)";
+        }
         this.emit("error", new DaemonUnavailableError(host.url, undefined, reason));
       }
       this.emit("close");

@@ -4,6 +4,29 @@
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
 export const PROTOCOL_VERSION = 4;
 
+export interface AgentInfo {
+  agent_id: string;
+  /** The display name given to agent_register. */
+  name: string | null;
+  /** How many sessions the agent owns now. */
+  sessions: number;
+  /** Since the agent's last call; at agent_idle_timeout_ms the daemon releases it. */
+  idle_ms: number;
+}
+
+/** The registered agents: every one for the operator token (ptyctl), the caller alone for an agent's token. */
+export interface AgentListParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+}
+
+export interface AgentListResult {
+  agents: AgentInfo[];
+}
+
 /** Register an agent and mint its token. The token authorizes every terminal_* call of that agent. */
 export interface AgentRegisterParams {
   /**
@@ -26,6 +49,11 @@ export interface AgentReleaseParams {
    * Bounds: min length 1, max length 256.
    */
   token: string;
+  /**
+   * With the operator token (ptyctl): the agent to release, from agent_list. An agent's own token may name only itself; another id is answered like one that does not exist.
+   * Bounds: max length 128.
+   */
+  agent_id?: string | null;
 }
 
 export interface AgentReleaseResult {
@@ -86,9 +114,26 @@ export interface LineRange {
   end_line: number;
 }
 
+/** A TCP port a process of the session listens on (read from /proc when the result was made). */
+export interface ListeningPort {
+  port: number;
+  /** The bound address: 0.0.0.0 or :: for every interface, 127.0.0.1, ::1, ... */
+  address: string;
+  /** The process holding the listening socket. */
+  pid: number;
+}
+
 /** The top-level program is alive. */
 export interface Running {
   kind: "running";
+}
+
+/** What an `until` pattern matched. */
+export interface SendMatch {
+  /** The matched text (group 0). */
+  text: string;
+  /** Transcript line of the match (for terminal_read); null on the alternate screen. */
+  line: number | null;
 }
 
 /** The settled result of one send (PtySendResult). */
@@ -96,7 +141,7 @@ export interface SendResult {
   operation_id: string;
   /** Rendered terminal delta of this send, ending with the cursor line; the visible screen while the alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked. */
   viewport: string;
-  wait_reason: "inferred_idle" | "session_exit" | "stdin_read" | "timeout";
+  wait_reason: "inferred_idle" | "matched" | "session_exit" | "stable" | "stdin_read" | "timeout";
   session_status: Running | Exited;
   /** Output was cut from the viewport or dropped from retained scrollback. */
   truncated: boolean;
@@ -137,6 +182,18 @@ export interface SendResult {
    * @defaultValue `"none"`
    */
   sandbox?: string;
+  /** For wait_reason matched: what until matched, and on which line. */
+  match?: SendMatch | null;
+  /**
+   * TCP ports the session's processes listen on when the send settled.
+   * @defaultValue `[]`
+   */
+  listening?: ListeningPort[];
+  /**
+   * With compact: lines of the viewport folded into a count or a final state (see terminal_read).
+   * @defaultValue `0`
+   */
+  compacted?: number;
 }
 
 /** A background send was started (`wait=false`). */
@@ -190,6 +247,11 @@ export interface SessionInfo {
    * @defaultValue `false`
    */
   pids_limited?: boolean;
+  /**
+   * TCP ports the session's processes listen on (a dev server, a database).
+   * @defaultValue `[]`
+   */
+  listening?: ListeningPort[];
 }
 
 /** A session's resource limits, from its sandbox profile; null: unlimited. */
@@ -217,6 +279,24 @@ export interface TerminalCancelParams {
 export interface TerminalCancelResult {
   /** False when no send was active (it had settled). */
   cancelled: boolean;
+  /**
+   * A SIGINT went to the verified foreground group: the active send's command, or, with no send active, what the last send left running in front (it ended in timeout or inferred_idle).
+   * @defaultValue `false`
+   */
+  interrupted?: boolean;
+  /** The process group interrupted. */
+  pgid?: number | null;
+  /** The signal sent (SIGINT). */
+  signal?: string | null;
+  /** The program in front that was interrupted. */
+  program?: string | null;
+  /**
+   * What the cancel did, in a sentence.
+   * @defaultValue `""`
+   */
+  message?: string;
+  /** When there was nothing to interrupt: what to do instead. */
+  hint?: string | null;
 }
 
 /**
@@ -347,8 +427,10 @@ export interface TerminalOpenParams {
   cwd?: string | null;
   /** Variables added to the daemon's environment for this program. */
   env?: Record<string, string> | null;
-  /** 'agent' adds variables that keep tools from paging or opening editors (see docs). */
+  /** The older spelling of env_profile='agent' (kept for clients of protocol 3). */
   profile?: "agent" | null;
+  /** The environment preset: 'agent' adds variables that keep tools from paging, prompting or opening editors (PAGER=cat, GIT_EDITOR=true, ...; see docs/agent-environment.md), 'human' adds none. Default: 'agent' for an agent's token, on every route; 'human' for the operator token (ptyctl). */
+  env_profile?: "agent" | "human" | null;
   /**
    * Terminal width (default 160).
    * Bounds: >= 2, <= 1000.
@@ -386,7 +468,7 @@ export interface TerminalOpenResult {
   status: Running | Exited;
   cols: number;
   rows: number;
-  wait_reason: "inferred_idle" | "session_exit" | "stdin_read" | "timeout";
+  wait_reason: "inferred_idle" | "matched" | "session_exit" | "stable" | "stdin_read" | "timeout";
   alt_screen: boolean;
   foreground: Foreground | null;
   /**
@@ -394,6 +476,8 @@ export interface TerminalOpenResult {
    * @defaultValue `"none"`
    */
   sandbox?: string;
+  /** The environment preset the program was started with. */
+  env_profile?: "agent" | "human" | null;
 }
 
 /** Consume the rendered output produced since the previous call (for background sends). */
@@ -445,6 +529,11 @@ export interface TerminalReadParams {
    * Bounds: >= 256, <= 16777216.
    */
   max_bytes?: number | null;
+  /**
+   * Logical lines: a row the terminal soft-wrapped is joined with the rows it continues on, as one line (numbered by its first row; next_line skips the rest).
+   * @defaultValue `false`
+   */
+  join_wrapped?: boolean;
 }
 
 export interface TerminalReadResult {
@@ -563,6 +652,26 @@ export interface TerminalSendParams {
    * Bounds: max length 128.
    */
   request_key?: string | null;
+  /**
+   * Named wait: a regular expression (Python re syntax) searched in each rendered output line since the send (the line the input was typed on excluded; on the alternate screen, its rows). The send settles with wait_reason 'matched' and the match once it is found. Readiness still ends the wait when the input's command returned to a shell prompt (it ran and ended without a match); inferred_idle does not, unless idle_ms is given. With input '' this is a pure wait (a server's log line, tail -f).
+   * Bounds: min length 1, max length 1024.
+   */
+  until?: string | null;
+  /**
+   * Named wait: settle with wait_reason 'stable' once the rendered screen stayed unchanged this long (a TUI that finished drawing, output that stopped). With until, whichever comes first.
+   * Bounds: >= 1, <= 3600000.
+   */
+  until_stable_ms?: number | null;
+  /**
+   * Output economy for the viewport and terminal_output (the transcript is never changed): runs of identical lines become one line and a count, progress lines redrawn as new lines keep their last state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md.
+   * @defaultValue `false`
+   */
+  compact?: boolean;
+  /**
+   * Viewport and terminal_output lines are logical lines: rows the terminal soft-wrapped are joined.
+   * @defaultValue `false`
+   */
+  join_wrapped?: boolean;
 }
 
 /** Signal the verified foreground process group of the terminal. */
@@ -677,6 +786,8 @@ export interface Methods {
   agent_register: { params: AgentRegisterParams; result: AgentRegisterResult };
   /** Close every session of the agent (awaited, whole process trees) and revoke its token. */
   agent_release: { params: AgentReleaseParams; result: AgentReleaseResult };
+  /** The registered agents: every one for the operator token (ptyctl), the caller alone for an agent's token. */
+  agent_list: { params: AgentListParams; result: AgentListResult };
   /** Start a program on a new pseudo-terminal and return once it is ready for input. */
   terminal_open: { params: TerminalOpenParams; result: TerminalOpenResult };
   /**
@@ -737,6 +848,7 @@ export type MethodName = keyof Methods;
 
 /** Methods safe to send again after the connection dropped mid-call (OpenRPC `x-retry-safe`). */
 export const RETRY_SAFE_METHODS: readonly string[] = [
+  "agent_list",
   "terminal_wait",
   "terminal_read",
   "terminal_screen",

@@ -74,9 +74,11 @@ export class Session {
     return this.client.terminalWait(this.id, timeoutMs);
   }
 
-  /** SIGINT the current send's foreground group; false when no send was active. */
+  /** SIGINT the current send's foreground group, or what the last send left running (it timed out or ended
+   * inferred_idle); false when nothing was interrupted (`terminalCancel` says why, in `hint`). */
   async cancel(): Promise<boolean> {
-    return (await this.client.terminalCancel(this.id)).cancelled;
+    const result = await this.client.terminalCancel(this.id);
+    return result.cancelled || (result.interrupted ?? false);
   }
 
   /** Install shell integration into the bash now at the prompt; afterwards sends report `exit_code` and `cwd`. */
@@ -123,8 +125,10 @@ export class SendOperation {
     return this.client.settled(this.sessionId, this.operationId);
   }
 
-  /** Request SIGINT; false when the send had already settled. */
+  /** Request SIGINT; once the send settled, SIGINT what it left running (it timed out or ended inferred_idle).
+   * False when nothing was interrupted. */
   async cancel(): Promise<boolean> {
-    return (await this.client.terminalCancel(this.sessionId)).cancelled;
+    const result = await this.client.terminalCancel(this.sessionId);
+    return result.cancelled || (result.interrupted ?? false);
   }
 }

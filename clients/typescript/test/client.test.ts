@@ -116,6 +116,21 @@ describe("errors", () => {
     }
   });
 
+  test("agentList shows an agent itself alone", async () => {
+    const other = new PtydClient({ socketPath: SOCKET, env: {} });
+    try {
+      const { agent_id } = await other.agentRegister("ts-listed");
+      await shell(other);
+      assert.deepEqual(
+        (await other.agentList()).agents.map((a) => [a.agent_id, a.name, a.sessions]),
+        [[agent_id, "ts-listed", 1]],
+      );
+    } finally {
+      await other.agentRelease();
+      other.close();
+    }
+  });
+
   test("a send while another is active is SessionBusyError naming the active operation", async () => {
     const s = await shell(c);
     try {

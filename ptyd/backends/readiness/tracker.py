@@ -5,14 +5,17 @@ too, behind a local relay) and there is evidence that it read after the write (o
 terminal's own echo; a changed foreground group; or the group having read data since, per ``/proc/PID/io``). Right
 after a write the input may still sit in the tty's flip buffer while the program waits exactly as before, and a
 canonical-mode reader is woken by every piece of a line still incomplete: that old wait must not count. And it
-waits to read its terminal (``readiness``), asked of the kernel for the innermost foreground group (``relay``),
+waits to read its terminal (``waits``), asked of the kernel for the innermost foreground group (``relay``),
 once the local relays in between have copied its last output here:
 
 - a blocking read, or select/poll with a long timeout: at once;
 - an event loop (epoll) on the tty: once that has held ``EVENT_LOOP_SETTLE_S`` with no output;
-- a short-timeout poll (htop redrawing every 1.5 s, vim waiting 100 ms after a lone ESC): once the program has
-  been through one whole timeout, woke, used little CPU, and is back in the same kind of wait. vim, which acts on
-  the ESC when its timeout expires, is then in a long wait; htop, which only redraws, is in its poll again;
+- a short-timeout poll (htop redrawing every 1.5 s): once the program has been through one whole timeout, woke,
+  used little CPU, and is back in the same kind of wait (htop, which only redraws, is in its poll again);
+- after a key that longer keys begin with (a lone ESC): not before the program's key-sequence timeout, the first
+  short timed wait it entered after reading the key, ran out and woke it (vim then leaves insert mode);
+- after a line given to an event loop (node's REPL awaiting a timer reads the terminal all along): once it drew
+  its prompt again, or has nothing of its own pending (a new timer, a child) (``loops``);
 - behind an opaque relay (ssh): on the far shell's signed prompt mark followed by ``MARK_QUIET_S`` of quiet, else
   once the far side answered, drew a prompt (or a full-screen program) and went quiet for ``relay_quiet_s``.
 """
@@ -29,7 +32,7 @@ from typing import Any, final
 from ptyd import protocol as p
 from ptyd.backends import procfs
 from ptyd.backends.channel import PtyChannel
-from ptyd.backends.readiness import relay, waits
+from ptyd.backends.readiness import loops, relay, waits
 from ptyd.backends.readiness.foreground import ForegroundGroup, RunCounts, ran_since
 from ptyd.backends.readiness.relay import Target
 from ptyd.backends.readiness.waits import Wait
@@ -43,6 +46,7 @@ RELAY_FORWARD_S = 0.005  # behind local relays: how long they must sleep, no out
 RELAY_KEPT_S = 0.05  # ...and before input the program behind them never read counts as kept by the relay
 SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this long
 SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share of it
+LOOP_TIMER_SLACK_S = 0.1  # an event loop's timer due this much sooner than before a line is one the line armed
 REFRESH_POLL_S = 0.25  # a timed wait this long, entered after answering on screen, is an idle refresh timer
 # The last visible character of a line a prompt ends with: shells, REPLs, debuggers, "Password:", "[y/N]".
 PROMPT_END = re.compile(r"[$#%>:?\])»\u276f\u279c\u03bb]\s*$")  # and fancy prompt glyphs
@@ -91,6 +95,12 @@ class ReadinessTracker:
         self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
         self._after_signal = False  # the last mark was a signal's, not written input
         self._relay_read_at_write: tuple[int, int] | None = None  # the innermost local relay, and its rchar then
+        self._written_at = 0.0
+        self._ambiguous = False  # the input ended in a key a longer one begins with (a lone ESC)
+        self._key_wait: tuple[RunCounts, float] | None = None  # the timed wait entered after it: runs, timeout
+        self._line_prompt: tuple[int, str] | None = None  # a line given to an event loop: the prompt's line, shape
+        self._loop_due: float | None = None  # ...and when the timer of its wait then was due (None: no timer)
+        self._checked_at = 0.0  # when last_target was seen
 
     # --- what the program is doing -----------------------------------------------------------------------
 
@@ -151,11 +161,14 @@ class ReadinessTracker:
         self._prompt_mark_at = None
         self._weak = self._poll = None
         self._after_signal = False
+        self._ambiguous = False
+        self._key_wait = self._line_prompt = None
         if wrote_input:
             self.mark_write(wrote_input)
 
-    def mark_write(self, data: bytes = b"") -> None:
-        """From now on a wait counts only once the program is seen to have woken (see the module doc)."""
+    def mark_write(self, data: bytes = b"", *, answer: bool = False) -> None:
+        """From now on a wait counts only once the program is seen to have woken (see the module doc). An
+        ``answer`` to a terminal query keeps what the send's own input left open (an ambiguous key, a line)."""
         self.taken = False
         self._expect_answer = True
         self._received_at_write = self._channel.received
@@ -168,6 +181,10 @@ class ReadinessTracker:
         # reads the terminal again for an instant before its own handler takes it to a new prompt.
         self._after_signal = not data
         self._relay_read_at_write = None
+        if not answer:
+            self._written_at = time.monotonic()
+            self._ambiguous = loops.ambiguous(data)
+            self._key_wait = self._line_prompt = None
         pgid = self._foreground.pgid()
         same = self._same_plain_group(pgid)
         relayed = False
@@ -176,8 +193,9 @@ class ReadinessTracker:
             key: tuple[int, int] | None = (self._proc.tty_rdev, pgid)
             self._activity_at_write = self._activity(same, pgid)
             lflag = waits.local_flags(self._proc.master)
+            target, seen_at = self.last_target, self._checked_at
         else:
-            target = self.target()
+            target, seen_at = self.target(), time.monotonic()
             key = _key(target)
             self._activity_at_write = self._activity(target.pids, target.pgid) if target is not None else {}
             lflag = target.flags(self._proc.master)[1] if target is not None else None
@@ -186,6 +204,17 @@ class ReadinessTracker:
                 read = procfs.rchar(target.relays[-1])
                 self._relay_read_at_write = (target.relays[-1], read) if read is not None else None
         self._target_at_write = key
+        if (
+            not answer
+            and data[-1:] in (b"\r", b"\n")
+            and target is not None
+            and _event_loop(target)
+            and not self._terminal.alt_screen
+        ):
+            # A line for an event loop's REPL: it answers by drawing this prompt again (see _loop_answered).
+            self._line_prompt = (self._terminal.cursor_line, loops.prompt_shape(self.cursor_text()))
+            timeout = target.wait.timeout
+            self._loop_due = None if timeout is None else seen_at + timeout
         # A canonical terminal with echo on echoes what it receives, before the program reads it: output is no
         # evidence then, while a written line is still on its way through the line discipline (the tty's queue
         # counts complete lines only, so a half-processed line reads as empty).
@@ -216,6 +245,7 @@ class ReadinessTracker:
         same = self._same_plain_group(pgid) if not (self.taken or queued) else None
         read_first = same is not None and _grew(self._activity_at_write, self._activity(same, pgid or 0))
         target = self.last_target = self.target()
+        self._checked_at = time.monotonic()
         if target is None:
             return NOT_READY
         if queued:
@@ -247,6 +277,8 @@ class ReadinessTracker:
                 return Verdict(True, "kernel")
             self.taken = kind == Wait.NONE  # seen out of its wait: the next wait is a new one
             return NOT_READY
+        if self._ambiguous and not self._key_sequence_over(target):
+            return NOT_READY
         if kind not in (Wait.EVENT_LOOP, Wait.TIMED) and not (kind == Wait.DIRECT and self._after_signal):
             self._weak = None
         if kind not in (Wait.TIMED, Wait.NONE):
@@ -260,10 +292,57 @@ class ReadinessTracker:
         )
         if not waiting or not self._relays_forwarded(target):
             return NOT_READY
+        if self._line_prompt is not None and _event_loop(target) and not self._loop_answered(target):
+            return NOT_READY
         # What the program wrote just before it waited (its prompt, a query it waits to have answered) may still
         # be in the kernel's flip buffer: the session's drain before a wait counts reads it (a read of an empty
         # tty runs that pending work first), renders it and answers the queries.
         return Verdict(True, "kernel")
+
+    def _key_sequence_over(self, target: Target) -> bool:
+        """After a key that longer keys begin with, the program's first timed wait short enough for a key-sequence
+        timeout is that timeout: the program decides what the key was (and draws it) only once it runs out. It
+        is over when the program woke from it with the whole timeout gone since the write (nothing else was
+        written: the timeout woke it). A program that waits without a timeout (or a long one) after the key
+        does not hold it: the usual rules apply at once."""
+        wait = target.wait
+        if wait.kind == Wait.NONE:
+            return False  # busy with the key, or between waits
+        now = time.monotonic()
+        if self._key_wait is None:
+            if wait.kind != Wait.TIMED or wait.timeout is None or wait.timeout > loops.KEY_SEQUENCE_MAX_S:
+                self._ambiguous = False
+                return True
+            self._key_wait = (procfs.group_run_counts(target.pids, target.pgid), wait.timeout)
+            return False
+        runs, timeout = self._key_wait
+        if now - self._written_at < timeout or not ran_since(runs, procfs.group_run_counts(target.pids, target.pgid)):
+            return False
+        # Timed out and awake: from here its waits are judged as any others, the short-poll cycle from scratch.
+        self._ambiguous = False
+        self._weak = self._poll = None
+        return False
+
+    def _loop_answered(self, target: Target) -> bool:
+        """An event loop given a line has answered when it drew its prompt again, on a later line (a REPL: node,
+        IPython, an asyncio app), or, with no prompt to go by, when nothing of its own is pending: no timer due
+        that it did not have before the line (its wait's timeout, an armed timerfd) and no child process running."""
+        assert self._line_prompt is not None
+        line, shape = self._line_prompt
+        if shape and self._terminal.cursor_line > line and loops.prompt_shape(self.cursor_text()) == shape:
+            return True
+        wait = target.wait
+        if wait.call is None:
+            return False
+        if wait.timeout is not None:
+            # The deadline of a timer armed before the line (node's, for 8 s after it starts) is where it was; one
+            # the line armed is sooner. Both deadlines are seen from outside, late by up to a probe's lag.
+            due_before = self._loop_due
+            if due_before is None or time.monotonic() + wait.timeout < due_before - LOOP_TIMER_SLACK_S:
+                return False
+        if loops.timer_armed(wait.pid, wait.call.args[0]):
+            return False
+        return not loops.running_child(procfs.group_members(target.pids, target.pgid))
 
     def _kept_by_relay(self, target: Target) -> bool:
         """A local relay that is a program of its own (mc, whose subshell is behind it) may keep the keys: it read
@@ -348,6 +427,12 @@ class ReadinessTracker:
         if self._terminal.alt_screen or PROMPT_END.search(self.cursor_text()):
             return Verdict(True, "relay_quiet", target.relay)
         return NOT_READY
+
+
+def _event_loop(target: Target) -> bool:
+    """The target waits on its terminal in an epoll set: an event loop, which may be at work meanwhile."""
+    call = target.wait.call
+    return call is not None and waits.TABLE is not None and call.nr in waits.TABLE.epoll
 
 
 def _grew(before: Mapping[Any, int], now: Mapping[Any, int]) -> bool:

@@ -3,7 +3,7 @@
 import { constants } from "node:os";
 
 import type { Exited, Running, SendResult, SessionInfo } from "../protocol.js";
-import type { Camel, PtySendResult, PtySessionInfo, PtySessionStatus } from "./types.js";
+import type { Camel, PtySendResult, PtySessionInfo, PtySessionStatus, PtyWaitReason } from "./types.js";
 
 function camelKey(key: string): string {
   return key.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
@@ -45,7 +45,10 @@ export function sessionStatus(status: Running | Exited): PtySessionStatus {
 
 /** A settled send in the seed's shape, with the daemon's other fields in camelCase. */
 export function sendResult(result: SendResult): PtySendResult {
-  return { ...camel(result), sessionStatus: sessionStatus(result.session_status) };
+  // The seed's PtyWaitReason: requests made through the backend name no wait (PtySendRequest has no until), and
+  // the daemon answers matched/stable only to a request that named one.
+  const waitReason = result.wait_reason as PtyWaitReason;
+  return { ...camel(result), waitReason, sessionStatus: sessionStatus(result.session_status) };
 }
 
 /** A session description in camelCase. */

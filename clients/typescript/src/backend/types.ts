@@ -82,9 +82,11 @@ export interface PtySendOperation {
  * and `truncated`, and the daemon's other fields (`operationId`, `altScreen`, `foreground`, `lines`,
  * `exitCode`, `cwd`, `passwordPrompt`, `readyBasis`, ...).
  */
-export interface PtySendResult extends Omit<Camel<SendResult>, "sessionStatus"> {
+export interface PtySendResult extends Omit<Camel<SendResult>, "sessionStatus" | "waitReason"> {
   /** Top-level session status observed at settlement. */
   sessionStatus: PtySessionStatus;
+  /** The seed's four reasons: a request through this interface names no wait, so `matched`/`stable` never come. */
+  waitReason: PtyWaitReason;
 }
 
 // --- the types the seed names, from the daemon's -----------------------------------------------------------
@@ -93,7 +95,7 @@ export interface PtySendResult extends Omit<Camel<SendResult>, "sessionStatus"> 
 export type PtyBackendSpawnSpec = Camel<Omit<TerminalOpenParams, "token" | "type">>;
 
 /** One send: `input` (add `\n` to submit a line), `timeoutMs`, `idleMs`, `maxBytes`, `requestKey`. */
-export type PtySendRequest = Camel<Omit<TerminalSendParams, "token" | "session_id" | "wait">>;
+export type PtySendRequest = Camel<Omit<TerminalSendParams, "token" | "session_id" | "wait" | "until" | "until_stable_ms">>;
 
 /** Output of a send consumed since the prior call; `done` and `result` once it settled. */
 export interface PtySendRead extends Omit<Camel<TerminalOutputResult>, "result"> {

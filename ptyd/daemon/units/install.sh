@@ -1,16 +1,20 @@
 #!/bin/sh
 # Install or remove ptyd's systemd user units.
 #
-#   systemd/install.sh install     copy ptyd.socket and ptyd.service to the user unit directory, with the
-#                                  service's ExecStart pointing at this checkout's .venv/bin/ptyd (or $PTYD_BIN)
-#   systemd/install.sh uninstall   stop and disable both units if the user manager is reachable, then remove them
+#   install.sh install     copy ptyd.socket and ptyd.service to the user unit directory, with the service's
+#                          ExecStart pointing at $PTYD_BIN, else at the checkout's .venv/bin/ptyd when this file is
+#                          in a checkout, else at the ptyd on the PATH
+#   install.sh uninstall   stop and disable both units if the user manager is reachable, then remove them
+#
+# `make install-user` runs it from a checkout; `ptyd install-user` runs the copy inside the installed package
+# (ptyd/daemon/units/), with PTYD_BIN set to that ptyd.
 #
 # The unit directory is ${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user. Installing again replaces the units
 # in place (enablement is kept) and never restarts a running daemon: that would close every session.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
+repo=$(cd "$here/../../.." && pwd)  # the checkout, when this is ptyd/daemon/units of one
 units="ptyd.socket ptyd.service"
 
 say() { printf 'ptyd-install: %s\n' "$*"; }
@@ -42,7 +46,15 @@ exec_word() {
 }
 
 ptyd_bin() {
-	bin=${PTYD_BIN:-$repo/.venv/bin/ptyd}
+	bin=${PTYD_BIN:-}
+	if [ -z "$bin" ]; then
+		if [ -x "$repo/.venv/bin/ptyd" ]; then
+			bin=$repo/.venv/bin/ptyd
+		else
+			bin=$(command -v ptyd 2>/dev/null) ||
+				die "no ptyd found: run 'make venv' in a checkout, or set PTYD_BIN to an installed ptyd"
+		fi
+	fi
 	case $bin in
 	/*) ;;
 	*) bin=$PWD/$bin ;;
@@ -87,9 +99,24 @@ install_units() {
 			say "next: systemctl --user enable --now ptyd.socket"
 		fi
 	else
-		say "no user service manager reachable (systemctl --user); run 'systemctl --user daemon-reload' and" \
-			"'systemctl --user enable --now ptyd.socket' in a login session"
+		no_manager
 	fi
+}
+
+# No user manager answers. Said before anyone runs 'systemctl --user enable --now', which in a container creates
+# its symlink and then fails to start anything.
+no_manager() {
+	if [ -d /run/systemd/system ]; then
+		say "no user service manager reachable (systemctl --user): in a login session of this machine, run" \
+			"'systemctl --user daemon-reload' and 'systemctl --user enable --now ptyd.socket'."
+		say "Without a login session:"
+	else
+		say "this system does not run systemd (a container?): 'systemctl --user enable --now ptyd.socket' would" \
+			"fail here. Instead:"
+	fi
+	say "  run the daemon under your own supervisor: 'make run' (or '$bin' itself), in the foreground, logging to stderr;"
+	say "  add 'fd_keeper = true' to ~/.config/ptyd/config.toml so the sessions outlive a crash of the daemon"
+	say "  (see the README's 'Without systemd')."
 }
 
 uninstall_units() {
