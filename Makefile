@@ -33,11 +33,11 @@ try-ssh: venv
 test: lint typecheck unit
 
 lint: venv
-	$(VENV)/bin/ruff check ptyd ptyd_mcp tests clients/python bench tools
-	$(VENV)/bin/ruff format --check ptyd ptyd_mcp tests clients/python bench tools
+	$(VENV)/bin/ruff check ptyd ptyd_mcp ptyd_web tests clients/python bench tools
+	$(VENV)/bin/ruff format --check ptyd ptyd_mcp ptyd_web tests clients/python bench tools
 
 typecheck: venv
-	$(VENV)/bin/mypy ptyd ptyd_mcp clients/python/ptyd_client
+	$(VENV)/bin/mypy ptyd ptyd_mcp ptyd_web clients/python/ptyd_client
 
 unit: venv
 	$(PY) -m pytest -q -m 'not slow'

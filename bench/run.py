@@ -19,7 +19,17 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import client, profiling, readiness, rendering, roundtrip, rpc_overhead, scale, throughput
+from bench import (
+    client,
+    profiling,
+    readiness,
+    recording,
+    rendering,
+    roundtrip,
+    rpc_overhead,
+    scale,
+    throughput,
+)
 from bench.harness import Context, DaemonProcess, private_dir
 from bench.report import Results, format_figure, format_results, machine, write_json
 
@@ -31,6 +41,7 @@ SCENARIOS: dict[str, Scenario] = {
     "rendering": rendering.run,
     "scale": scale.run,
     "rpc": rpc_overhead.run,
+    "recording": recording.run,
 }
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 

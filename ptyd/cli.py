@@ -16,6 +16,7 @@ from pathlib import Path
 from ptyd import __version__
 from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
 
+WEB_PORT = 8707  # ptyd web's default port on 127.0.0.1: a fixed one, so the printed URL can be bookmarked
 SOCKET_HELP = "socket path (default: $PTYD_SOCKET, $XDG_RUNTIME_DIR/ptyd/ptyd.sock, /tmp/ptyd-$UID/ptyd.sock)"
 
 
@@ -52,6 +53,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Print the operator token the running daemon wrote beside its socket. Exit 3 if there is none.",
     )
     token.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    web = sub.add_parser(
+        "web",
+        help="serve a read-only dashboard of every session in the browser (live screens, recordings)",
+        description="Serve a read-only dashboard: every session, its live screen as the daemon renders it, and "
+        "the replay of recordings. A client of the running daemon with its operator token; prints the URL (with "
+        "the token) to open. Listens on 127.0.0.1 or a Unix socket only, for processes of this user only.",
+    )
+    web.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    web.add_argument(
+        "--listen",
+        default=f"127.0.0.1:{WEB_PORT}",
+        metavar="ADDRESS",
+        help=f"127.0.0.1:PORT (0: a free one), or unix:PATH (default 127.0.0.1:{WEB_PORT})",
+    )
     keeper = sub.add_parser(
         "keeper",
         help="hold the PTY masters of a daemon that runs without systemd (started by the daemon: fd_keeper)",
@@ -123,6 +138,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(print_operator_token(socket_path or default_socket_path()))
     if args.command in ("install-user", "uninstall-user"):
         sys.exit(install_units(args.command.removesuffix("-user")))
+    if args.command == "web":
+        from ptyd_web.server import run
+
+        sys.exit(run(socket_path or default_socket_path(), args.listen))
     if args.command == "keeper":
         from ptyd.continuity.keeper import serve
 

@@ -153,6 +153,21 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # How long the keeper waits for a next daemon before it lets the sessions go (they get their hangup).
     fd_keeper_grace_ms: PositiveMs = 60_000
 
+    # --- recordings ---
+    # Agent names whose sessions are recorded from their start (asciicast v2); "*" records every agent's. A
+    # terminal_open's `record` overrides it either way, and terminal_record starts or stops one on a live session.
+    record_agents: tuple[str, ...] = ()
+    # Where recordings go; empty: $XDG_STATE_HOME/ptyd/recordings (~/.local/state/ptyd/recordings).
+    recording_dir: str = ""
+    # A recording's part is closed past this size and the next one started (each part plays on its own), so
+    # one flood cannot grow a file without bound...
+    recording_max_file_bytes: Annotated[int, Meta(ge=4096)] = 16 * 1024 * 1024
+    # ...and the oldest parts past this many per session are deleted: a session keeps at most their product.
+    recording_files_kept: Size = 4
+    # Events queued for the writer thread at most (bytes, all sessions together). Past it events are dropped and
+    # a marker says so: the event loop never waits for a disk, and a flood cannot grow the daemon's memory.
+    recording_queue_bytes: Annotated[int, Meta(ge=65536)] = 32 * 1024 * 1024
+
     # --- processes ---
     # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker;
     # "cgroup" refuses to start without one. A typo ("cgroups") is an error, not a quiet subreaper.

@@ -194,6 +194,13 @@ class TerminalOpenParams(Base, frozen=True):
     idle_ms: Annotated[
         IdleMs | None, _d(f"Silence that settles as inferred_idle (default {DEFAULTS.default_idle_ms}).")
     ] = None
+    record: Annotated[
+        bool | None,
+        _d(
+            "Record the session from its start (asciicast v2). Sessions of the agents the config's record_agents "
+            "names are recorded whatever this says."
+        ),
+    ] = None
     sandbox: Annotated[
         Annotated[str, Meta(min_length=1, max_length=64)] | None,
         _d(
@@ -239,6 +246,7 @@ class SessionInfo(Base, frozen=True):
     listening: Annotated[
         list[ListeningPort], _d("TCP ports the session's processes listen on (a dev server, a database).")
     ] = []
+    recording: Annotated[bool, _d("The session is being recorded (terminal_record, terminal_recordings).")] = False
 
 
 class TerminalOpenResult(Base, frozen=True):
@@ -544,7 +552,7 @@ class TerminalIntegrateParams(SessionRefParams, frozen=True):
     max_bytes: Annotated[MaxBytes | None, _d(f"Viewport bound (default {DEFAULTS.default_max_bytes}).")] = None
 
 
-EventKind = Literal["send_settled", "input_wait", "session_exit", "session_closed", "output"]
+EventKind = Literal["send_settled", "input_wait", "session_exit", "session_closed", "output", "screen"]
 
 
 class TerminalSubscribeParams(Base, frozen=True):
@@ -555,6 +563,13 @@ class TerminalSubscribeParams(Base, frozen=True):
     session_id: Annotated[SessionId | None, _d("One session, or null for every session of the agent.")] = None
     output: Annotated[
         bool, _d("Also send 'output' events: completed rendered lines as they appear (does not consume them).")
+    ] = False
+    screen: Annotated[
+        bool,
+        _d(
+            "Also send 'screen' events: the visible screen changed (at most every few tens of ms; read it with "
+            "terminal_screen). Full-screen programs change it without printing lines."
+        ),
     ] = False
 
 
@@ -576,6 +591,7 @@ class TerminalUnsubscribeResult(Base, frozen=True):
 class TerminalEvent(Base, frozen=True):
     """Params of the ``terminal_event`` notification (a JSON-RPC request without id, sent by the daemon).
 
+    ``screen``: the visible screen changed (for subscriptions with ``screen``; no payload).
     ``send_settled``: a send (foreground or background) settled; ``result`` holds its SendResult.
     ``input_wait``: outside any send, the program started waiting for input; ``password_prompt`` says whether
     with echo off. ``session_exit``: the top-level program exited; ``status`` holds how. ``session_closed``: the
@@ -594,6 +610,53 @@ class TerminalEvent(Base, frozen=True):
     output: str | None = None
     lines: LineRange | None = None
     truncated: bool = False
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Recordings
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class TerminalRecordParams(SessionRefParams, frozen=True):
+    """Start (``record=true``) or stop recording a live session in asciicast v2: output as it arrives, resizes,
+    and input (input typed while a password prompt waits is written as ``[secret]``). Files go to the recordings
+    directory, 0600, in parts bounded in size (recording_max_file_bytes, recording_files_kept)."""
+
+    record: Annotated[
+        bool, _d("True: start (a no-op if recording); false: stop, returning once the file is complete.")
+    ] = True
+
+
+class TerminalRecordResult(Base, frozen=True):
+    session_id: str
+    recording: Annotated[bool, _d("Whether the session is recorded now.")]
+    path: Annotated[str | None, _d("The part being written, when recording.")]
+
+
+class TerminalRecordingsParams(Base, frozen=True):
+    """List the recordings on disk: of the sessions the caller has or closed (every session's for the operator),
+    oldest first."""
+
+    token: Token
+
+
+class RecordingInfo(Base, frozen=True):
+    """One part of a session's recording: a whole asciicast v2 file."""
+
+    session_id: str
+    part: Annotated[int, _d("1 for the first part; a session's parts continue from one recording to the next.")]
+    path: str
+    bytes: int
+    started_at_ms: Annotated[int, _d("Unix time of the part's start, in milliseconds (second precision).")]
+    cols: int
+    rows: int
+    title: str
+    active: Annotated[bool, _d("The daemon is writing this part now.")]
+
+
+class TerminalRecordingsResult(Base, frozen=True):
+    directory: Annotated[str, _d("The recordings directory.")]
+    recordings: list[RecordingInfo]
 
 
 NOTIFICATIONS: dict[str, type[Base]] = {"terminal_event": TerminalEvent}

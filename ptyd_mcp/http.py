@@ -12,45 +12,16 @@ from typing import Any
 
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from ptyd.daemon.runtime import bind_socket
-
-TCP_TABLE = Path("/proc/net/tcp")
-
-
-def _address(field: str) -> tuple[str, int]:
-    """``0100007F:1F90`` from /proc/net/tcp: the kernel prints the address as a native-endian integer."""
-    host, port = field.split(":")
-    return socket.inet_ntoa(int(host, 16).to_bytes(4, sys.byteorder)), int(port, 16)
+from ptyd.loopback import SameUserOnly as _SameUserOnly
+from ptyd.loopback import peer_uid as peer_uid
 
 
-def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid owning the connecting socket of a loopback TCP connection, from the kernel's socket table."""
-    with contextlib.suppress(OSError):
-        for line in TCP_TABLE.read_text().splitlines()[1:]:
-            fields = line.split()
-            if _address(fields[1]) == client and _address(fields[2]) == server:
-                return int(fields[7])
-    return None
-
-
-class SameUserOnly:
-    """ASGI middleware: refuses (403) an HTTP request whose peer is not a process of this server's user."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            client, server = scope.get("client"), scope.get("server")
-            if client is None or server is None or peer_uid(tuple(client), tuple(server)) != os.getuid():
-                await send(
-                    {"type": "http.response.start", "status": 403, "headers": [(b"content-type", b"text/plain")]}
-                )
-                await send({"type": "http.response.body", "body": b"ptyd-mcp serves only processes of its own user\n"})
-                return
-        await self.app(scope, receive, send)
+def SameUserOnly(app: ASGIApp) -> ASGIApp:
+    """Refuses (403) an HTTP request whose peer is not a process of this server's user."""
+    return _SameUserOnly(app, b"ptyd-mcp serves only processes of its own user\n")
 
 
 async def serve_http(server: Server[Any], unix_path: Path | None, port: int | None) -> None:

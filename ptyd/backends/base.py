@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ptyd import protocol as p
+from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.session_state import SessionState
 from ptyd.config import SandboxProfile
 
@@ -31,6 +32,7 @@ class SpawnSpec:
     sandbox: str = "none"  # the profile's name
     profile: SandboxProfile | None = None  # None: no sandbox, no limits
     others: tuple[str, ...] = ()  # other agents' workspaces, hidden from a sandboxed session
+    recording: NoRecording = NO_RECORDING  # recorded from its first byte (terminal_open's record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +80,16 @@ class PtyBackendSession(Protocol):
     def cancel(self) -> p.TerminalCancelResult: ...
     def integration_input(self) -> str: ...
     def key_input(self, keys: list[str]) -> str: ...
-    def set_listener(self, listener: Callable[[p.TerminalEvent], None] | None, output: bool) -> None:
-        """Where the session's events go (None: nowhere), and whether output events are wanted."""
+    def set_listener(
+        self, listener: Callable[[p.TerminalEvent], None] | None, output: bool, screen: bool = False
+    ) -> None:
+        """Where the session's events go (None: nowhere), and whether output and screen events are wanted."""
+        ...
+
+    recording: NoRecording
+
+    def set_recording(self, recording: NoRecording) -> None:
+        """Start (a Recording) or stop (NO_RECORDING) recording; the previous recording is closed."""
         ...
 
     async def read(

@@ -125,6 +125,7 @@ class LocalBackend:
             cols=spec.cols,
             rows=spec.rows,
             shell_key=shell_key,
+            recording=spec.recording,
         )
         session.sandbox, session.profile, session.limits, session.workspace = spec.sandbox, profile, limits, cwd
         session.watch_exit()

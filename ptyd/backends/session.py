@@ -17,6 +17,7 @@ import signal as signals
 import termios
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Literal, cast, final
 
 from ptyd import protocol as p
@@ -32,6 +33,7 @@ from ptyd.backends.named_wait import NamedWait, line_text
 from ptyd.backends.paging import page
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
+from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.sandbox.limits import Counters, LimitScope
 from ptyd.backends.send import SendOp, consume_output, viewport
 from ptyd.backends.session_state import SAVED_LINES, SessionState
@@ -74,8 +76,11 @@ class LocalSession:
         cols: int,
         rows: int,
         shell_key: str,
+        recording: NoRecording = NO_RECORDING,
     ) -> None:
         self.loop = asyncio.get_running_loop()
+        self.recording = recording  # asciicast events at the read and write points (recording/)
+        recording.hide(shell_key.encode())
         self.session_id = session_id
         self.type = type
         self.name = name
@@ -100,7 +105,7 @@ class LocalSession:
             self.terminal,
             config.max_render_backlog_bytes,
             self._output_arrived,
-            MarkFilter(shell_key, self._on_mark).feed,
+            self._record_output(MarkFilter(shell_key, self._on_mark).feed),
         )
         self.foreground = ForegroundGroup(spawned, scope)
         self.tracker = ReadinessTracker(
@@ -136,6 +141,16 @@ class LocalSession:
     def watch_exit(self, *, child: bool = True) -> None:
         """Report the program's exit (``child``: the daemon's own child, so its exit status is known)."""
         self._reaper.watch(self._proc.pid, self._on_exit, child=child)
+
+    def _record_output(self, marks: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+        """The output filter, then the recording: a file gets what the terminal gets, never the signed marks."""
+        return lambda data: self.recording.output(marks(data))
+
+    def set_recording(self, recording: NoRecording) -> None:
+        """Start (a Recording) or stop (NO_RECORDING) recording this session."""
+        self.recording.close()
+        self.recording = recording
+        recording.hide(self._shell_key.encode())
 
     def _reply(self, data: bytes) -> None:
         if self.channel.pending + len(data) > self._config.max_pending_input_bytes:
@@ -198,8 +213,8 @@ class LocalSession:
         self._wake(True)
         self.watch.output_arrived()
 
-    def set_listener(self, listener: Listener | None, output: bool) -> None:
-        self.watch.set_listener(listener, output)
+    def set_listener(self, listener: Listener | None, output: bool, screen: bool = False) -> None:
+        self.watch.set_listener(listener, output, screen)
 
     # --- sends -----------------------------------------------------------------------------------------
 
@@ -225,6 +240,7 @@ class LocalSession:
             self._keys[request.request_key] = op
             while len(self._keys) > self._config.request_keys_remembered:
                 self._keys.popitem(last=False)
+        self.recording.input(data, self.tracker.password_prompt_now)  # asked before the write changes the answer
         self.tracker.begin(wrote_input=data)
         self._counted = self._limit_counters()
         if op.keys:
@@ -537,6 +553,7 @@ class LocalSession:
         return p.TerminalSignalResult(delivered=delivered, pgid=pgid, signal=name)
 
     def resize(self, cols: int, rows: int) -> None:
+        self.recording.resize(cols, rows)
         self.terminal.resize(cols, rows)
         with contextlib.suppress(OSError):
             set_winsize(self._proc.master, cols, rows)
@@ -584,6 +601,7 @@ class LocalSession:
             oom_killed=counters.oom_kills > 0,
             pids_limited=counters.pids_refused > 0,
             listening=[] if self.exited else listening(self.scope.pids()),
+            recording=self.recording.active,
         )
 
     # --- continuity: the session as data, for the next daemon ------------------------------------------
@@ -707,6 +725,8 @@ class LocalSession:
             self._reaper.reap()
             await asyncio.sleep(0.005)
         self.channel.drain()
+        self.recording.close()
+        await self.recording.finished()  # a closed session's recording is complete on disk
         op = self.active
         for task in list(self._drivers):
             task.cancel()

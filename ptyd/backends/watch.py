@@ -17,6 +17,7 @@ from ptyd.terminal.viewport import bound
 
 Listener = Callable[[p.TerminalEvent], None]
 OUTPUT_EVENT_INTERVAL_S = 0.03  # output events are batched over this long
+SCREEN_EVENT_INTERVAL_S = 0.05  # screen events at most this often: 20 redraws a second is live to a person
 WATCH_PROBE_MAX_S = 0.05  # the input-wait watch backs off to probing this often...
 WATCH_GIVE_UP_S = 10.0  # ...and stops after this long without output (the next output restarts it)
 
@@ -41,15 +42,18 @@ class SessionWatch:
         self._max_bytes = max_bytes
         self._listener: Listener | None = None
         self._want_output = False
+        self._want_screen = False
         self._output_line = 0
         self._input_task: asyncio.Task[None] | None = None
         self._output_task: asyncio.Task[None] | None = None
+        self._screen_task: asyncio.Task[None] | None = None
 
-    def set_listener(self, listener: Listener | None, output: bool) -> None:
+    def set_listener(self, listener: Listener | None, output: bool, screen: bool = False) -> None:
         if output and not self._want_output:
             self._output_line = self._terminal.cursor_line
         self._listener = listener
         self._want_output = output and listener is not None
+        self._want_screen = screen and listener is not None
         if listener is None:
             self.stop()
 
@@ -62,6 +66,8 @@ class SessionWatch:
             return
         if self._want_output and self._output_task is None:
             self._output_task = self._loop.create_task(self._pump_output())
+        if self._want_screen and self._screen_task is None:
+            self._screen_task = self._loop.create_task(self._pump_screen())
         if self._input_task is None and not self._busy():
             self._input_task = self._loop.create_task(self._watch_input())
 
@@ -71,10 +77,10 @@ class SessionWatch:
             self._input_task = None
 
     def stop(self) -> None:
-        for task in (self._input_task, self._output_task):
+        for task in (self._input_task, self._output_task, self._screen_task):
             if task is not None:
                 task.cancel()
-        self._input_task = self._output_task = None
+        self._input_task = self._output_task = self._screen_task = None
 
     async def _watch_input(self) -> None:
         try:
@@ -108,6 +114,20 @@ class SessionWatch:
             if self._output_task is asyncio.current_task():
                 self._output_task = None
 
+    async def _pump_screen(self) -> None:
+        """A 'screen' event once the output that arrived is rendered, then one per interval while more arrives."""
+        try:
+            while self._want_screen and not self._channel.closed:
+                mark = self._channel.received
+                await self._channel.rendered()
+                self.emit("screen")
+                await asyncio.sleep(SCREEN_EVENT_INTERVAL_S)
+                if self._channel.received == mark:
+                    return
+        finally:
+            if self._screen_task is asyncio.current_task():
+                self._screen_task = None
+
     def _flush_output(self) -> None:
         term = self._terminal
         end = term.cursor_line
@@ -121,7 +141,7 @@ class SessionWatch:
         self.emit("output", output=text + "\n", lines=lines, truncated=cut or dropped)
 
     async def close(self) -> None:
-        tasks = [t for t in (self._input_task, self._output_task) if t is not None]
+        tasks = [t for t in (self._input_task, self._output_task, self._screen_task) if t is not None]
         self.stop()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):

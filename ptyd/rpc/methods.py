@@ -32,6 +32,8 @@ RETRY_SAFE = frozenset(
         "terminal_wait",
         "terminal_resize",
         "terminal_close",
+        "terminal_record",  # a start while recording, or a stop while not, changes nothing
+        "terminal_recordings",
     }
 )
 
@@ -106,7 +108,9 @@ class Api:
         def sink(event: p.TerminalEvent) -> None:
             connection.notify(notification("terminal_event", event))
 
-        sub_id = self.service.subscribe(agent, params.session_id, params.output, sink, peer.connection_id)
+        sub_id = self.service.subscribe(
+            agent, params.session_id, params.output, sink, peer.connection_id, screen=params.screen
+        )
         if peer.connection_id not in self._hooked:  # one hook per connection, however often it subscribes
             self._hooked.add(peer.connection_id)
 
@@ -147,6 +151,12 @@ class Api:
         closed, killed = await self.service.close(agent, params.session_id, params.reason)
         return p.TerminalCloseResult(closed=closed, killed=killed)
 
+    async def terminal_record(self, _: Any, params: p.TerminalRecordParams) -> p.TerminalRecordResult:
+        return await self.service.record(self.service.authenticate(params.token), params)
+
+    async def terminal_recordings(self, _: Any, params: p.TerminalRecordingsParams) -> p.TerminalRecordingsResult:
+        return self.service.list_recordings(self.service.authenticate(params.token))
+
     async def daemon_info(self, _: Any, params: p.DaemonInfoParams) -> p.DaemonInfoResult:
         if params.token is not None:
             self.service.authenticate(params.token)
@@ -176,6 +186,13 @@ class Api:
                 p.TerminalUnsubscribeParams,
                 p.TerminalUnsubscribeResult,
                 self.terminal_unsubscribe,
+            ),
+            ("terminal_record", p.TerminalRecordParams, p.TerminalRecordResult, self.terminal_record),
+            (
+                "terminal_recordings",
+                p.TerminalRecordingsParams,
+                p.TerminalRecordingsResult,
+                self.terminal_recordings,
             ),
             ("daemon_info", p.DaemonInfoParams, p.DaemonInfoResult, self.daemon_info),
         ]

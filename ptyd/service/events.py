@@ -26,6 +26,7 @@ class Subscription:
     sink: Sink
     connection: int = 0  # the client connection it ends with (its events go there)
     seq: int = 0
+    screen: bool = False
 
     def hears(self, session_id: str, owner: Agent) -> bool:
         return (self.agent is owner or self.agent.operator) and self.session_id in (None, session_id)
@@ -40,7 +41,15 @@ class EventHub:
         return iter(list(self._subs.values()))
 
     def add(
-        self, agent: Agent, session_id: str | None, output: bool, sink: Sink, *, connection: int = 0, limit: int = 0
+        self,
+        agent: Agent,
+        session_id: str | None,
+        output: bool,
+        sink: Sink,
+        *,
+        connection: int = 0,
+        limit: int = 0,
+        screen: bool = False,
     ) -> Subscription:
         """A new subscription; past ``limit`` on one connection (0: none) it is refused: publishing costs every
         subscription, so one client cannot make every event cost thousands."""
@@ -50,7 +59,7 @@ class EventHub:
                 limit="max_subscriptions_per_connection",
                 value=limit,
             )
-        sub = Subscription("sub-" + secrets.token_hex(8), agent, session_id, output, sink, connection)
+        sub = Subscription("sub-" + secrets.token_hex(8), agent, session_id, output, sink, connection, screen=screen)
         self._subs[sub.subscription_id] = sub
         self._per_connection[connection] += 1
         return sub
@@ -88,9 +97,15 @@ class EventHub:
         subs = [s for s in self._subs.values() if s.hears(session_id, owner)]
         return bool(subs), any(s.output for s in subs)
 
+    def screen_listeners(self, session_id: str, owner: Agent) -> bool:
+        """Anyone wants this session's screen events."""
+        return any(s.screen and s.hears(session_id, owner) for s in self._subs.values())
+
     def publish(self, session_id: str, owner: Agent, event: p.TerminalEvent) -> None:
         for sub in self:
             if not sub.hears(session_id, owner) or (event.kind == "output" and not sub.output):
+                continue
+            if event.kind == "screen" and not sub.screen:
                 continue
             sub.seq += 1
             sub.sink(msgspec.structs.replace(event, subscription_id=sub.subscription_id, seq=sub.seq))

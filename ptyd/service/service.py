@@ -23,6 +23,8 @@ from typing import final
 from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
+from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
+from ptyd.backends.recording.store import RecordingStore
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
@@ -34,6 +36,12 @@ log = logging.getLogger("ptyd.service")
 
 def _seconds(ms: int | None, default_ms: int) -> float:
     return (ms if ms is not None else default_ms) / 1000
+
+
+def _title(name: str | None, agent_name: str | None, argv: list[str]) -> str:
+    """A recording's title: what the session is and whose."""
+    who = f" ({agent_name})" if agent_name else ""
+    return f"{name or ' '.join(argv)[:200]}{who}"
 
 
 def parse_signal(value: str | int) -> int:
@@ -102,6 +110,7 @@ class PtyService:
         self._started = time.monotonic()
         self._tasks: set[asyncio.Task[int]] = set()
         self.events = EventHub()
+        self.recordings = RecordingStore(config)
 
     def reconfigure(self, config: Config, backends: dict[str, PtyBackend]) -> None:
         """A reloaded configuration (SIGHUP): every bound the service applies follows it; live sessions keep the
@@ -195,23 +204,33 @@ class PtyService:
         profile = cfg.profiles()[sandbox]
         env = dict(AGENT_PROFILE_ENV) if env_profile(agent, params) == "agent" else {}
         env.update(params.env or {})
+        session_id = "pty-" + secrets.token_hex(12)
+        cols, rows = params.cols or cfg.default_cols, params.rows or cfg.default_rows
+        recording: NoRecording = NO_RECORDING
+        if self.recordings.wanted(agent.name, params.record):
+            title = _title(params.name, agent.name, params.argv or [params.type])
+            recording = self._start_recording(session_id, title, cols, rows, asked=params.record is True)
         spec = SpawnSpec(
-            session_id="pty-" + secrets.token_hex(12),
+            session_id=session_id,
             name=params.name,
             argv=params.argv,
             cwd=params.cwd,
             env=env,
-            cols=params.cols or cfg.default_cols,
-            rows=params.rows or cfg.default_rows,
+            cols=cols,
+            rows=rows,
             timeout_s=(params.timeout_ms if params.timeout_ms is not None else cfg.open_timeout_ms) / 1000,
             idle_s=(params.idle_ms or cfg.default_idle_ms) / 1000,
             sandbox=sandbox,
             profile=profile,
             others=self._workspaces(agent) if profile.contained else (),
+            recording=recording,
         )
         self._opening += 1
         try:
             session = await backend.spawn(spec)
+        except BaseException:
+            recording.close()
+            raise
         finally:
             self._opening -= 1
         if agent not in self.agents:
@@ -319,13 +338,94 @@ class PtyService:
         self.session(agent, params.session_id).resize(params.cols, params.rows)
         return self.describe(agent, params.session_id)
 
+    # --- recordings ----------------------------------------------------------------------------------------
+
+    async def record(self, agent: Agent, params: p.TerminalRecordParams) -> p.TerminalRecordResult:
+        """Start or stop; a stop returns once the file is complete on disk."""
+        entry = self.entry(agent, params.session_id)
+        session = entry.session
+        if params.record and not session.recording.active:
+            info = session.info(entry.owner.agent_id, entry.owner.name)
+            title = _title(info.name, entry.owner.name, [info.foreground.name if info.foreground else info.type])
+            session.set_recording(self._start_recording(params.session_id, title, info.cols, info.rows, asked=True))
+        elif not params.record and session.recording.active:
+            if not agent.operator and self.recordings.required(entry.owner.name):
+                raise InvalidArgument(
+                    "the daemon's config records this agent's sessions (record_agents); only the operator can stop it",
+                    field="record",
+                    reason="recording_required",
+                )
+            stopped = session.recording
+            session.set_recording(NO_RECORDING)
+            await stopped.finished()
+        path = session.recording.path
+        return p.TerminalRecordResult(
+            session_id=params.session_id, recording=session.recording.active, path=str(path) if path else None
+        )
+
+    def _start_recording(self, session_id: str, title: str, cols: int, rows: int, *, asked: bool) -> NoRecording:
+        """A recording, or (when only the config wanted one) none if its directory cannot be made: the session
+        opens anyway, and says it is not recorded."""
+        try:
+            return self.recordings.start(session_id, title, cols, rows)
+        except OSError as exc:
+            where = self.recordings.directory
+            if asked:
+                raise InvalidArgument(
+                    f"cannot record into {where}: {exc.strerror}", field="record", reason="recording_dir"
+                ) from None
+            log.warning("not recording %s: %s: %s", session_id, where, exc.strerror)
+            return NO_RECORDING
+
+    def list_recordings(self, agent: Agent) -> p.TerminalRecordingsResult:
+        """Parts on disk of the sessions this agent owns or closed (every session's for the operator), and the
+        parts being written (whose file the writer thread may not have made yet)."""
+        live = {
+            str(part): rec
+            for e in self._sessions.values()
+            if (rec := e.session.recording).active and (part := rec.path) is not None
+        }
+        found = {
+            str(f.path): p.RecordingInfo(
+                session_id=f.session_id,
+                part=f.part,
+                path=str(f.path),
+                bytes=f.size,
+                started_at_ms=f.started_at_ms,
+                cols=f.cols,
+                rows=f.rows,
+                title=f.title,
+                active=str(f.path) in live,
+            )
+            for f in self.recordings.files()
+        }
+        for written, rec in live.items():
+            if written not in found and isinstance(rec, Recording):
+                found[written] = rec.describe()
+        mine = [
+            r
+            for r in found.values()
+            if agent.operator or r.session_id in agent.session_ids or r.session_id in agent.closed_ids
+        ]
+        mine.sort(key=lambda r: (r.started_at_ms, r.session_id, r.part))
+        return p.TerminalRecordingsResult(directory=str(self.recordings.directory), recordings=mine)
+
     # --- events --------------------------------------------------------------------------------------------
 
-    def subscribe(self, agent: Agent, session_id: str | None, output: bool, sink: Sink, connection: int = 0) -> str:
+    def subscribe(
+        self,
+        agent: Agent,
+        session_id: str | None,
+        output: bool,
+        sink: Sink,
+        connection: int = 0,
+        *,
+        screen: bool = False,
+    ) -> str:
         if session_id is not None:
             self.entry(agent, session_id)
         limit = self.config.max_subscriptions_per_connection
-        sub = self.events.add(agent, session_id, output, sink, connection=connection, limit=limit)
+        sub = self.events.add(agent, session_id, output, sink, connection=connection, limit=limit, screen=screen)
         self._listen_all()
         return sub.subscription_id
 
@@ -351,7 +451,10 @@ class PtyService:
         def publish(event: p.TerminalEvent, owner: Agent = entry.owner) -> None:
             self.events.publish(session_id, owner, event)
 
-        entry.session.set_listener(publish, output)
+        if self.events.screen_listeners(session_id, entry.owner):
+            entry.session.set_listener(publish, output, screen=True)
+        else:
+            entry.session.set_listener(publish, output)
 
     def _listen_all(self) -> None:
         for session_id in self._sessions:
@@ -408,6 +511,7 @@ class PtyService:
         if ids:
             log.info("closing %d sessions", len(ids))
         await asyncio.gather(*(self._close(sid, "daemon shutdown") for sid in ids))
+        await asyncio.to_thread(self.recordings.close)  # what is queued reaches the files
 
     def info(self) -> p.DaemonInfoResult:
         return p.DaemonInfoResult(

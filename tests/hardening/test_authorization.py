@@ -46,12 +46,15 @@ DESTRUCTIVE: dict[str, dict[str, Any]] = {
     "terminal_integrate": {"timeout_ms": 2000},
     "terminal_subscribe": {},
     "terminal_unsubscribe": {"subscription_id": "sub-0000000000000000"},
+    "terminal_record": {"record": True},
+    "terminal_recordings": {},
     "daemon_info": {},
 }
 SESSION_METHODS = [
     m
     for m in DESTRUCTIVE
-    if m.startswith("terminal_") and m not in ("terminal_open", "terminal_list", "terminal_unsubscribe")
+    if m.startswith("terminal_")
+    and m not in ("terminal_open", "terminal_list", "terminal_unsubscribe", "terminal_recordings")
 ]
 
 

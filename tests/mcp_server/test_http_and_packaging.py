@@ -139,7 +139,17 @@ def test_the_daemon_never_imports_the_mcp_sdk() -> None:
     loaded = set(proc.stdout.split())
     assert "ptyd" in loaded
     assert "msgspec" in loaded
-    assert not loaded & {"mcp", "mcp_types", "ptyd_mcp", "pydantic", "starlette", "uvicorn", "httpx2", "anyio"}
+    assert not loaded & {
+        "mcp",
+        "mcp_types",
+        "ptyd_mcp",
+        "ptyd_web",
+        "pydantic",
+        "starlette",
+        "uvicorn",
+        "httpx2",
+        "anyio",
+    }
 
 
 def test_ptyd_mcp_is_installed_with_the_project() -> None:

@@ -31,6 +31,8 @@ from ptyd_client.types import (
     TerminalOpenResult,
     TerminalOutputResult,
     TerminalReadResult,
+    TerminalRecordingsResult,
+    TerminalRecordResult,
     TerminalScreenResult,
     TerminalSignalResult,
     TerminalUnsubscribeResult,
@@ -149,11 +151,13 @@ class AsyncMethods:
         prompt-based readiness through the relay. Settles like a send."""
         return cast(SendResult, await self._session_call("terminal_integrate", session_id, timeout_ms=timeout_ms))
 
-    async def terminal_subscribe(self, session_id: str | None = None, output: bool = False) -> AsyncEventStream:
+    async def terminal_subscribe(
+        self, session_id: str | None = None, output: bool = False, screen: bool = False
+    ) -> AsyncEventStream:
         """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
         their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
-        events (completed lines as they appear)."""
-        return await AsyncEventStream.open(self.target, self._auth(), session_id, output)
+        events (completed lines as they appear), ``screen=True`` screen events (the screen changed)."""
+        return await AsyncEventStream.open(self.target, self._auth(), session_id, output, screen)
 
     async def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
         """End a subscription (closing its stream does the same)."""
@@ -207,6 +211,18 @@ class AsyncMethods:
     async def terminal_list(self) -> TerminalListResult:
         """This agent's sessions (every agent's, with the operator token)."""
         return cast(TerminalListResult, await self.call("terminal_list", token=self._auth()))
+
+    async def terminal_record(self, session_id: str, record: bool = True) -> TerminalRecordResult:
+        """Start (or with ``record=False`` stop) recording a live session in asciicast v2."""
+        return cast(TerminalRecordResult, await self._session_call("terminal_record", session_id, record=record))
+
+    async def terminal_recordings(self, session_id: str | None = None) -> TerminalRecordingsResult:
+        """The recordings on disk (parts of this agent's sessions; every session's with the operator token), or
+        only ``session_id``'s parts."""
+        found = cast(TerminalRecordingsResult, await self.call("terminal_recordings", token=self._auth()))
+        if session_id is not None:
+            found["recordings"] = [r for r in found["recordings"] if r["session_id"] == session_id]
+        return found
 
     async def terminal_close(self, session_id: str, reason: str | None = None) -> TerminalCloseResult:
         """End the session's whole process tree and forget it; closing it again returns ``closed=False``."""

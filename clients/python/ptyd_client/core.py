@@ -170,6 +170,7 @@ class OpenOptions(TypedDict, total=False):
     rows: int
     timeout_ms: int
     idle_ms: int
+    record: bool
 
 
 class SendOptions(TypedDict, total=False):

@@ -21,8 +21,10 @@ from ptyd_client.errors import ConnectionLost
 from ptyd_client.types import TerminalEvent
 
 
-def _subscribe_frame(token: str, session_id: str | None, output: bool) -> bytes:
+def _subscribe_frame(token: str, session_id: str | None, output: bool, screen: bool = False) -> bytes:
     params = core.drop_none({"token": token, "session_id": session_id, "output": output})
+    if screen:  # only when asked: a daemon older than the screen events refuses the field
+        params["screen"] = True
     return core.Requests().encode("terminal_subscribe", params)[1]
 
 
@@ -39,21 +41,25 @@ def _event(line: bytes) -> TerminalEvent | None:
 class EventStream:
     """Blocking iterator over one subscription's events (``for event in stream``, or :meth:`next`)."""
 
-    def __init__(self, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool) -> None:
+    def __init__(
+        self, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool, screen: bool = False
+    ) -> None:
         self._path = str(target)
         self._stream = remote.dial(target, None)
         self._sock = self._stream.sock
         self._sock.settimeout(None)
         self._lines = core.LineBuffer()
         self._pending: deque[TerminalEvent] = deque()
-        self._sock.sendall(_subscribe_frame(token, session_id, output))
+        self._sock.sendall(_subscribe_frame(token, session_id, output, screen))
         response = self._until_response()
         self.subscription_id: str = response.unwrap()["subscription_id"]
 
     @classmethod
-    def open(cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool) -> EventStream:
+    def open(
+        cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool, screen: bool = False
+    ) -> EventStream:
         """Subscribe on a connection of its own (as ``AsyncEventStream.open``)."""
-        return cls(target, token, session_id, output)
+        return cls(target, token, session_id, output, screen)
 
     def _read(self, timeout: float | None) -> list[bytes]:
         readable, _, _ = select.select([self._sock], [], [], timeout)
@@ -119,13 +125,13 @@ class AsyncEventStream:
 
     @classmethod
     async def open(
-        cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool
+        cls, target: Path | remote.SshHost, token: str, session_id: str | None, output: bool, screen: bool = False
     ) -> AsyncEventStream:
         socket_path = str(target)
         connection = remote.dial(target, None)
         connection.sock.setblocking(False)
         reader, writer = await asyncio.open_unix_connection(sock=connection.sock, limit=1 << 24)
-        writer.write(_subscribe_frame(token, session_id, output))
+        writer.write(_subscribe_frame(token, session_id, output, screen))
         early: deque[TerminalEvent] = deque()
         while True:
             line = await reader.readline()

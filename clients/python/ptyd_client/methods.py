@@ -28,6 +28,8 @@ from ptyd_client.types import (
     TerminalOpenResult,
     TerminalOutputResult,
     TerminalReadResult,
+    TerminalRecordingsResult,
+    TerminalRecordResult,
     TerminalScreenResult,
     TerminalSignalResult,
     TerminalUnsubscribeResult,
@@ -146,11 +148,13 @@ class Methods:
         prompt-based readiness through the relay. Settles like a send."""
         return cast(SendResult, self._session_call("terminal_integrate", session_id, timeout_ms=timeout_ms))
 
-    def terminal_subscribe(self, session_id: str | None = None, output: bool = False) -> EventStream:
+    def terminal_subscribe(
+        self, session_id: str | None = None, output: bool = False, screen: bool = False
+    ) -> EventStream:
         """Subscribe to events of one session, or of all this agent's sessions (``None``), on a connection of
         their own: iterate the returned stream; closing it ends the subscription. ``output=True`` adds output
-        events (completed lines as they appear)."""
-        return EventStream.open(self.target, self._auth(), session_id, output)
+        events (completed lines as they appear), ``screen=True`` screen events (the screen changed)."""
+        return EventStream.open(self.target, self._auth(), session_id, output, screen)
 
     def terminal_unsubscribe(self, subscription_id: str) -> TerminalUnsubscribeResult:
         """End a subscription (closing its stream does the same)."""
@@ -204,6 +208,18 @@ class Methods:
     def terminal_list(self) -> TerminalListResult:
         """This agent's sessions (every agent's, with the operator token)."""
         return cast(TerminalListResult, self.call("terminal_list", token=self._auth()))
+
+    def terminal_record(self, session_id: str, record: bool = True) -> TerminalRecordResult:
+        """Start (or with ``record=False`` stop) recording a live session in asciicast v2."""
+        return cast(TerminalRecordResult, self._session_call("terminal_record", session_id, record=record))
+
+    def terminal_recordings(self, session_id: str | None = None) -> TerminalRecordingsResult:
+        """The recordings on disk (parts of this agent's sessions; every session's with the operator token), or
+        only ``session_id``'s parts."""
+        found = cast(TerminalRecordingsResult, self.call("terminal_recordings", token=self._auth()))
+        if session_id is not None:
+            found["recordings"] = [r for r in found["recordings"] if r["session_id"] == session_id]
+        return found
 
     def terminal_close(self, session_id: str, reason: str | None = None) -> TerminalCloseResult:
         """End the session's whole process tree and forget it; closing it again returns ``closed=False``."""

@@ -316,6 +316,63 @@ def cmd_attach(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_record(ctx: Context) -> int:
+    result = ctx.client().terminal_record(ctx.session_id(ctx.args.id), record=not ctx.args.stop)
+    if result["recording"]:
+        text = f"recording {result['session_id']} to {result['path']}"
+    else:
+        text = f"{result['session_id']} is not recorded"
+    ctx.emit(result, text)
+    return EXIT_OK
+
+
+def cmd_recordings(ctx: Context) -> int:
+    result = ctx.client().terminal_recordings()
+    rows = [
+        f"{r['session_id']:<30} {r['part']:>4} {r['bytes']:>10} "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r['started_at_ms'] / 1000))} "
+        f"{r['cols']}x{r['rows']:<4} {'live ' if r['active'] else ''}{r['title']}"
+        for r in result["recordings"]
+    ]
+    header = f"{'SESSION':<30} {'PART':>4} {'BYTES':>10} {'STARTED':<19} SIZE    TITLE"
+    text = "\n".join([header, *rows]) if rows else f"no recordings in {result['directory']}"
+    ctx.emit(result, text)
+    return EXIT_OK
+
+
+def cmd_replay(ctx: Context) -> int:
+    from pathlib import Path
+
+    from ptyd_client.replay import BadRecording, play
+
+    a = ctx.args
+    if a.speed <= 0:
+        raise Usage("--speed must be above 0")
+    given = Path(a.target)
+    if given.is_file():
+        paths = [given]
+    else:
+        found = ctx.client().terminal_recordings()["recordings"]
+        ids = sorted({r["session_id"] for r in found})
+        match = [i for i in ids if i == a.target] or [i for i in ids if i.startswith(a.target)]
+        if not match:
+            with contextlib.suppress(Usage):  # a live session's name
+                named = ctx.session_id(a.target)
+                match = [i for i in ids if i == named]
+        if len(match) != 1:
+            what = "no recording" if not match else f"{len(match)} recorded sessions ({', '.join(match)})"
+            raise Usage(f"{a.target!r} is not a file, and names {what}: see `ptyctl recordings`")
+        paths = [Path(r["path"]) for r in sorted(found, key=lambda r: r["part"]) if r["session_id"] == match[0]]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        reason = play(paths, sys.stdout, speed=a.speed, idle_limit=a.idle_limit)
+    except (BadRecording, OSError) as exc:
+        raise Usage(str(exc)) from None
+    if reason == "stopped":  # a replay that ran to its end leaves its last screen as it was, as asciinema does
+        print(f"ptyctl: {reason}", file=sys.stderr)
+    return EXIT_OK
+
+
 # --- command line --------------------------------------------------------------------------------------------
 
 
@@ -413,6 +470,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p = command("attach", cmd_attach, "type into the session from this terminal (Ctrl-] detaches)")
     p.add_argument("id")
+    p = command("record", cmd_record, "start recording a live session in asciicast v2 (--stop: stop)")
+    p.add_argument("id")
+    p.add_argument("--stop", action="store_true", help="stop recording")
+    command("recordings", cmd_recordings, "the recordings on disk: session, part, size, start, title")
+    p = command("replay", cmd_replay, "play a recording in this terminal at its own pace (Ctrl-C stops)")
+    p.add_argument("target", metavar="FILE|ID", help="a .cast file, or a session id (all its parts, in order)")
+    p.add_argument("--speed", type=float, default=1.0, metavar="N", help="N times as fast (default 1)")
+    p.add_argument("--idle-limit", type=float, metavar="SECONDS", help="cut pauses longer than this")
     return parser
 
 

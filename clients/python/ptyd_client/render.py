@@ -88,7 +88,7 @@ def session_table(sessions: Sequence[SessionInfo], now_ms: int | None = None) ->
                 safe(s["name"] or "-"),
                 s["type"],
                 str(s["pid"] or "-"),
-                status_word(s["status"]) + (" busy" if s["busy"] else ""),
+                status_word(s["status"]) + (" busy" if s["busy"] else "") + (" rec" if s.get("recording") else ""),
                 safe(foreground),
                 f"{s['cols']}x{s['rows']}" + (" alt" if s["alt_screen"] else ""),
                 str(s["total_lines"]),

@@ -289,6 +289,8 @@ class SessionInfo(TypedDict, total=False):
     """A fork of this session was refused at its process limit."""
     listening: list[ListeningPort]
     """TCP ports the session's processes listen on (a dev server, a database)."""
+    recording: bool
+    """The session is being recorded (terminal_record, terminal_recordings)."""
 
 
 class TerminalListResult(TypedDict):
@@ -311,6 +313,37 @@ class TerminalUnsubscribeResult(TypedDict):
     """False when the subscription was unknown or already ended."""
 
 
+class TerminalRecordResult(TypedDict):
+    session_id: str
+    recording: bool
+    """Whether the session is recorded now."""
+    path: str | None
+    """The part being written, when recording."""
+
+
+class RecordingInfo(TypedDict):
+    """One part of a session's recording: a whole asciicast v2 file."""
+
+    session_id: str
+    part: int
+    """1 for the first part; a session's parts continue from one recording to the next."""
+    path: str
+    bytes: int
+    started_at_ms: int
+    """Unix time of the part's start, in milliseconds (second precision)."""
+    cols: int
+    rows: int
+    title: str
+    active: bool
+    """The daemon is writing this part now."""
+
+
+class TerminalRecordingsResult(TypedDict):
+    directory: str
+    """The recordings directory."""
+    recordings: list[RecordingInfo]
+
+
 class DaemonInfoResult(TypedDict, total=False):
     version: str
     protocol_version: int
@@ -331,18 +364,19 @@ class DaemonInfoResult(TypedDict, total=False):
     """Which cgroup hierarchy enforces each resource limit (or none)."""
 
 
-EventKind: TypeAlias = Literal["input_wait", "output", "send_settled", "session_closed", "session_exit"]
+EventKind: TypeAlias = Literal["input_wait", "output", "screen", "send_settled", "session_closed", "session_exit"]
 
 
 class TerminalEvent(TypedDict, total=False):
     """Params of the ``terminal_event`` notification (a JSON-RPC request without id, sent by the daemon).
 
-    ``send_settled``: a send (foreground or background) settled; ``result`` holds its SendResult.
-    ``input_wait``: outside any send, the program started waiting for input; ``password_prompt`` says whether
-    with echo off. ``session_exit``: the top-level program exited; ``status`` holds how. ``session_closed``:
-    the session was closed and forgotten. ``output``: completed transcript lines (each ending in a newline)
-    covering ``lines``; sent at most every few tens of milliseconds, each bounded in size (``truncated`` when
-    lines were left out).
+    ``screen``: the visible screen changed (for subscriptions with ``screen``; no payload). ``send_settled``:
+    a send (foreground or background) settled; ``result`` holds its SendResult. ``input_wait``: outside any
+    send, the program started waiting for input; ``password_prompt`` says whether with echo off.
+    ``session_exit``: the top-level program exited; ``status`` holds how. ``session_closed``: the session was
+    closed and forgotten. ``output``: completed transcript lines (each ending in a newline) covering
+    ``lines``; sent at most every few tens of milliseconds, each bounded in size (``truncated`` when lines
+    were left out).
     """
 
     subscription_id: str
@@ -378,6 +412,8 @@ METHODS: Final = (
     "terminal_integrate",
     "terminal_subscribe",
     "terminal_unsubscribe",
+    "terminal_record",
+    "terminal_recordings",
     "daemon_info",
 )
 """Every RPC method the daemon serves besides ``rpc.discover``."""
@@ -392,6 +428,8 @@ RETRY_SAFE: Final = frozenset(
         "terminal_status",
         "terminal_list",
         "terminal_close",
+        "terminal_record",
+        "terminal_recordings",
         "daemon_info",
         "rpc.discover",
     }

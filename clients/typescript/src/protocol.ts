@@ -123,6 +123,22 @@ export interface ListeningPort {
   pid: number;
 }
 
+/** One part of a session's recording: a whole asciicast v2 file. */
+export interface RecordingInfo {
+  session_id: string;
+  /** 1 for the first part; a session's parts continue from one recording to the next. */
+  part: number;
+  path: string;
+  bytes: number;
+  /** Unix time of the part's start, in milliseconds (second precision). */
+  started_at_ms: number;
+  cols: number;
+  rows: number;
+  title: string;
+  /** The daemon is writing this part now. */
+  active: boolean;
+}
+
 /** The top-level program is alive. */
 export interface Running {
   kind: "running";
@@ -252,6 +268,11 @@ export interface SessionInfo {
    * @defaultValue `[]`
    */
   listening?: ListeningPort[];
+  /**
+   * The session is being recorded (terminal_record, terminal_recordings).
+   * @defaultValue `false`
+   */
+  recording?: boolean;
 }
 
 /** A session's resource limits, from its sandbox profile; null: unlimited. */
@@ -332,6 +353,7 @@ export interface TerminalCloseResult {
 /**
  * Params of the `terminal_event` notification (a JSON-RPC request without id, sent by the daemon).
  *
+ * `screen`: the visible screen changed (for subscriptions with `screen`; no payload).
  * `send_settled`: a send (foreground or background) settled; `result` holds its SendResult.
  * `input_wait`: outside any send, the program started waiting for input; `password_prompt` says whether
  * with echo off. `session_exit`: the top-level program exited; `status` holds how. `session_closed`: the
@@ -344,7 +366,7 @@ export interface TerminalEvent {
   session_id: string;
   /** Per-subscription sequence number, from 1. */
   seq: number;
-  kind: "input_wait" | "output" | "send_settled" | "session_closed" | "session_exit";
+  kind: "input_wait" | "output" | "screen" | "send_settled" | "session_closed" | "session_exit";
   operation_id?: string | null;
   result?: SendResult | null;
   password_prompt?: boolean | null;
@@ -451,6 +473,8 @@ export interface TerminalOpenParams {
    * Bounds: >= 1, <= 3600000.
    */
   idle_ms?: number | null;
+  /** Record the session from its start (asciicast v2). Sessions of the agents the config's record_agents names are recorded whatever this says. */
+  record?: boolean | null;
   /**
    * Sandbox profile to run under (docs/sandbox.md); default the agent's own (config sandbox_agents, sandbox_default). One looser than the agent's own in any property is refused (sandbox_refused).
    * Bounds: min length 1, max length 64.
@@ -546,6 +570,55 @@ export interface TerminalReadResult {
   total_lines: number;
   /** The page stopped early at max_bytes, or started before the retained lines. */
   truncated: boolean;
+}
+
+/**
+ * Start (`record=true`) or stop recording a live session in asciicast v2: output as it arrives, resizes,
+ * and input (input typed while a password prompt waits is written as `[secret]`). Files go to the recordings
+ * directory, 0600, in parts bounded in size (recording_max_file_bytes, recording_files_kept).
+ */
+export interface TerminalRecordParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+  /**
+   * Session id from terminal_open.
+   * Bounds: min length 1, max length 128.
+   */
+  session_id: string;
+  /**
+   * True: start (a no-op if recording); false: stop, returning once the file is complete.
+   * @defaultValue `true`
+   */
+  record?: boolean;
+}
+
+export interface TerminalRecordResult {
+  session_id: string;
+  /** Whether the session is recorded now. */
+  recording: boolean;
+  /** The part being written, when recording. */
+  path: string | null;
+}
+
+/**
+ * List the recordings on disk: of the sessions the caller has or closed (every session's for the operator),
+ * oldest first.
+ */
+export interface TerminalRecordingsParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+}
+
+export interface TerminalRecordingsResult {
+  /** The recordings directory. */
+  directory: string;
+  recordings: RecordingInfo[];
 }
 
 /** Change the terminal size; the foreground program gets SIGWINCH. */
@@ -733,6 +806,11 @@ export interface TerminalSubscribeParams {
    * @defaultValue `false`
    */
   output?: boolean;
+  /**
+   * Also send 'screen' events: the visible screen changed (at most every few tens of ms; read it with terminal_screen). Full-screen programs change it without printing lines.
+   * @defaultValue `false`
+   */
+  screen?: boolean;
 }
 
 export interface TerminalSubscribeResult {
@@ -839,6 +917,17 @@ export interface Methods {
   terminal_subscribe: { params: TerminalSubscribeParams; result: TerminalSubscribeResult };
   /** Stop a subscription made on this connection. */
   terminal_unsubscribe: { params: TerminalUnsubscribeParams; result: TerminalUnsubscribeResult };
+  /**
+   * Start (`record=true`) or stop recording a live session in asciicast v2: output as it arrives, resizes,
+   * and input (input typed while a password prompt waits is written as `[secret]`). Files go to the recordings
+   * directory, 0600, in parts bounded in size (recording_max_file_bytes, recording_files_kept).
+   */
+  terminal_record: { params: TerminalRecordParams; result: TerminalRecordResult };
+  /**
+   * List the recordings on disk: of the sessions the caller has or closed (every session's for the operator),
+   * oldest first.
+   */
+  terminal_recordings: { params: TerminalRecordingsParams; result: TerminalRecordingsResult };
   /** Describe the daemon. Counts are totals; no other agent's data is returned. */
   daemon_info: { params: DaemonInfoParams; result: DaemonInfoResult };
 }
@@ -856,6 +945,8 @@ export const RETRY_SAFE_METHODS: readonly string[] = [
   "terminal_status",
   "terminal_list",
   "terminal_close",
+  "terminal_record",
+  "terminal_recordings",
   "daemon_info",
   "rpc.discover",
 ];

@@ -1,0 +1,86 @@
+"""``ptyd web``'s listener: a Unix socket (0600), or 127.0.0.1 and no other address, with the peer-uid check."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from pathlib import Path
+
+from starlette.types import ASGIApp
+
+from ptyd.loopback import SameUserOnly
+from ptyd_web.auth import TokenRequired
+from ptyd_web.hub import Hub, operator_token
+
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+class BadListen(ValueError):
+    """An address ``ptyd web`` will not listen on."""
+
+
+def parse_listen(text: str) -> tuple[str, int] | Path:
+    """``unix:PATH``, ``127.0.0.1:PORT``, ``localhost:PORT`` or a bare ``PORT`` (0: any free one)."""
+    if text.startswith("unix:"):
+        return Path(text[len("unix:") :])
+    host, sep, port = text.rpartition(":")
+    host = host if sep else "127.0.0.1"
+    if host.strip("[]") not in LOOPBACK:
+        raise BadListen(
+            f"ptyd web listens on 127.0.0.1 or a Unix socket only, not {host!r}: the dashboard shows every "
+            "session's screen; reach it from elsewhere through ssh -L"
+        )
+    if not port.isdigit() or int(port) > 65535:
+        raise BadListen(f"not a port: {port!r}")
+    return "127.0.0.1", int(port)
+
+
+def run(socket_path: Path, listen: str, emulator: str = "auto") -> int:
+    import uvicorn
+
+    from ptyd.daemon.runtime import bind_socket
+    from ptyd_web.app import build
+
+    try:
+        where = parse_listen(listen)
+    except BadListen as exc:
+        print(f"ptyd web: {exc}", file=sys.stderr)
+        return 2
+
+    def token() -> str:
+        return operator_token(socket_path)
+
+    try:
+        first = token()
+    except Exception as exc:  # DaemonUnavailable: said plainly, before anything listens
+        print(f"ptyd web: {exc}", file=sys.stderr)
+        return 3
+
+    def remove_socket() -> None:
+        if isinstance(where, Path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(where)
+
+    hub = Hub(socket_path, token)
+    app = build(hub, emulator, remove_socket)
+    asgi: ASGIApp
+    if isinstance(where, Path):
+        listener = bind_socket(where, backlog=128)
+        asgi = TokenRequired(app, token, hosts=None)
+        print(f"ptyd web: serving on unix:{where}; token {first}", flush=True)
+    else:
+        listener = socket.create_server(where)
+        port = listener.getsockname()[1]
+        hosts = frozenset(f"{h}:{port}" for h in LOOPBACK)
+        asgi = SameUserOnly(TokenRequired(app, token, hosts), b"ptyd web serves only processes of its own user\n")
+        print(f"ptyd web: http://127.0.0.1:{port}/?token={first}", flush=True)
+    config = uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    try:
+        asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
+    finally:
+        listener.close()
+        remove_socket()
+    return 0

@@ -1,0 +1,272 @@
+"""``ptyd web`` in a real browser (headless Chromium over the DevTools Protocol): the session list, a live screen
+that follows what a session prints, the replay of a recording; and the server's refusals: a missing or wrong
+token, another user's process, another site's Host, an address other than loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import re
+import secrets
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, Daemon, Rpc, Shell, _private_dir
+
+from .cdp import CHROMIUM, Browser
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def web_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    directory = _private_dir(tmp_path_factory, "ptyd-web")
+    d = Daemon(directory, f'recording_dir = "{directory / "recordings"}"\n')
+    d.start()
+    yield d
+    assert d.stop() == 0, d.log()
+
+
+class Web:
+    def __init__(self, daemon: Daemon, listen: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ptyd", "web", "--socket", str(daemon.socket), "--listen", listen],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.banner = self.proc.stdout.readline()
+        assert self.banner.startswith("ptyd web: "), self.banner + self.proc.stdout.read()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=(\S+)", self.banner)
+        self.url = found.group(0) if found else ""
+        self.port = int(found.group(1)) if found else 0
+        self.token = found.group(2) if found else self.banner.rsplit(" ", 1)[1].strip()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def web(web_daemon: Daemon) -> Iterator[Web]:
+    server = Web(web_daemon, "127.0.0.1:0")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    with Browser(tmp_path_factory.mktemp("chromium") / "profile") as b:
+        yield b
+
+
+@pytest.fixture
+def agent(web_daemon: Daemon) -> Iterator[tuple[Rpc, str]]:
+    with web_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="dashboard-agent")["token"]
+        yield rpc, token
+        with contextlib.suppress(Exception):
+            rpc.call("agent_release", token=token)
+
+
+class Answer:
+    def __init__(self, connection: http.client.HTTPConnection, path: str, headers: dict[str, str]) -> None:
+        try:
+            connection.request("GET", path, headers=headers)
+            response = connection.getresponse()
+            self.status = response.status
+            self.headers = {k.lower(): v for k, v in response.getheaders()}
+            response.close()
+        finally:
+            connection.close()
+
+    def getheader(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+def get(port: int, path: str, headers: dict[str, str] | None = None) -> Answer:
+    # The event stream is endless: only its status and headers are read.
+    return Answer(http.client.HTTPConnection("127.0.0.1", port, timeout=30), path, headers or {})
+
+
+def card_text(name: str) -> str:
+    """JavaScript: the text of the live screen of the session called ``name`` (empty while there is none)."""
+    return (
+        "[...document.querySelectorAll('#screens .card')]"
+        f".filter(c => c.querySelector('h2').textContent.startsWith({name!r}))"
+        ".map(c => c.querySelector('pre').textContent).join('')"
+    )
+
+
+@needs_chromium
+def test_the_page_lists_sessions_and_follows_a_live_screen(
+    web: Web, browser: Browser, agent: tuple[Rpc, str], tmp_path: Path
+) -> None:
+    rpc, token = agent
+    shell = Shell(rpc, token, name="web-demo", env={"PS1": "$ "}, cols=80, rows=12)
+    vim = None
+    try:
+        shell.send("echo hello from the dashboard test\n")
+        browser.navigate(web.url)
+        rows = browser.wait_for(
+            "[...document.querySelectorAll('#sessions tbody tr')].map(r => r.innerText).join('\\n')"
+            ".includes('web-demo') && document.querySelector('#sessions tbody').innerText"
+        )
+        assert "dashboard-agent" in rows
+        assert "bash" in rows
+        assert "80\u00d712" in rows
+        assert "running" in rows
+        assert browser.evaluate("location.search") == ""  # the token left the address bar for a cookie
+        browser.wait_for(f"{card_text('web-demo')}.includes('hello from the dashboard test')")
+        # A line printed now reaches the page by the daemon's screen event, without a reload.
+        word = "live-" + secrets.token_hex(4)
+        shell.send(f"echo {word}\n")
+        browser.wait_for(f"{card_text('web-demo')}.includes('$ echo {word}\\n{word}')")
+        # A full-screen program prints no lines: its screen still reaches the page.
+        if shutil.which("vim"):
+            vim = Shell(rpc, token, name="web-vim", env={"PS1": "$ "}, cols=80, rows=12)
+            vim.send(f"HOME={tmp_path} vim -u NONE -N\n", idle_ms=5_000)
+            vim.send("iwritten in vim, seen in the browser", idle_ms=2_000)
+            browser.wait_for(f"{card_text('web-vim')}.includes('written in vim, seen in the browser')")
+            browser.wait_for("document.querySelector('#sessions tbody').innerText.includes('vim')")
+        shot = browser.screenshot(tmp_path / "web-dashboard.png")
+        print(f"dashboard screenshot: {shot}")
+        assert shot.stat().st_size > 10_000
+        shell.close()
+        browser.wait_for(
+            "!document.querySelector('#sessions tbody').innerText.includes('web-demo')"
+        )  # a closed session leaves the list
+    finally:
+        for s in (shell, vim):
+            if s is not None:
+                with contextlib.suppress(Exception):
+                    s.close()
+
+
+@needs_chromium
+def test_the_page_replays_a_recording(web: Web, browser: Browser, agent: tuple[Rpc, str], tmp_path: Path) -> None:
+    rpc, token = agent
+    shell = Shell(rpc, token, name="recorded", env={"PS1": "$ "}, cols=60, rows=8, record=True)
+    try:
+        for n in range(3):
+            shell.send(f"echo step-{n}\n")
+        shell.call("terminal_record", record=False)
+    finally:
+        shell.close()
+    browser.navigate(f"http://127.0.0.1:{web.port}/")  # the cookie from the first visit
+    browser.wait_for("document.querySelector('#link').textContent === 'live'")
+    browser.evaluate("document.querySelector('#tab-recordings').click()")
+    browser.wait_for(f"document.querySelector('#recording-list').innerText.includes({shell.id!r})")
+    browser.evaluate(f"document.querySelector('#recording-list tr[data-path*=\"{shell.id}\"] button').click()")
+    final = browser.wait_for(
+        "document.querySelector('#player').dataset.state === 'ended' "
+        "&& document.querySelector('#player-screen').textContent"
+    )
+    assert "$ echo step-2\nstep-2\n$" in final
+    browser.screenshot(tmp_path / "web-replay.png")
+
+
+def test_a_missing_or_wrong_token_is_refused(web: Web) -> None:
+    for path in ("/", "/api/state", "/api/events", "/api/recordings", "/static/app.js"):
+        assert get(web.port, path).status == 401, path
+    assert get(web.port, "/?token=ptyd_not-the-token").status == 401
+    assert get(web.port, "/api/state", {"cookie": "ptyd_web=" + "0" * 64}).status == 401
+    # The right token: redirected without it, with a cookie that opens everything.
+    response = get(web.port, f"/?token={web.token}")
+    assert response.status == 303
+    assert response.getheader("location") == "/"
+    cookie = response.getheader("set-cookie") or ""
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert web.token not in cookie
+    jar = {"cookie": cookie.split(";", 1)[0]}
+    assert get(web.port, "/api/state", jar).status == 200
+    assert get(web.port, "/", jar).status == 200
+
+
+def test_a_foreign_host_header_is_refused(web: Web) -> None:
+    # A page elsewhere reaching 127.0.0.1 through a rebound DNS name sends its own Host.
+    response = get(web.port, f"/?token={web.token}", {"host": f"rebound.example:{web.port}"})
+    assert response.status == 403
+
+
+NOBODY_REQUEST = """
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+c.request("GET", "/?token=" + sys.argv[2])
+print(c.getresponse().status)
+"""
+
+
+def test_another_users_process_is_refused(web: Web) -> None:
+    if os.getuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run a process as nobody")
+    # Even with the right token: the token is a second check, the user is the first.
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            NOBODY_REQUEST,
+            str(web.port),
+            web.token,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert done.stdout.strip() == "403", done.stderr
+    assert get(web.port, f"/?token={web.token}").status == 303  # the same request from this user
+
+
+def test_it_listens_on_loopback_or_a_unix_socket_only(web_daemon: Daemon, tmp_path: Path) -> None:
+    for address in ("0.0.0.0:0", "192.168.1.1:8080", "[::]:0", "example.com:80"):
+        done = subprocess.run(
+            [sys.executable, "-m", "ptyd", "web", "--socket", str(web_daemon.socket), "--listen", address],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert done.returncode == 2, address
+        assert "127.0.0.1 or a Unix socket only" in done.stderr, address
+    path = tmp_path / "web.sock"
+    server = Web(web_daemon, f"unix:{path}")
+    try:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert unix_get(path, "/api/state").status == 401
+        assert unix_get(path, f"/?token={server.token}").status == 303
+    finally:
+        server.stop()
+    assert not path.exists()
+
+
+def unix_get(path: Path, target: str) -> Answer:
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(str(path))
+
+    return Answer(UnixConnection("localhost", timeout=30), target, {})
