@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from bench.client import Caller, CallFailed
 from bench.harness import Context, DaemonProcess, cpu_seconds, register, rss_bytes, with_workers
 from bench.report import Figure, Results, Row
 from bench.shells import PtydShell, RawShell
@@ -22,6 +23,7 @@ EMPTY_BUDGET, FULL_BUDGET = 1 * MIB, 4 * MIB + 1 * MIB  # per session; the scrol
 # One process printing without end. (A loop forking `seq 1000` measures, on 2 cores, the scheduler under a fork
 # storm more than the daemon; it also shows terminal_cancel racing a foreground group that keeps changing.)
 FLOOD = "seq inf"
+SANDBOX_OPENS = 20  # each, sandboxed and not, alternating
 SEND_BUDGET_S = 20.0  # per figure: under load a send can take seconds, and the whole run must stay under 10 min
 ASCII_FILL = "seq -f '%0159.0f' 1 12000"  # 159 columns: no pending wrap; 12000 lines > the 10000-line bound
 
@@ -64,6 +66,29 @@ def _fill(daemon: DaemonProcess, shells: list[PtydShell], command: str, results:
             results.failures.append(f"scale: `{command[:40]}` did not reach the scrollback bound")
         retained = page["total_lines"] - page["first_retained_line"]
     return (rss_bytes(daemon.pid) - before) / len(shells), retained
+
+
+def _sandboxed_opens(ctx: Context, caller: Caller, token: str, opens: Figure, results: Results) -> None:
+    """terminal_open in a workspace sandbox (bubblewrap) and without one, alternating in the same daemon."""
+    workspace = ctx.directory / "sandbox-workspace"
+    workspace.mkdir(exist_ok=True)
+    plain: list[float] = []
+    sandboxed: list[float] = []
+    for _ in range(SANDBOX_OPENS):
+        for samples, params in ((plain, {}), (sandboxed, {"sandbox": "workspace"})):
+            start = time.perf_counter()
+            try:
+                shell = PtydShell(caller, token, cwd=str(workspace), **params)
+            except CallFailed as exc:  # no bubblewrap, or no user namespaces, on this machine
+                opens.unavailable("ptyd, workspace sandbox", str(exc))
+                return
+            samples.append(time.perf_counter() - start)
+            shell.close()
+    opens.add("ptyd, no sandbox (alternating)", plain, "the same opens, without a sandbox", scale=1000)
+    row = opens.add("ptyd, workspace sandbox", sandboxed, "bubblewrap in the spawn chain", scale=1000)
+    ratio = row.median / opens.row("ptyd, no sandbox (alternating)").median
+    row.note += f"; {ratio:.2f}x the unsandboxed open"
+    results.target("sandboxed open", "< 2x an unsandboxed open (median)", f"{ratio:.2f}x", ratio < 2)
 
 
 def _stop(shell: PtydShell, results: Results) -> None:
@@ -131,6 +156,8 @@ def _level(
                 RawShell().close()
                 raw_opens.append(time.perf_counter() - start)
         opens.add(f"ptyd {process}, N={n}", open_samples, f"the {n} opens in a row", scale=1000)
+        if n == levels[0] and process == PROCESSES[0]:
+            _sandboxed_opens(ctx, caller, token, opens, results)
         empty = (with_workers(rss_bytes, daemon.pid) - baseline) / n
         memory.rows.append(Row(f"empty, {process}, N={n}", n, empty / KIB, float("nan"), empty / EMPTY_BUDGET))
 

@@ -55,10 +55,12 @@ class BenchShell(Protocol):
 class PtydShell:
     name = "ptyd"
 
-    def __init__(self, caller: Caller, token: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, caller: Caller, token: str, env: dict[str, str] | None = None, **open_params: Any) -> None:
         self.caller = caller
         self.token = token
-        opened = caller.call("terminal_open", token=token, env=shell_env(**(env or {})), cols=COLS, rows=ROWS)
+        opened = caller.call(
+            "terminal_open", token=token, env=shell_env(**(env or {})), cols=COLS, rows=ROWS, **open_params
+        )
         self.id: str = opened["session_id"]
         self.pid: int = opened["pid"]
         self.last: dict[str, Any] = {}

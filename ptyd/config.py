@@ -16,6 +16,42 @@ from msgspec import Meta
 
 PositiveMs = Annotated[int, Meta(ge=1, le=86_400_000)]
 Size = Annotated[int, Meta(ge=1)]
+ProfileName = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+class SandboxProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a session's programs may reach (docs/sandbox.md). Each field defaults to its loosest value."""
+
+    # "full": no filesystem sandbox; "workspace": everything read-only but the session's cwd, ``writable`` and a
+    # private /tmp; "readonly": everything read-only but ``writable`` and a private /tmp.
+    filesystem: Literal["full", "workspace", "readonly"] = "full"
+    # Absolute paths writable besides the workspace (caches such as ~/.cache/pip); ignored by "full".
+    writable: tuple[Annotated[str, Meta(pattern=r"^/")], ...] = ()
+    # Paths the session must not even read, replaced by empty ones ("~/.ssh", "~/.aws"); "~" is the daemon user's
+    # home. Any filesystem mode but "full".
+    hidden: tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...] = ()
+    # False: a network namespace of its own (only a loopback nothing outside listens on).
+    network: bool = True
+    # Per-session resource limits; None: unlimited. Enforced by cgroups (docs/sandbox.md says which).
+    memory_mib: Annotated[int, Meta(ge=16)] | None = None
+    pids_max: Annotated[int, Meta(ge=8)] | None = None
+    cpu_percent: Annotated[int, Meta(ge=1, le=100_000)] | None = None  # 100: one whole CPU
+
+    @property
+    def contained(self) -> bool:
+        """Whether the session runs in a sandbox at all (a profile of limits only does not)."""
+        return self.filesystem != "full" or not self.network
+
+
+# The profiles every daemon has; config's sandbox_profiles adds others (it may not redefine these).
+BUILTIN_PROFILES: dict[str, SandboxProfile] = {
+    "none": SandboxProfile(),
+    # Edit the project, install packages: the network stays, the rest of the machine is read-only.
+    "workspace": SandboxProfile(filesystem="workspace"),
+    "workspace-offline": SandboxProfile(filesystem="workspace", network=False),
+    # Look, never touch: nothing writable but a private /tmp, and no network.
+    "readonly": SandboxProfile(filesystem="readonly", network=False),
+}
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -147,6 +183,32 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     shell_argv: tuple[str, ...] = ("/bin/bash", "--noprofile", "--norc", "-i")
     # TERM of every session: what the emulator understands, and what programs expect of a modern terminal.
     term: str = "xterm-256color"
+
+    # --- sandbox ---
+    # The profile of an agent the mapping below does not name. "none" (no sandbox) keeps what existing setups do;
+    # set "workspace" to contain every agent's commands (docs/sandbox.md).
+    sandbox_default: ProfileName = "none"
+    # Agent name -> profile (the name given to agent_register, e.g. ptyd-mcp's --agent).
+    sandbox_agents: dict[Annotated[str, Meta(max_length=128)], ProfileName] = {}
+    # Operator-defined profiles, besides the built-in none, workspace, workspace-offline and readonly.
+    sandbox_profiles: dict[ProfileName, SandboxProfile] = {}
+    # How a sandbox is made: "auto" (bubblewrap, the only one so far) or "bwrap"; a session that needs one and
+    # cannot get it is refused (sandbox_unavailable), never started unsandboxed.
+    sandbox: Literal["auto", "bwrap"] = "auto"
+    # The bubblewrap program (looked up on PATH).
+    bwrap_program: str = "bwrap"
+
+    def __post_init__(self) -> None:
+        if redefined := sorted(self.sandbox_profiles.keys() & BUILTIN_PROFILES.keys()):
+            raise ValueError(f"sandbox_profiles may not redefine the built-in {', '.join(redefined)}")
+        known = self.profiles()
+        agents = [(f"sandbox_agents.{agent}", name) for agent, name in self.sandbox_agents.items()]
+        for where, name in [("sandbox_default", self.sandbox_default), *agents]:
+            if name not in known:
+                raise ValueError(f"{where}: unknown sandbox profile {name!r} (known: {', '.join(sorted(known))})")
+
+    def profiles(self) -> dict[str, SandboxProfile]:
+        return {**BUILTIN_PROFILES, **self.sandbox_profiles}
 
 
 AGENT_PROFILE_ENV: dict[str, str] = {

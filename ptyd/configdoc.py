@@ -66,6 +66,10 @@ def toml_value(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
     if isinstance(value, tuple | list):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, msgspec.Struct):
+        return toml_value({k: v for k, v in msgspec.to_builtins(value).items() if v is not None})
+    if isinstance(value, dict):  # an inline table; keys quoted, as a profile or agent name may hold dots
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"no TOML form for {value!r}")
 
 

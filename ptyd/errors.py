@@ -82,6 +82,22 @@ class LimitExceeded(PtydError):
     kind = "limit_exceeded"
 
 
+class SandboxRefused(PtydError):
+    """terminal_open asked for a sandbox profile that is unknown or looser than the agent's own; ``data.profile``
+    names it, ``data.agent_profile`` the agent's, ``data.looser`` the properties in which it is looser."""
+
+    code = -32018
+    kind = "sandbox_refused"
+
+
+class SandboxUnavailable(PtydError):
+    """The session's profile needs a sandbox (or a resource limit) this system cannot set up; nothing was
+    started. ``data.reason`` says what is missing."""
+
+    code = -32019
+    kind = "sandbox_unavailable"
+
+
 class ParseError(PtydError):
     """The line is not JSON."""
 
@@ -157,6 +173,8 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     BackendNotFound,
     SpawnFailed,
     LimitExceeded,
+    SandboxRefused,
+    SandboxUnavailable,
 )
 """Every error kind the daemon reports, JSON-RPC's own first."""
 

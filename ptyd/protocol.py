@@ -201,6 +201,21 @@ class TerminalOpenParams(Base, frozen=True):
             "names are recorded whatever this says."
         ),
     ] = None
+    sandbox: Annotated[
+        Annotated[str, Meta(min_length=1, max_length=64)] | None,
+        _d(
+            "Sandbox profile to run under (docs/sandbox.md); default the agent's own (config sandbox_agents, "
+            "sandbox_default). One looser than the agent's own in any property is refused (sandbox_refused)."
+        ),
+    ] = None
+
+
+class SessionLimits(Base, frozen=True):
+    """A session's resource limits, from its sandbox profile; null: unlimited."""
+
+    memory_mib: int | None = None
+    pids_max: int | None = None
+    cpu_percent: Annotated[int | None, _d("CPU time as a percentage of one CPU.")] = None
 
 
 class SessionInfo(Base, frozen=True):
@@ -228,6 +243,10 @@ class SessionInfo(Base, frozen=True):
     engine_note: Annotated[
         str | None, _d("Why the session runs on another engine than the configured one (a crash of the native one).")
     ] = None
+    sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
+    limits: Annotated[SessionLimits | None, _d("Its resource limits, when the profile sets any.")] = None
+    oom_killed: Annotated[bool, _d("The memory limit made the kernel kill a process of this session.")] = False
+    pids_limited: Annotated[bool, _d("A fork of this session was refused at its process limit.")] = False
     listening: Annotated[
         list[ListeningPort], _d("TCP ports the session's processes listen on (a dev server, a database).")
     ] = []
@@ -246,6 +265,7 @@ class TerminalOpenResult(Base, frozen=True):
     wait_reason: WaitReason
     alt_screen: bool
     foreground: Foreground | None
+    sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
     env_profile: Annotated[EnvProfile | None, _d("The environment preset the program was started with.")] = None
 
 
@@ -357,6 +377,11 @@ class SendResult(Base, frozen=True):
     unread_input: Annotated[
         int, _d("Bytes of this session's input not yet read by the program when the send settled (0: all taken).")
     ] = 0
+    oom_killed: Annotated[
+        bool, _d("During this send the session's memory limit made the kernel kill one of its processes.")
+    ] = False
+    pids_limited: Annotated[bool, _d("During this send a fork was refused at the session's process limit.")] = False
+    sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
     match: Annotated[SendMatch | None, _d("For wait_reason matched: what until matched, and on which line.")] = None
     listening: Annotated[
         list[ListeningPort], _d("TCP ports the session's processes listen on when the send settled.")
@@ -663,3 +688,7 @@ class DaemonInfoResult(Base, frozen=True):
     handover_error: Annotated[
         str | None, _d("Why the last handover was refused (the daemon kept serving), if it was.")
     ] = None
+    sandbox: Annotated[
+        str | None, _d("How sandboxed sessions are made ('bwrap'), or why they cannot be on this system.")
+    ] = None
+    limits: Annotated[str | None, _d("Which cgroup hierarchy enforces each resource limit (or none).")] = None

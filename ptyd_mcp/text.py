@@ -115,7 +115,58 @@ def why(result: Result, session_id: str) -> str:
         line += " (" + "; ".join(notes) + ")"
     if result.get("password_prompt"):
         line += "\n" + password_callout(session_id)
+    for callout in sandbox_callouts(result, session_id):
+        line += "\n" + callout
     return line
+
+
+# What programs print when the sandbox stopped them (strerror of EROFS, EACCES/EPERM, ENETUNREACH, resolvers).
+_DENIED_WRITE = ("Read-only file system",)
+_DENIED = ("Permission denied", "Operation not permitted")
+_NO_NETWORK = (
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+    "Name or service not known",
+)
+
+
+def sandbox_callouts(result: Result, session_id: str) -> list[str]:
+    """Lines telling the model that a failure it sees is the sandbox's or a limit's doing: ask, do not retry."""
+    profile = result.get("sandbox") or "none"
+    out = []
+    if result.get("oom_killed"):
+        out.append(
+            f"MEMORY LIMIT: a process of session {session_id} was killed by the kernel at the session's memory "
+            "limit (that is what 'Killed' or exit code 137 means here). Running it again will fail the same way: "
+            "use less memory (smaller batches, fewer workers) or ask the human to raise the limit."
+        )
+    if result.get("pids_limited"):
+        out.append(
+            f"PROCESS LIMIT: session {session_id} reached its limit on processes, so a fork failed ('Resource "
+            "temporarily unavailable'). Stop what is spawning them (Ctrl-C, or terminal_close), then run fewer "
+            "at once."
+        )
+    if profile == "none":
+        return out
+    viewport = str(result.get("viewport", ""))
+    ask = "Do not retry it or look for a way around it: ask the human if it is needed."
+    if any(text in viewport for text in _DENIED_WRITE):
+        out.append(
+            f"SANDBOX: session {session_id} runs under the sandbox profile '{profile}': outside its workspace "
+            f"(the directory it was opened in) and the paths its profile lists, the filesystem is read-only. {ask}"
+        )
+    elif any(text in viewport for text in _DENIED):
+        out.append(
+            f"SANDBOX: session {session_id} runs under the sandbox profile '{profile}', which may be why access "
+            f"was denied (files outside the workspace, ptyd's own files, other processes). {ask}"
+        )
+    if any(text in viewport for text in _NO_NETWORK) or ("Connection refused" in viewport and "127.0.0.1" in viewport):
+        out.append(
+            f"SANDBOX: session {session_id} runs under the sandbox profile '{profile}', which may give it no "
+            f"network (nothing outside the sandbox can be reached, not even this machine's localhost). {ask}"
+        )
+    return out
 
 
 def listening(ports: Any) -> str:

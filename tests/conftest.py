@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ pytest_plugins = ["sshd"]
 ROOT = Path(__file__).resolve().parent.parent
 EMULATOR = ""  # --emulator: the engine every test daemon runs (its config's ``emulator``); "" leaves "auto"
 ENGINE_PROCESS = ""  # --engine-process: where it runs (``engine_process``); "" leaves the default, "worker"
+SANDBOX = ""  # --sandbox: the profile every test daemon gives its agents (``sandbox_default``); "" leaves "none"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -37,6 +40,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where every test daemon's engine runs (.ci/run reruns some tests with it in the daemon)",
     )
     parser.addoption(
+        "--sandbox",
+        default="",
+        help="the sandbox profile of every agent of every daemon the tests start (.ci/run runs the readiness, "
+        "relay and handover tests in 'workspace' too)",
+    )
+    parser.addoption(
         "--perf",
         action="store_true",
         help="hold latency claims to their tight bounds too (a quiet machine: make perf); see conftest.latency",
@@ -44,9 +53,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global EMULATOR, ENGINE_PROCESS, PERF
+    global EMULATOR, ENGINE_PROCESS, PERF, SANDBOX
     EMULATOR = config.getoption("--emulator")
     ENGINE_PROCESS = config.getoption("--engine-process")
+    SANDBOX = config.getoption("--sandbox")
     PERF = config.getoption("--perf")
 
 
@@ -160,6 +170,19 @@ class Rpc:
         return self.response(self.request(method, params))
 
 
+def sandboxed_config(config: str, profile: str) -> str:
+    """``config`` with every agent in a copy of the built-in ``profile`` that may also write the tests' temporary
+    directories (sessions opened without a cwd run in the home directory, and tests write to tmp_path)."""
+    from ptyd.config import BUILTIN_PROFILES
+
+    base = BUILTIN_PROFILES[profile]
+    temp = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+    return (
+        f'sandbox_default = "ci-{profile}"\n{config}\n[sandbox_profiles.ci-{profile}]\n'
+        f'filesystem = "{base.filesystem}"\nnetwork = {str(base.network).lower()}\nwritable = ["{temp}"]\n'
+    )
+
+
 class Daemon:
     def __init__(self, directory: Path, config: str = "") -> None:
         self.directory = directory
@@ -169,6 +192,8 @@ class Daemon:
             config = f'emulator = "{EMULATOR}"\n{config}'
         if ENGINE_PROCESS and "engine_process" not in config:
             config = f'engine_process = "{ENGINE_PROCESS}"\n{config}'
+        if SANDBOX and "sandbox_default" not in config:
+            config = sandboxed_config(config, SANDBOX)
         self.config_path.write_text(config)
         self.log_path = directory / "daemon.log"
         self.proc: subprocess.Popen[bytes] | None = None

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 from ptyd import protocol as p
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.session_state import SessionState
+from ptyd.config import SandboxProfile
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,9 @@ class SpawnSpec:
     rows: int
     timeout_s: float
     idle_s: float
+    sandbox: str = "none"  # the profile's name
+    profile: SandboxProfile | None = None  # None: no sandbox, no limits
+    others: tuple[str, ...] = ()  # other agents' workspaces, hidden from a sandboxed session
     recording: NoRecording = NO_RECORDING  # recorded from its first byte (terminal_open's record)
 
 

@@ -40,7 +40,7 @@ class CancelState:
 class CancelPolicy:
     def __init__(
         self,
-        top_pid: int,
+        top_pid: Callable[[], int],
         foreground: ForegroundGroup,
         channel: PtyChannel,
         exited: Callable[[], bool],
@@ -71,7 +71,7 @@ class CancelPolicy:
             program = front.name if front is not None else ""
             if state.interrupted.get(pgid) == program:
                 return
-            if pgid == self._top and not (state.input_dropped and not state.interrupted):
+            if pgid == self._top() and not (state.input_dropped and not state.interrupted):
                 if state.interrupted or time.monotonic() - state.cancelled_at < SHELL_INTERRUPT_DELAY_S:
                     return
                 if self._foreground.input_wait(pgid) != waits.Wait.NONE:
@@ -119,7 +119,7 @@ class CancelPolicy:
             return _nothing("The terminal has no foreground process group; terminal_send with empty input shows it.")
         front = self._foreground.describe(self._exited())
         program = front.name if front is not None else None
-        if pgid == self._top and self._foreground.input_wait(pgid) != waits.Wait.NONE:
+        if pgid == self._top() and self._foreground.input_wait(pgid) != waits.Wait.NONE:
             return _nothing(
                 "What the last send left running has ended: the shell is back at its prompt. terminal_send with "
                 "empty input shows the screen."

@@ -6,17 +6,20 @@ import contextlib
 import os
 import pwd
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 from typing import final
 
 from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
 from ptyd.backends.containment import MARKER_VAR, CgroupScope, Containment, Scope
 from ptyd.backends.containment.reaper import ChildReaper
+from ptyd.backends.sandbox import NoSandbox, Sandbox, SandboxPlan
+from ptyd.backends.sandbox.limits import Limiter, LimitScope
 from ptyd.backends.session import LocalSession
 from ptyd.backends.session_state import SessionState
 from ptyd.backends.shell_integration import shell_launch
 from ptyd.backends.spawn import Spawned, spawn
-from ptyd.config import Config
+from ptyd.config import Config, SandboxProfile
 from ptyd.errors import InvalidArgument, SpawnFailed
 
 # Inherited from the daemon's own start-up and meaningless (or harmful) to a session's programs.
@@ -52,12 +55,14 @@ class LocalBackend:
         reaper: ChildReaper,
         containment: Containment,
         default_argv: tuple[str, ...] | None,
+        confinement: Confinement | None = None,
     ) -> None:
         self.type = type
         self._config = config
         self._reaper = reaper
         self._containment = containment
         self._default_argv = default_argv
+        self._confinement = confinement or Confinement(NoSandbox("no sandbox was set up"), Limiter(set(), {}), ())
 
     async def spawn(self, spec: SpawnSpec) -> LocalSession:
         argv = spec.argv or (list(self._default_argv) if self._default_argv else None)
@@ -71,18 +76,42 @@ class LocalBackend:
             argv = launch.argv
             extra.update(launch.env)  # after the caller's: the secret cannot be chosen by the caller
         env = session_environment(self._config, spec.session_id, extra)
+        profile = spec.profile or SandboxProfile()
+        confinement = self._confinement
+        prefix: tuple[str, ...] = ()
+        if profile.contained:  # refused here, before anything exists, if it cannot be had
+            prefix = confinement.sandbox.wrap(SandboxPlan(profile, cwd, confinement.private, spec.others))
         try:
             scope = self._containment.scope(spec.session_id)
         except OSError as exc:
             raise SpawnFailed(f"cannot create the session's cgroup: {exc.strerror}", reason="cgroup") from None
+        limits: LimitScope | None = None
         try:
-            spawned = spawn(argv, cwd, env, spec.cols, spec.rows)
-        except BaseException:
+            leaf = Path(scope.cgroup) if scope.cgroup is not None else None
+            limits = confinement.limiter.scope(spec.session_id, profile, leaf)
+            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix)
+        except BaseException as exc:
+            if limits is not None:
+                limits.remove()
             scope.remove()
+            if isinstance(exc, OSError):
+                raise SpawnFailed(f"cannot set the session's limits: {exc.strerror}", reason="cgroup") from None
             raise
         try:
             with contextlib.suppress(OSError):  # not fatal: the marker and the session still find the process
                 scope.attach(spawned.pid)
+            if limits is not None:
+                limits.attach(spawned.pid)  # fatal: a session without the limits it was promised must not run
+        except OSError as exc:
+            # The gate's EOF ends the held program (status 125) before it ran anything; the reaper's sweep reaps it.
+            os.close(spawned.gate)
+            spawned.gate = -1
+            for fd in (spawned.master, spawned.slave):
+                os.close(fd)
+            if limits is not None:
+                limits.remove()
+            scope.remove()
+            raise SpawnFailed(f"cannot put the session in its limit cgroups: {exc.strerror}", reason="cgroup") from None
         finally:
             spawned.release_gate()
         session = LocalSession(
@@ -98,6 +127,7 @@ class LocalBackend:
             shell_key=shell_key,
             recording=spec.recording,
         )
+        session.sandbox, session.profile, session.limits, session.workspace = spec.sandbox, profile, limits, cwd
         session.watch_exit()
         try:
             op = session.start_send(
@@ -130,7 +160,14 @@ class LocalBackend:
             session_id=state.session_id,
             type=state.type,
             name=state.name,
-            spawned=Spawned(pid=state.pid, master=master, slave=slave, tty_rdev=state.tty_rdev, gate=-1),
+            spawned=Spawned(
+                pid=state.pid,
+                master=master,
+                slave=slave,
+                tty_rdev=state.tty_rdev,
+                gate=-1,
+                sandboxed=state.profile is not None and state.profile.contained,
+            ),
             scope=scope,
             config=self._config,
             reaper=self._reaper,
@@ -142,8 +179,19 @@ class LocalBackend:
         return session
 
 
-def build_registry(config: Config, reaper: ChildReaper, containment: Containment) -> dict[str, PtyBackend]:
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """How sessions are sandboxed and limited, and the directories no sandboxed session may see."""
+
+    sandbox: Sandbox
+    limiter: Limiter
+    private: tuple[str, ...]
+
+
+def build_registry(
+    config: Config, reaper: ChildReaper, containment: Containment, confinement: Confinement | None = None
+) -> dict[str, PtyBackend]:
     return {
-        "shell": LocalBackend("shell", config, reaper, containment, config.shell_argv),
-        "exec": LocalBackend("exec", config, reaper, containment, None),
+        "shell": LocalBackend("shell", config, reaper, containment, config.shell_argv, confinement),
+        "exec": LocalBackend("exec", config, reaper, containment, None, confinement),
     }

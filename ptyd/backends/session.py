@@ -34,12 +34,13 @@ from ptyd.backends.paging import page
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
+from ptyd.backends.sandbox.limits import Counters, LimitScope
 from ptyd.backends.send import SendOp, consume_output, viewport
 from ptyd.backends.session_state import SAVED_LINES, SessionState
 from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remote_snippet
 from ptyd.backends.spawn import Spawned, set_winsize
 from ptyd.backends.watch import Listener, SessionWatch
-from ptyd.config import Config
+from ptyd.config import Config, SandboxProfile
 from ptyd.errors import InternalError, InvalidArgument, LimitExceeded, SessionBusy, SessionExited
 from ptyd.terminal.keys import encode as encode_keys
 from ptyd.terminal.workers.placement import open_session_terminal
@@ -113,7 +114,7 @@ class LocalSession:
         self.tracker = ReadinessTracker(
             spawned, self.foreground, scope.pids, self.channel, self.terminal, config.relay_quiet_ms / 1000
         )
-        self.canceller = CancelPolicy(spawned.pid, self.foreground, self.channel, lambda: self.exited, self._rewrite)
+        self.canceller = CancelPolicy(spawned.leader, self.foreground, self.channel, lambda: self.exited, self._rewrite)
         self.watch = SessionWatch(
             session_id,
             self.tracker,
@@ -133,6 +134,12 @@ class LocalSession:
         self._keys: OrderedDict[str, SendOp] = OrderedDict()
         self._drivers: set[asyncio.Task[None]] = set()
         self._closing: asyncio.Task[int] | None = None
+        # The sandbox and limits it was opened with (set by the backend, or from the state a handover carried).
+        self.sandbox = "none"
+        self.profile = SandboxProfile()
+        self.limits: LimitScope | None = None
+        self.workspace = ""
+        self._counted = Counters(0, 0)  # the limits' counters when the active send began
 
     def watch_exit(self, *, child: bool = True) -> None:
         """Report the program's exit (``child``: the daemon's own child, so its exit status is known)."""
@@ -238,12 +245,24 @@ class LocalSession:
                 self._keys.popitem(last=False)
         self.recording.input(data, self.tracker.password_prompt_now)  # asked before the write changes the answer
         self.tracker.begin(wrote_input=data)
+        self._counted = self._limit_counters()
         if op.keys:
             front = self.foreground.describe(self.exited)
             op.front_at_write = (front.pgid, front.name) if front is not None else None
         self.channel.write(data)
         self._start_drive(op)
         return op
+
+    def _limit_counters(self) -> Counters:
+        return self.limits.counters() if self.limits is not None else Counters(0, 0)
+
+    def _limit_info(self) -> p.SessionLimits | None:
+        profile = self.profile
+        if profile.memory_mib is None and profile.pids_max is None and profile.cpu_percent is None:
+            return None
+        return p.SessionLimits(
+            memory_mib=profile.memory_mib, pids_max=profile.pids_max, cpu_percent=profile.cpu_percent
+        )
 
     def _start_drive(self, op: SendOp) -> None:
         task = self.loop.create_task(self._drive(op), name=f"send {self.session_id} {op.id}")
@@ -431,6 +450,7 @@ class LocalSession:
         self.channel.drain()
         await self.channel.rendered()
         text, truncated, lines, compacted = viewport(op, self.terminal)
+        counted = self._limit_counters()
         target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
             operation_id=op.id,
@@ -447,6 +467,9 @@ class LocalSession:
             ready_basis=verdict.basis if verdict is not None else None,
             relay=verdict.relay if verdict is not None else None,
             unread_input=self.channel.input_queued(),
+            oom_killed=counted.oom_kills > self._counted.oom_kills,
+            pids_limited=counted.pids_refused > self._counted.pids_refused,
+            sandbox=self.sandbox,
             match=op.named.match if op.named is not None else None,
             listening=listening(self.scope.pids()),
             compacted=compacted,
@@ -558,6 +581,7 @@ class LocalSession:
 
     def info(self, owner: str, owner_name: str | None) -> p.SessionInfo:
         op = self._current_op()
+        counters = self._limit_counters()
         return p.SessionInfo(
             session_id=self.session_id,
             name=self.name,
@@ -577,6 +601,10 @@ class LocalSession:
             password_prompt=not self.exited and self.tracker.password_prompt_now(),
             engine=self.terminal.engine,
             engine_note=self.terminal.engine_note,
+            sandbox=self.sandbox,
+            limits=self._limit_info(),
+            oom_killed=counters.oom_kills > 0,
+            pids_limited=counters.pids_refused > 0,
             listening=[] if self.exited else listening(self.scope.pids()),
             recording=self.recording.active,
         )
@@ -650,6 +678,10 @@ class LocalSession:
             else None,
             last=last.to_state() if not listing and last is not None and last.done else None,
             keyed=[op.to_state() for op in self._keys.values() if op.done and op is not last] if full else [],
+            sandbox=self.sandbox,
+            profile=self.profile,
+            limit_paths=self.limits.paths() if self.limits is not None else [],
+            workspace=self.workspace,
         )
 
     def restore(self, state: SessionState, *, child: bool) -> None:
@@ -658,6 +690,9 @@ class LocalSession:
         if state.terminal is not None:
             self.terminal.restore(state.terminal)
         self.motd = state.motd
+        self.sandbox, self.workspace = state.sandbox, state.workspace
+        self.profile = state.profile or self.profile
+        self.limits = LimitScope.at(state.limit_paths)
         self.open_wait_reason = cast(p.WaitReason, state.open_wait_reason)
         self.created_at_ms = state.created_at_ms
         self._command_running = state.command_running
@@ -710,4 +745,8 @@ class LocalSession:
             await self._settle(op, "session_exit", None)
         self.channel.close()
         await remove_scope(self.scope)
+        for _ in range(50 if self.limits is not None else 0):  # its last tasks leave it a moment after the reap
+            if self.limits is not None and self.limits.remove():
+                break
+            await asyncio.sleep(0.002)
         return killed

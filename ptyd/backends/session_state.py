@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
+from ptyd.config import SandboxProfile
 from ptyd.terminal.replay import TerminalState
 
 SAVED_LINES = 2000  # transcript lines kept in the state file under systemd (it lives in memory, in tmpfs)
@@ -65,3 +66,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     active: OpState | None = None
     last: OpState | None = None
     keyed: list[OpState] = msgspec.field(default_factory=list)  # settled ops remembered by request_key
+    sandbox: str = "none"  # the profile it was opened with, as it was then (a reload does not change it)
+    profile: SandboxProfile | None = None
+    limit_paths: list[str] = msgspec.field(default_factory=list)  # its limit cgroups (v1 directories, a v2 leaf)
+    workspace: str = ""

@@ -5,7 +5,9 @@ which execs coreutils ``env -C DIR`` which execs a one-line ``sh`` gate which ex
 returned is the program's pid, and forking a multi-threaded daemon never runs interpreter code between fork and
 exec. The gate holds the program until the daemon has moved it into its cgroup and set its fd limit
 (``release_gate``): moving a process between cgroups takes ~10 ms here, long enough for a program to fork a
-child that would escape. Everything that can fail
+child that would escape. A sandboxed session puts its sandbox (``bwrap ... --``) between the gate and the program,
+so the sandbox itself starts in the cgroup, and the pid returned is the sandbox's; ``Spawned.leader`` finds the
+program below it. Everything that can fail
 (the directory, the program, the fds) is checked before spawning, so a failure is reported with its OS
 reason and leaves nothing behind.
 """
@@ -23,6 +25,7 @@ import struct
 import termios
 from dataclasses import dataclass
 
+from ptyd.backends import procfs
 from ptyd.errors import InvalidArgument, SpawnFailed
 
 IUTF8 = getattr(termios, "IUTF8", 0o40000)  # Linux value; Python 3.11 does not export it
@@ -66,6 +69,23 @@ class Spawned:
     slave: int  # kept open by the daemon: its input queue says whether the program consumed what we wrote
     tty_rdev: int
     gate: int  # write end of the gate's pipe; -1 once released
+    sandboxed: bool = False  # pid is the sandbox's (bwrap, then its pid 1), the program runs two levels below
+    _leader: int = 0
+
+    def leader(self) -> int:
+        """The program's pid (the shell): ``pid`` itself unless sandboxed. Inside a sandbox the program is the
+        grandchild of ``pid`` (bwrap outside, bwrap as the namespace's pid 1, the program); until it has exec'd,
+        ``pid`` stands in."""
+        if not self.sandboxed or self._leader:
+            return self._leader or self.pid
+        for init in procfs.children(self.pid):
+            below = [stat for stat in map(procfs.read_stat, procfs.children(init)) if stat is not None]
+            if below:
+                first = min(below, key=lambda stat: stat.starttime)
+                if first.comm != "bwrap":
+                    self._leader = first.pid
+                    return first.pid
+        return self.pid
 
     def release_gate(self) -> None:
         """Let the program start (an EOF instead of the newline ends it with status 125)."""
@@ -106,7 +126,10 @@ def check_exec_strings(argv: list[str], env: dict[str, str]) -> None:
             raise InvalidArgument("an env name is empty or holds '=' or NUL, or a value holds NUL", field="env")
 
 
-def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) -> Spawned:
+def spawn(
+    argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int, sandbox: tuple[str, ...] = ()
+) -> Spawned:
+    """``sandbox``: the argv prefix of the sandbox to run the program in (ending with ``--``), or empty."""
     check_exec_strings(argv, env)
     if not os.path.isdir(cwd):
         raise _fail(f"cwd {cwd}", errno.ENOENT if not os.path.exists(cwd) else errno.ENOTDIR, cwd=cwd)
@@ -134,7 +157,7 @@ def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) 
         tty_rdev = os.fstat(slave).st_rdev
         pid = os.posix_spawn(
             SETSID,
-            [SETSID, "-c", ENV, "-C", cwd, "--", *GATE, program, *argv[1:]],
+            [SETSID, "-c", ENV, "-C", cwd, "--", *GATE, *sandbox, program, *argv[1:]],
             env,
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, slave, 0),
@@ -155,4 +178,4 @@ def spawn(argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int) 
         raise _fail("spawn", exc.errno if isinstance(exc, OSError) and exc.errno else errno.EINVAL) from None
     finally:
         os.close(gate_read)
-    return Spawned(pid=pid, master=master, slave=slave, tty_rdev=tty_rdev, gate=gate)
+    return Spawned(pid=pid, master=master, slave=slave, tty_rdev=tty_rdev, gate=gate, sandboxed=bool(sandbox))

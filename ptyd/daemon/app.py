@@ -15,9 +15,17 @@ import socket
 from pathlib import Path
 
 from ptyd import __version__
-from ptyd.backends.containment import ContainmentUnavailable, select_containment, set_subreaper
+from ptyd.backends.containment import (
+    CgroupContainment,
+    Containment,
+    ContainmentUnavailable,
+    select_containment,
+    set_subreaper,
+)
 from ptyd.backends.containment.reaper import ChildReaper
-from ptyd.backends.local import build_registry
+from ptyd.backends.local import Confinement, build_registry
+from ptyd.backends.sandbox import select_sandbox
+from ptyd.backends.sandbox.limits import Limiter
 from ptyd.backends.spawn import raise_fd_limit
 from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
 from ptyd.continuity import adoption, handover
@@ -123,6 +131,7 @@ class Daemon:
             containment = select_containment(self.config.containment, instance)
         except ContainmentUnavailable as exc:
             raise StartupError(str(exc)) from None
+        confinement = self._confinement(directory, instance, containment)
         state_file = StateFile(directory)
         saved = handover.DaemonState(daemon_pid=0)
         crashed_fds: dict[str, tuple[int, int]] = {}
@@ -132,8 +141,15 @@ class Daemon:
             if state_file.recover(containment, keep=set(saved.sessions)):
                 await asyncio.sleep(0.05)  # let the killed trees leave their cgroups before removing them
             remove_leftover_cgroups(containment, keep=keep)
+            confinement.limiter.sweep(keep=set(saved.sessions))
         reaper = ChildReaper(loop)
-        service = PtyService(self.config, build_registry(self.config, reaper, containment), containment.name)
+        service = PtyService(
+            self.config,
+            build_registry(self.config, reaper, containment, confinement),
+            containment.name,
+            sandbox_name=confinement.sandbox.describe,
+            limits_name=confinement.limiter.describe(),
+        )
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
@@ -176,7 +192,7 @@ class Daemon:
                 log.error("reload failed, keeping the running configuration: %s", exc)
                 return
             self.config = config
-            service.reconfigure(config, build_registry(config, reaper, containment))
+            service.reconfigure(config, build_registry(config, reaper, containment, confinement))
             server.reconfigure(config)
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
 
@@ -257,6 +273,7 @@ class Daemon:
         reaper.reap()
         reaper.close()
         containment.close()
+        confinement.limiter.close()
         with contextlib.suppress(FileNotFoundError):
             (directory / OPERATOR_TOKEN_FILE).unlink()
         if not inherited.socket_activated:
@@ -291,6 +308,17 @@ class Daemon:
         saver.tick()  # the closes' last write, if it was put off
         await saver.flush()
         await server.close(self.config.shutdown_drain_ms / 1000)
+
+    def _confinement(self, directory: Path, instance: str, containment: Containment) -> Confinement:
+        """How sessions are sandboxed and limited here (bubblewrap is probed at the first sandboxed open)."""
+        sandbox = select_sandbox(self.config.sandbox, self.config.bwrap_program)
+        leaf_parent = containment.base if isinstance(containment, CgroupContainment) else None
+        limiter = Limiter.detect(instance, leaf_parent)
+        private = [str(directory)]
+        if os.environ.get("XDG_RUNTIME_DIR"):  # the user's bus, agent sockets, systemd --user: ways out
+            private.append(os.environ["XDG_RUNTIME_DIR"])
+        log.info("resource limits: %s", limiter.describe())
+        return Confinement(sandbox, limiter, tuple(private))
 
     async def _maintain(self, service: PtyService, reaper: ChildReaper, saver: adoption.StateSaver) -> None:
         """Slow housekeeping: reap orphans handed to the subreaper, save the screens, release idle agents,

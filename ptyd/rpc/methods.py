@@ -75,6 +75,7 @@ class Api:
             wait_reason=session.open_wait_reason,
             alt_screen=info.alt_screen,
             foreground=info.foreground,
+            sandbox=info.sandbox,
             env_profile=env_profile(agent, params),
         )
 

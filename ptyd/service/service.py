@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import final
 
 from ptyd import __version__
@@ -28,6 +29,7 @@ from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
+from ptyd.service.sandbox import choose as choose_profile
 
 log = logging.getLogger("ptyd.service")
 
@@ -91,7 +93,11 @@ class PtyService:
         backends: dict[str, PtyBackend],
         containment_name: str,
         on_change: Callable[[], None] = lambda: None,
+        sandbox_name: Callable[[], str] | None = None,
+        limits_name: str | None = None,
     ) -> None:
+        self.sandbox_name = sandbox_name  # how sandboxes are made here, or why they cannot be
+        self.limits_name = limits_name
         self.config = config
         self.backends = backends
         self.on_change = on_change  # the set of sessions changed: the daemon rewrites its state file
@@ -194,6 +200,8 @@ class PtyService:
                 limit="max_sessions_per_agent",
                 value=cfg.max_sessions_per_agent,
             )
+        sandbox = choose_profile(cfg, agent.name, params.sandbox, operator=agent.operator)  # refused before a spawn
+        profile = cfg.profiles()[sandbox]
         env = dict(AGENT_PROFILE_ENV) if env_profile(agent, params) == "agent" else {}
         env.update(params.env or {})
         session_id = "pty-" + secrets.token_hex(12)
@@ -212,6 +220,9 @@ class PtyService:
             rows=rows,
             timeout_s=(params.timeout_ms if params.timeout_ms is not None else cfg.open_timeout_ms) / 1000,
             idle_s=(params.idle_ms or cfg.default_idle_ms) / 1000,
+            sandbox=sandbox,
+            profile=profile,
+            others=self._workspaces(agent) if profile.contained else (),
             recording=recording,
         )
         self._opening += 1
@@ -232,6 +243,13 @@ class PtyService:
         self.on_change()
         log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
         return session
+
+    def _workspaces(self, agent: Agent) -> tuple[str, ...]:
+        """Working directories of other agents' live sessions, which a sandboxed session of ``agent`` must not see."""
+        # A session opened without a cwd runs in the home directory: that is no project of its own to hide.
+        common = {"", "/", str(Path.home())}
+        dirs = (getattr(e.session, "workspace", "") for e in self._sessions.values() if e.owner is not agent)
+        return tuple(sorted({d for d in dirs if d not in common}))
 
     async def close(self, agent: Agent, session_id: str, reason: str | None) -> tuple[bool, int]:
         if session_id in agent.closed_ids and session_id not in self._sessions:
@@ -507,6 +525,8 @@ class PtyService:
             containment=self.containment_name,
             handovers=self.handovers,
             handover_error=self.handover_error,
+            sandbox=self.sandbox_name() if self.sandbox_name is not None else None,
+            limits=self.limits_name,
         )
 
     @property

@@ -164,6 +164,7 @@ class OpenOptions(TypedDict, total=False):
     cwd: str
     env: dict[str, str]
     profile: Literal["agent"]
+    sandbox: str
     env_profile: Literal["agent", "human"]
     cols: int
     rows: int

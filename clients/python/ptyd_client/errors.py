@@ -83,6 +83,19 @@ class LimitExceeded(PtydError):
     CODE, KIND = -32007, "limit_exceeded"
 
 
+class SandboxRefused(PtydError):
+    """The sandbox profile asked for is unknown or looser than the agent's own; ``data["profile"]`` names it,
+    ``data["looser"]`` lists how it is looser."""
+
+    CODE, KIND = -32018, "sandbox_refused"
+
+
+class SandboxUnavailable(PtydError):
+    """The session's sandbox profile cannot be set up on the daemon's system; ``data["reason"]`` says why."""
+
+    CODE, KIND = -32019, "sandbox_unavailable"
+
+
 class InvalidParams(PtydError):
     """A parameter has the wrong type, bounds or value; ``data["detail"]`` or ``data["field"]`` names it."""
 
@@ -126,6 +139,8 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     BackendNotFound,
     SpawnFailed,
     LimitExceeded,
+    SandboxRefused,
+    SandboxUnavailable,
     InvalidParams,
     MethodNotFound,
     InvalidRequest,

@@ -198,6 +198,8 @@ def cmd_open(ctx: Context) -> int:
         options["env"] = parse_env(a.env)
     if a.env_profile is not None:
         options["env_profile"] = a.env_profile
+    if a.sandbox is not None:
+        options["sandbox"] = a.sandbox
     if a.size is not None:
         # --size 120 40 takes two words; a first program word after --size 120x40 is the program's.
         two = len(a.size) >= 2 and a.size[1].isdigit() and "x" not in a.size[0].lower()
@@ -439,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
         const="agent",
         help="the same as --env-profile agent",
     )
+    p.add_argument("--sandbox", metavar="PROFILE", help="sandbox profile: workspace, readonly, ... (docs/sandbox.md)")
     p.add_argument("argv", nargs="*", help="program and arguments, after --")
     p = command("send", cmd_send, "type TEXT and a newline, print the screen delta and why the send returned")
     p.add_argument("id")

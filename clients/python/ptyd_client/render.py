@@ -69,10 +69,16 @@ def daemon_status(info: DaemonInfoResult, socket_path: str) -> str:
     )
 
 
+def sandbox_word(info: SessionInfo) -> str:
+    """The session's sandbox profile, and what its limits did (``tight oom``)."""
+    flags = [flag for flag, key in (("oom", "oom_killed"), ("pids-max", "pids_limited")) if info.get(key)]
+    return " ".join([safe(str(info.get("sandbox", "none"))), *flags])
+
+
 def session_table(sessions: Sequence[SessionInfo], now_ms: int | None = None) -> str:
     """One row per session, columns sized to their contents."""
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    header = ("SESSION", "NAME", "TYPE", "PID", "STATUS", "FOREGROUND", "SIZE", "LINES", "AGE", "OWNER")
+    header = ("SESSION", "NAME", "TYPE", "PID", "STATUS", "FOREGROUND", "SIZE", "LINES", "AGE", "SANDBOX", "OWNER")
     rows = [header]
     for s in sessions:
         foreground = s["foreground"]["name"] if s["foreground"] else "-"
@@ -87,6 +93,7 @@ def session_table(sessions: Sequence[SessionInfo], now_ms: int | None = None) ->
                 f"{s['cols']}x{s['rows']}" + (" alt" if s["alt_screen"] else ""),
                 str(s["total_lines"]),
                 duration(max(now - s["created_at_ms"], 0)),
+                sandbox_word(s),
                 safe(s["owner_name"] or s["owner"]),
             )
         )

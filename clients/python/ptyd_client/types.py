@@ -87,6 +87,8 @@ class TerminalOpenResult(TypedDict, total=False):
     wait_reason: WaitReason
     alt_screen: bool
     foreground: Foreground | None
+    sandbox: str
+    """The sandbox profile the session runs under ('none': no sandbox)."""
     env_profile: EnvProfile | None
     """The environment preset the program was started with."""
 
@@ -157,6 +159,12 @@ class SendResult(TypedDict, total=False):
     """The opaque relay in the foreground (ssh, docker, ...) when readiness was judged through one."""
     unread_input: int
     """Bytes of this session's input not yet read by the program when the send settled (0: all taken)."""
+    oom_killed: bool
+    """During this send the session's memory limit made the kernel kill one of its processes."""
+    pids_limited: bool
+    """During this send a fork was refused at the session's process limit."""
+    sandbox: str
+    """The sandbox profile the session runs under ('none': no sandbox)."""
     match: SendMatch | None
     """For wait_reason matched: what until matched, and on which line."""
     listening: list[ListeningPort]
@@ -235,6 +243,15 @@ class TerminalSignalResult(TypedDict):
     signal: str
 
 
+class SessionLimits(TypedDict, total=False):
+    """A session's resource limits, from its sandbox profile; null: unlimited."""
+
+    memory_mib: int | None
+    pids_max: int | None
+    cpu_percent: int | None
+    """CPU time as a percentage of one CPU."""
+
+
 class SessionInfo(TypedDict, total=False):
     """What a session is and what it is doing now."""
 
@@ -266,6 +283,14 @@ class SessionInfo(TypedDict, total=False):
     """The terminal engine rendering this session: "ghostty" or "pyte"."""
     engine_note: str | None
     """Why the session runs on another engine than the configured one (a crash of the native one)."""
+    sandbox: str
+    """The sandbox profile the session runs under ('none': no sandbox)."""
+    limits: SessionLimits | None
+    """Its resource limits, when the profile sets any."""
+    oom_killed: bool
+    """The memory limit made the kernel kill a process of this session."""
+    pids_limited: bool
+    """A fork of this session was refused at its process limit."""
     listening: list[ListeningPort]
     """TCP ports the session's processes listen on (a dev server, a database)."""
     recording: bool
@@ -337,6 +362,10 @@ class DaemonInfoResult(TypedDict, total=False):
     """How many times the sessions were handed to a newly started daemon (SIGUSR2, ptyctl upgrade)."""
     handover_error: str | None
     """Why the last handover was refused (the daemon kept serving), if it was."""
+    sandbox: str | None
+    """How sandboxed sessions are made ('bwrap'), or why they cannot be on this system."""
+    limits: str | None
+    """Which cgroup hierarchy enforces each resource limit (or none)."""
 
 
 EventKind: TypeAlias = Literal["input_wait", "output", "screen", "send_settled", "session_closed", "session_exit"]
@@ -427,5 +456,7 @@ ERROR_CODES: Final[dict[str, int]] = {
     "backend_not_found": -32005,
     "spawn_failed": -32006,
     "limit_exceeded": -32007,
+    "sandbox_refused": -32018,
+    "sandbox_unavailable": -32019,
 }
 """``error.data.kind`` of every error the daemon reports (JSON-RPC's own first) and its code."""

@@ -55,6 +55,10 @@ export class BackendNotFoundError extends PtydError {}
 export class SpawnFailedError extends PtydError {}
 /** `-32007 limit_exceeded`: a configured limit would be exceeded; `data.limit` names it. */
 export class LimitExceededError extends PtydError {}
+/** `-32018 sandbox_refused`: the sandbox profile asked for is unknown or looser than the agent's own. */
+export class SandboxRefusedError extends PtydError {}
+/** `-32019 sandbox_unavailable`: the session's profile needs a sandbox or limit this system cannot set up. */
+export class SandboxUnavailableError extends PtydError {}
 
 // Record<ErrorKind, ...>: a kind added to the daemon (and regenerated into protocol.ts) fails the build here
 // until it has a class.
@@ -74,6 +78,8 @@ const CLASSES: Record<ErrorKind, new (error: WireError) => PtydError> = {
   backend_not_found: BackendNotFoundError,
   spawn_failed: SpawnFailedError,
   limit_exceeded: LimitExceededError,
+  sandbox_refused: SandboxRefusedError,
+  sandbox_unavailable: SandboxUnavailableError,
 };
 
 const BY_CODE = new Map<number, new (error: WireError) => PtydError>();

@@ -86,6 +86,10 @@ export interface DaemonInfoResult {
   handovers?: number;
   /** Why the last handover was refused (the daemon kept serving), if it was. */
   handover_error?: string | null;
+  /** How sandboxed sessions are made ('bwrap'), or why they cannot be on this system. */
+  sandbox?: string | null;
+  /** Which cgroup hierarchy enforces each resource limit (or none). */
+  limits?: string | null;
 }
 
 /** The top-level program has exited; `signal` names the signal that killed it, if one did. */
@@ -179,6 +183,21 @@ export interface SendResult {
    * @defaultValue `0`
    */
   unread_input?: number;
+  /**
+   * During this send the session's memory limit made the kernel kill one of its processes.
+   * @defaultValue `false`
+   */
+  oom_killed?: boolean;
+  /**
+   * During this send a fork was refused at the session's process limit.
+   * @defaultValue `false`
+   */
+  pids_limited?: boolean;
+  /**
+   * The sandbox profile the session runs under ('none': no sandbox).
+   * @defaultValue `"none"`
+   */
+  sandbox?: string;
   /** For wait_reason matched: what until matched, and on which line. */
   match?: SendMatch | null;
   /**
@@ -235,6 +254,23 @@ export interface SessionInfo {
   /** Why the session runs on another engine than the configured one (a crash of the native one). */
   engine_note?: string | null;
   /**
+   * The sandbox profile the session runs under ('none': no sandbox).
+   * @defaultValue `"none"`
+   */
+  sandbox?: string;
+  /** Its resource limits, when the profile sets any. */
+  limits?: SessionLimits | null;
+  /**
+   * The memory limit made the kernel kill a process of this session.
+   * @defaultValue `false`
+   */
+  oom_killed?: boolean;
+  /**
+   * A fork of this session was refused at its process limit.
+   * @defaultValue `false`
+   */
+  pids_limited?: boolean;
+  /**
    * TCP ports the session's processes listen on (a dev server, a database).
    * @defaultValue `[]`
    */
@@ -244,6 +280,14 @@ export interface SessionInfo {
    * @defaultValue `false`
    */
   recording?: boolean;
+}
+
+/** A session's resource limits, from its sandbox profile; null: unlimited. */
+export interface SessionLimits {
+  memory_mib?: number | null;
+  pids_max?: number | null;
+  /** CPU time as a percentage of one CPU. */
+  cpu_percent?: number | null;
 }
 
 /** Send SIGINT to the foreground process group of the active send. */
@@ -438,6 +482,11 @@ export interface TerminalOpenParams {
   idle_ms?: number | null;
   /** Record the session from its start (asciicast v2). Sessions of the agents the config's record_agents names are recorded whatever this says. */
   record?: boolean | null;
+  /**
+   * Sandbox profile to run under (docs/sandbox.md); default the agent's own (config sandbox_agents, sandbox_default). One looser than the agent's own in any property is refused (sandbox_refused).
+   * Bounds: min length 1, max length 64.
+   */
+  sandbox?: string | null;
 }
 
 export interface TerminalOpenResult {
@@ -453,6 +502,11 @@ export interface TerminalOpenResult {
   wait_reason: "inferred_idle" | "matched" | "session_exit" | "stable" | "stdin_read" | "timeout";
   alt_screen: boolean;
   foreground: Foreground | null;
+  /**
+   * The sandbox profile the session runs under ('none': no sandbox).
+   * @defaultValue `"none"`
+   */
+  sandbox?: string;
   /** The environment preset the program was started with. */
   env_profile?: "agent" | "human" | null;
 }
@@ -936,6 +990,16 @@ export const ERROR_CODES = {
   spawn_failed: -32006,
   /** A configured limit (sessions, agents, sizes) would be exceeded; `data.limit` names it. */
   limit_exceeded: -32007,
+  /**
+   * terminal_open asked for a sandbox profile that is unknown or looser than the agent's own; `data.profile`
+   *     names it, `data.agent_profile` the agent's, `data.looser` the properties in which it is looser.
+   */
+  sandbox_refused: -32018,
+  /**
+   * The session's profile needs a sandbox (or a resource limit) this system cannot set up; nothing was
+   *     started. `data.reason` says what is missing.
+   */
+  sandbox_unavailable: -32019,
 } as const;
 
 /** An `error.data.kind`. */

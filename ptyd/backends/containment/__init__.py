@@ -33,6 +33,7 @@ from ptyd.backends import procfs
 
 MARKER_VAR = "PTYD_SESSION"
 PR_SET_CHILD_SUBREAPER = 36
+EXIT_WAIT_S = 2.0  # after the kill: how long a killed member may take to be gone (a namespace's init tearing down)
 
 
 class Scope(Protocol):
@@ -283,14 +284,18 @@ async def terminate(scope: Scope, hup_grace: float, term_grace: float, reap: Cal
     """SIGHUP, then SIGTERM, then SIGKILL every member still alive after each grace; returns how many got one.
 
     ``reap`` is called while waiting so that members which are the daemon's own children do not linger as
-    zombies (a zombie counts as gone).
+    zombies (a zombie counts as gone). Returns once every member seen is gone, not only once the scope lists none:
+    a pid namespace's init (a sandbox's) leaves its cgroup as it starts to exit, then waits for the rest of its
+    namespace to be reaped.
     """
     signalled: set[int] = set()
+    seen: dict[int, int] = {}  # pid -> start time
     steps = ((signal.SIGHUP, hup_grace), (signal.SIGTERM, term_grace), (signal.SIGKILL, 5.0))
     for sig, grace in steps:
         members = _alive(scope.pids(thorough=True))
         if not members:
             break
+        seen.update((stat.pid, stat.starttime) for stat in members)
         if sig == signal.SIGKILL:
             scope.kill_all()
         for stat in members:
@@ -304,5 +309,11 @@ async def terminate(scope: Scope, hup_grace: float, term_grace: float, reap: Cal
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while time.monotonic() < deadline:
+        reap()
+        if not any(stat.starttime == seen[stat.pid] for stat in _alive(list(seen))):
+            break
+        await asyncio.sleep(0.002)
     reap()
     return len(signalled)

@@ -35,7 +35,7 @@ class ForegroundGroup:
         """Processes that may be in group ``pgid``. An interactive shell at its prompt is alone in its group
         and has no children: then the session's process list is not read at all. (A non-interactive top, such
         as ``bash -c 'a; b'``, runs its children in its own group, which is why the children are checked.)"""
-        if pgid == self._proc.pid and not procfs.children(pgid):
+        if pgid == self._proc.leader() and not procfs.children(pgid):
             return [pgid]
         return sorted({pgid, *self._scope.pids()})
 
@@ -50,7 +50,7 @@ class ForegroundGroup:
     def describe(self, top_exited: bool) -> p.Foreground | None:
         """The group, named after the member that reads the terminal (``less`` in ``seq | less``)."""
         pgid = self.pgid()
-        if pgid is None or (top_exited and pgid == self._proc.pid):
+        if pgid is None or (top_exited and pgid == self._proc.leader()):
             return None
         members = self._members(pgid)
         if not members:

@@ -61,7 +61,7 @@ class Target:
         if self.pts_index is None:
             return 0, waits.local_flags(master_fd)
         try:
-            fd = os.open(f"/dev/pts/{self.pts_index}", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+            fd = _open_pts(self.pts_index, self.relays[-1] if self.relays else 0)
         except OSError:
             return 0, None
         try:
@@ -70,10 +70,39 @@ class Target:
             os.close(fd)
 
 
-def _pts_rdev(index: int) -> int | None:
-    with contextlib.suppress(OSError):
-        return os.stat(f"/dev/pts/{index}").st_rdev
+def _pts_paths(index: int, relay_pid: int) -> list[str]:
+    """Where the relay's /dev/pts/N is: seen through its root first, since a sandboxed session has a devpts of its
+    own whose numbers repeat the daemon's; the daemon's own /dev/pts when that root cannot be looked into."""
+    own = f"/dev/pts/{index}"
+    return [f"/proc/{relay_pid}/root{own}", own] if relay_pid > 0 else [own]
+
+
+def _open_pts(index: int, relay_pid: int) -> int:
+    paths = _pts_paths(index, relay_pid)
+    for path in paths[:-1]:
+        with contextlib.suppress(PermissionError, FileNotFoundError):
+            return os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    return os.open(paths[-1], os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+
+
+def _pts_device(index: int, relay_pid: int) -> tuple[int, int] | None:
+    """(device number, devpts instance) of the relay's /dev/pts/N."""
+    for path in _pts_paths(index, relay_pid):
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            return st.st_rdev, st.st_dev
     return None
+
+
+def _on_terminal(pid: int, rdev: int, instance: int) -> bool:
+    """Whether a standard fd of ``pid`` is that very terminal: a sandbox's devpts repeats the host's numbers, so
+    /proc's tty_nr alone (a device number) may name the session's own terminal instead."""
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+            if st.st_rdev == rdev and st.st_dev == instance:
+                return True
+    return False
 
 
 def _is_tty_device(pid: int, fd: int) -> bool:
@@ -84,10 +113,12 @@ def _is_tty_device(pid: int, fd: int) -> bool:
     return stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) in _TTY_MAJORS
 
 
-def _inner_group(session_pids: list[int], rdev: int) -> tuple[int, list[int]] | None:
-    """The foreground group of terminal ``rdev`` among the session's processes, with the candidates."""
+def _inner_group(session_pids: list[int], rdev: int, instance: int) -> tuple[int, list[int]] | None:
+    """The foreground group of terminal ``rdev`` (of devpts ``instance``) among the session's processes, with the
+    candidates."""
     stats = [s for s in (procfs.read_stat(pid) for pid in session_pids) if s is not None]
-    tpgid = next((s.tpgid for s in stats if s.tty_nr == rdev and s.tpgid > 0), None)
+    on = (s for s in stats if s.tty_nr == rdev and s.tpgid > 0)
+    tpgid = next((s.tpgid for s in on if _on_terminal(s.pid, rdev, instance)), None)
     if tpgid is None:
         return None
     return tpgid, [s.pid for s in stats if s.pgrp == tpgid]
@@ -226,8 +257,9 @@ def innermost(
                 if server:
                     known.server = None
         if inner is not None:
-            rdev = _pts_rdev(inner) if hops < MAX_DEPTH else None
-            group = _inner_group(session_pids(), rdev) if rdev is not None else None
+            device = _pts_device(inner, relay_pid) if hops < MAX_DEPTH else None
+            rdev = device[0] if device is not None else None
+            group = _inner_group(session_pids(), *device) if device is not None else None
             if rdev is not None and group is not None:
                 relay_stat = procfs.read_stat(relay_pid)
                 if relay_stat is not None and server:

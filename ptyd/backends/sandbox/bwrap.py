@@ -1,0 +1,148 @@
+"""bubblewrap (``bwrap``, the sandbox of Flatpak and Claude Code): namespaces and bind mounts, set up by a
+program of its own, so the daemon's spawn chain stays free of Python.
+
+The mount plan, in order (later mounts cover earlier ones): the whole filesystem read-only; a fresh /dev (the
+session's terminal appears as /dev/console, new ptys come from a devpts of the sandbox's own, so no other
+session's terminal can be opened) and /proc (of the sandbox's pid namespace: no other process is visible, so none
+can be signalled or traced); a private /tmp; the workspace and the profile's writable paths bound read-write; an
+empty /run (the system daemons' sockets); then an empty tmpfs over every private directory (ptyd's runtime
+directory with its socket and tokens, ``$XDG_RUNTIME_DIR`` with the user's bus and agent sockets), over other
+agents' workspaces and over the profile's hidden paths. A user namespace with every capability dropped and
+``--disable-userns`` means nothing inside can undo a mount; bubblewrap sets no-new-privileges, so setuid programs
+(sudo) cannot gain anything. Not used, on purpose: ``--new-session`` (the program needs the PTY as its
+controlling terminal for job control and /dev/tty) and ``--die-with-parent`` (sessions outlive a daemon crash
+and a handover). bubblewrap keeps a pid 1 of its own in the namespace, so the program is not an init whose
+default signal actions the kernel ignores (Ctrl-C would do nothing to a ``cat``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import final
+
+from ptyd.backends import procfs
+from ptyd.backends.sandbox import SandboxPlan
+from ptyd.errors import InvalidArgument
+
+PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # shell integration files are read from here, inside
+PROBE_TIMEOUT_S = 10.0
+ORPHAN_WAIT_S = 1.0  # what the probe left exits at once; this only bounds a wait that should never be needed
+_NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
+
+
+PRIVATE_ROOTS = ("/tmp", "/run")  # replaced by empty tmpfs in every sandbox
+
+
+def _system_sockets_hidden() -> list[str]:
+    """An empty /run: it holds the system's daemons' Unix sockets (D-Bus, docker, postgresql, systemd), which
+    a read-only mount does not keep a program from connecting to. The resolver's configuration, when
+    /etc/resolv.conf points into /run (systemd-resolved), is bound back read-only so names still resolve."""
+    args = ["--tmpfs", "/run"]
+    resolv = os.path.realpath("/etc/resolv.conf")
+    if within(resolv, "/run") and resolv != "/run" and os.path.exists(resolv):
+        directory = os.path.dirname(resolv)
+        args += ["--ro-bind", directory, directory]
+    return args
+
+
+def within(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    return root == "/" or path == root or path.startswith(root + "/")
+
+
+def _probe(argv: list[str]) -> str | None:
+    """None if the sandbox can be made, else why not (bwrap's own message)."""
+    before = set(procfs.children(os.getpid()))
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    finally:
+        _reap_orphans(before)
+    if done.returncode == 0:
+        return None
+    message = done.stderr.decode(errors="replace").strip().splitlines()
+    return message[-1] if message else f"bwrap exited with {done.returncode}"
+
+
+def _reap_orphans(before: set[int]) -> None:
+    """bubblewrap leaves one of its processes to the nearest subreaper, the daemon: reap what the probe left (the
+    daemon spawns nothing else meanwhile; the probe runs on the event loop's thread), so it lingers as no zombie."""
+    deadline = time.monotonic() + ORPHAN_WAIT_S
+    for pid in set(procfs.children(os.getpid())) - before:
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+            except ChildProcessError:
+                break
+            time.sleep(0.001)
+
+
+@final
+class Bubblewrap:
+    name = "bwrap"
+
+    def __init__(self, program: str, *, disable_userns: bool) -> None:
+        self.program = program
+        self.disable_userns = disable_userns
+
+    @classmethod
+    def detect(cls, program: str) -> Bubblewrap | str:
+        """A working bubblewrap, or the reason there is none (not installed, no user namespaces, ...)."""
+        found = shutil.which(program)
+        if found is None:
+            return f"bubblewrap ({program}) is not installed"
+        base = [found, *_NAMESPACES, "--unshare-net", "--cap-drop", "ALL", "--ro-bind", "/", "/"]
+        tail = ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--", "true"]
+        why = _probe([*base, "--disable-userns", *tail])
+        if why is None:
+            return cls(found, disable_userns=True)
+        if _probe([*base, *tail]) is None:  # a bubblewrap older than 0.8
+            return cls(found, disable_userns=False)
+        return f"bubblewrap cannot make a sandbox here: {why}"
+
+    def describe(self) -> str:
+        return self.name
+
+    def wrap(self, plan: SandboxPlan) -> tuple[str, ...]:
+        profile = plan.profile
+        workspace = os.path.realpath(plan.workspace)
+        writable = [workspace] if profile.filesystem == "workspace" else []
+        writable += [path for path in map(os.path.realpath, profile.writable) if os.path.exists(path)]
+        if "/" in writable:
+            raise InvalidArgument("a sandbox whose workspace is / would contain nothing", field="cwd")
+        private = [os.path.realpath(path) for path in (*plan.private, "/run")]
+        for directory in private:
+            if any(within(path, directory) for path in writable):
+                raise InvalidArgument(f"a sandbox cannot write inside ptyd's private {directory}", field="cwd")
+        needed = [*writable, workspace, PACKAGE_DIR]
+        others = [os.path.realpath(path) for path in plan.others]
+        hidden = private + [path for path in others if not any(within(n, path) for n in needed)]
+        args = [self.program, *_NAMESPACES]
+        if not profile.network:
+            args.append("--unshare-net")
+        if self.disable_userns:
+            args.append("--disable-userns")
+        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        if profile.filesystem == "readonly":  # read-only, but there: under /tmp it would be gone
+            args += ["--ro-bind", workspace, workspace]
+        for path in writable:
+            args += ["--bind", path, path]
+        args += _system_sockets_hidden()
+        for path in dict.fromkeys(hidden):
+            # Under /tmp and /run a directory is gone already (private), unless a bound path brought it back.
+            gone = any(within(path, root) for root in PRIVATE_ROOTS) and not any(within(path, w) for w in writable)
+            if os.path.isdir(path) and not gone:
+                args += ["--tmpfs", path]
+        for path in (os.path.realpath(os.path.expanduser(path)) for path in profile.hidden):
+            if os.path.isdir(path):
+                args += ["--tmpfs", path]
+            elif os.path.exists(path):
+                args += ["--ro-bind", "/dev/null", path]
+        args += ["--chdir", workspace, "--"]
+        return tuple(args)

@@ -1,0 +1,108 @@
+"""The sandbox profile rules, in process: the config that names them, and the "at least as strict" partial order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ptyd.config import BUILTIN_PROFILES, Config, ConfigError, SandboxProfile, load_config
+from ptyd.errors import SandboxRefused
+from ptyd.service.sandbox import choose, looser
+
+
+def test_an_unknown_profile_in_the_config_is_an_error_that_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('sandbox_agents = { "ci" = "workspcae" }\n')
+    with pytest.raises(ConfigError, match=r"sandbox_agents\.ci: unknown sandbox profile 'workspcae'"):
+        load_config(path)
+    path.write_text('sandbox_default = "nope"\n')
+    with pytest.raises(ConfigError, match="sandbox_default: unknown sandbox profile 'nope'"):
+        load_config(path)
+
+
+def test_a_built_in_profile_cannot_be_redefined(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[sandbox_profiles.workspace]\nfilesystem = "full"\n')
+    with pytest.raises(ConfigError, match="may not redefine the built-in workspace"):
+        load_config(path)
+
+
+def test_a_profile_field_typo_or_bad_value_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    for body in ('filesytem = "readonly"', 'filesystem = "most"', "pids_max = 0", 'writable = ["relative/path"]'):
+        path.write_text(f"[sandbox_profiles.mine]\n{body}\n")
+        with pytest.raises(ConfigError):
+            load_config(path)
+
+
+def test_the_default_for_existing_setups_is_no_sandbox() -> None:
+    assert Config().sandbox_default == "none"
+    assert not BUILTIN_PROFILES["none"].contained
+    assert all(BUILTIN_PROFILES[name].contained for name in ("workspace", "workspace-offline", "readonly"))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (SandboxProfile(filesystem="readonly"), SandboxProfile(filesystem="workspace"), []),
+        (SandboxProfile(filesystem="workspace"), SandboxProfile(filesystem="readonly"), ["filesystem"]),
+        (SandboxProfile(filesystem="full"), SandboxProfile(filesystem="workspace"), ["filesystem"]),
+        (SandboxProfile(network=True), SandboxProfile(network=False), ["network"]),
+        (SandboxProfile(pids_max=64), SandboxProfile(pids_max=32), ["pids_max"]),
+        (SandboxProfile(), SandboxProfile(memory_mib=256), ["memory_mib"]),  # no limit is the highest
+        (SandboxProfile(memory_mib=128, cpu_percent=50), SandboxProfile(memory_mib=256), []),
+        (
+            SandboxProfile(filesystem="workspace", writable=("/srv/cache/pip",)),
+            SandboxProfile(filesystem="workspace", writable=("/srv/cache",)),
+            [],
+        ),
+        (
+            SandboxProfile(filesystem="workspace", hidden=("~/.ssh", "~/.aws")),
+            SandboxProfile(filesystem="workspace", hidden=("~/.ssh",)),
+            [],
+        ),
+        (
+            SandboxProfile(filesystem="workspace"),
+            SandboxProfile(filesystem="workspace", hidden=("~/.ssh",)),
+            ["hidden"],
+        ),
+        (
+            SandboxProfile(filesystem="workspace", writable=("/srv/cachex",)),
+            SandboxProfile(filesystem="workspace", writable=("/srv/cache",)),
+            ["writable"],
+        ),
+    ],
+)
+def test_at_least_as_strict_is_decided_property_by_property(
+    a: SandboxProfile, b: SandboxProfile, expected: list[str]
+) -> None:
+    assert looser(a, b) == expected
+
+
+def test_incomparable_profiles_cannot_stand_in_for_each_other() -> None:
+    low_memory = SandboxProfile(filesystem="workspace", memory_mib=256)
+    offline = SandboxProfile(filesystem="workspace", network=False)
+    assert looser(low_memory, offline) == ["network"]
+    assert looser(offline, low_memory) == ["memory_mib"]
+
+
+def test_an_agent_gets_its_mapped_profile_and_may_only_tighten_it() -> None:
+    config = msgspec.convert(
+        {
+            "sandbox_default": "workspace",
+            "sandbox_agents": {"prod": "none"},
+            "sandbox_profiles": {"lean": {"filesystem": "workspace", "memory_mib": 512}},
+        },
+        Config,
+    )
+    assert choose(config, "someone", None) == "workspace"
+    assert choose(config, None, None) == "workspace"
+    assert choose(config, "prod", None) == "none"
+    assert choose(config, "prod", "readonly") == "readonly"
+    assert choose(config, "someone", "lean") == "lean"
+    with pytest.raises(SandboxRefused) as refused:
+        choose(config, "someone", "none")
+    assert refused.value.data["looser"] == ["filesystem"]
+    assert choose(config, "someone", "none", operator=True) == "none"  # the operator is the user at a terminal
