@@ -102,6 +102,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     engine_process: Literal["worker", "daemon"] = "worker"
     # Engine worker processes; 0: one per core (a worker renders on one core, the daemon reads on another).
     engine_workers: Annotated[int, Meta(ge=0, le=256)] = 0
+    # A worker with output outstanding that sends back no frame at all for this long hangs (libghostty-vt can
+    # spend seconds, even a minute, in one write): it is killed, and that is a crash (its sessions rebuilt, the
+    # one whose output hangs it again moved to pyte). A worker acknowledges every 50 ms between pieces of at
+    # most ~50 ms of pyte's work, so a legit batch stays far below it even on a loaded machine; every session on
+    # that worker waits this long when one hangs it, twice for the stalling one.
+    engine_worker_stall_ms: Annotated[int, Meta(ge=100, le=600_000)] = 2000
     # Terminal size of terminal_open when the caller gives none: wide enough that tool output rarely wraps.
     default_cols: Annotated[int, Meta(ge=2, le=1000)] = 160
     # Rows of that default terminal: a screenful an agent can read in one viewport.

@@ -124,7 +124,7 @@ def test_the_proxy_reads_like_the_engine_in_process(engine: str) -> None:
     chunks += [b"\x1b[?1049h\x1b[Hfull screen\x1b[5n", b"\x1b[?1049l$ "]
 
     async def run() -> None:
-        pool = EnginePool(1, asyncio.get_running_loop())
+        pool = EnginePool(1, asyncio.get_running_loop(), stall_s=2.5)
         replies: list[bytes] = []
         remote = _remote(pool, engine, replies)
         local_replies: list[bytes] = []
@@ -162,7 +162,7 @@ def _workers(pool: EnginePool) -> list[int]:
 @needs_native
 def test_a_killed_worker_loses_no_row_and_a_crashing_session_moves_to_pyte() -> None:
     async def run() -> None:
-        pool = EnginePool(1, asyncio.get_running_loop())
+        pool = EnginePool(1, asyncio.get_running_loop(), stall_s=2.5)
         replies: list[bytes] = []
         flood = _remote(pool, "ghostty", replies)
         victim = _remote(pool, "ghostty", replies, cols=500, rows=100)

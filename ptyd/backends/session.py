@@ -101,6 +101,7 @@ class LocalSession:
             emulator=config.emulator,
             engine_process=config.engine_process,
             engine_workers=config.engine_workers,
+            engine_worker_stall_ms=config.engine_worker_stall_ms,
             label=session_id,
         )
         self.channel = PtyChannel(

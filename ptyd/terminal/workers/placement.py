@@ -20,6 +20,7 @@ def open_session_terminal(
     emulator: str,
     engine_process: str,
     engine_workers: int,
+    engine_worker_stall_ms: int,
     label: str,
 ) -> Terminal:
     """A session's terminal: rendered by a worker (``engine_process = "worker"``) or in this process."""
@@ -38,7 +39,7 @@ def open_session_terminal(
         scrollback_lines=scrollback_lines,
         scrollback_bytes=scrollback_bytes,
         on_reply=on_reply,
-        pool=shared_pool(engine_workers),
+        pool=shared_pool(engine_workers, engine_worker_stall_ms),
         engine=engine_name(emulator),
         label=label,
     )

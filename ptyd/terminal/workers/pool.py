@@ -2,7 +2,9 @@
 
 Each worker is a process on one end of a socketpair (``WorkerLink``). Messages to it are framed as they are
 sent and written once per loop turn, so the feeds of every session that read output in that turn go in one
-write. A worker's death is noticed when its socket reads EOF, which the kernel delivers as the process exits.
+write. A worker's death is noticed when its socket reads EOF, which the kernel delivers as the process exits. A
+worker that hangs instead (libghostty-vt takes seconds over some output) is noticed by its watchdog
+(``WorkerLink._watch``): work outstanding and not one frame back for ``stall_s``. It is killed, and that is a death.
 
 Then a new worker takes its place and each of its sessions is rebuilt there (``RemoteTerminal.reopen``). A session
 with output in flight when the worker died is a suspect: suspects are replayed one at a time, every other
@@ -31,6 +33,7 @@ from ptyd.terminal.workers.proxy import RemoteTerminal
 log = logging.getLogger("ptyd.engine")
 
 QUARANTINE_NOTE = "the native engine crashed on this session's output"
+HUNG_NOTE = "the native engine hung on this session's output"
 ERROR_NOTE = "the native engine failed on this session's output"
 NO_WORKER_NOTE = "no engine worker could start: rendered in the daemon on pyte"
 STARTUP_FAILURES = 3  # workers in a row that die before saying hello: workers cannot start here
@@ -81,6 +84,9 @@ class WorkerLink:
         self._in = bytearray()
         self._flush_scheduled = False
         self._writing = False
+        self.hung_s: float | None = None  # set when the watchdog killed it: how long it showed no progress
+        self._progress = 0.0  # loop time of the last frame from the worker, or of the work sent since
+        self._watchdog: asyncio.TimerHandle | None = None  # armed only while work may be outstanding
         self.loop.add_reader(ours.fileno(), self._readable)
 
     # --- sending ---------------------------------------------------------------------------------------
@@ -95,6 +101,9 @@ class WorkerLink:
         if self.dead:
             return
         m.frame_into(msg, self._out)
+        if self._watchdog is None and not isinstance(msg, m.Close):
+            self._progress = self.loop.time()
+            self._watchdog = self.loop.call_at(self._progress + self._pool.stall_s, self._watch)
         if not self._flush_scheduled and not self._writing:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -148,6 +157,8 @@ class WorkerLink:
             bodies = m.frames(self._in)
         except ValueError:
             bodies, eof = [], True
+        if bodies:
+            self._progress = self.loop.time()
         for body in bodies:
             msg = m.to_daemon.decode(body)
             if isinstance(msg, m.Ack):
@@ -163,11 +174,40 @@ class WorkerLink:
                 self._pool.started(self)
         if eof:
             self._died()
+        elif bodies and self._watchdog is not None and not self._outstanding():
+            self._watchdog.cancel()  # idle: no timer runs until work is sent again
+            self._watchdog = None
+
+    # --- the watchdog ------------------------------------------------------------------------------------
+
+    def _outstanding(self) -> bool:
+        return any(term.in_flight for term in self.sessions.values())
+
+    def _watch(self) -> None:
+        """Work outstanding and no frame back for ``stall_s``: the worker hangs; kill it, which is a death."""
+        self._watchdog = None
+        if self.dead:
+            return
+        self._readable()  # what the worker sent while this loop was busy counts (timers run before I/O)
+        if self.dead or not self._outstanding():
+            return
+        now = self.loop.time()
+        if not self.hello or now - self._progress < self._pool.stall_s:  # a starting interpreter is not hung
+            due = now + self._pool.stall_s if not self.hello else self._progress + self._pool.stall_s
+            self._watchdog = self.loop.call_at(due, self._watch)
+            return
+        self.hung_s = now - self._progress
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        self._died()
 
     def _died(self) -> None:
         if self.dead:
             return
         self.dead = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         self.loop.remove_reader(self._sock.fileno())
         if self._writing:
             self.loop.remove_writer(self._sock.fileno())
@@ -191,6 +231,9 @@ class WorkerLink:
         return "closed its socket"
 
     def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if not self.dead:
             self.dead = True
             self.loop.remove_reader(self._sock.fileno())
@@ -255,14 +298,16 @@ class LocalLink:
 
 @final
 class EnginePool:
-    def __init__(self, size: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, size: int, loop: asyncio.AbstractEventLoop, *, stall_s: float) -> None:
         self.size = size if size > 0 else (os.cpu_count() or 1)
         self.loop = loop
+        self.stall_s = stall_s  # a worker with work outstanding and no frame back this long hangs: killed
         self.links: list[WorkerLink] = []
         self.local: LocalLink | None = None  # set once workers cannot start
         self._next_sid = 0
         self._failures = 0  # workers in a row that died before their hello
         self.crashes = 0  # workers that died after starting
+        self.hangs = 0  # ...of which killed by their watchdog
         self.quarantined = 0  # sessions moved to pyte
         self._dead: list[int] = []  # workers that died, for ``close`` to reap where no reaper runs
 
@@ -327,6 +372,16 @@ class EnginePool:
         sessions = list(link.sessions.values())
         if self._failures >= STARTUP_FAILURES:
             self._give_up(f"engine workers die before they start (pid {link.pid}: {link.status()})")
+        elif link.hung_s is not None:
+            self.crashes += 1
+            self.hangs += 1
+            log.warning(
+                "engine worker pid %d hung (no progress for %d ms with work outstanding): killed it, with %d"
+                " sessions: rebuilding them in a new worker",
+                link.pid,
+                link.hung_s * 1000,
+                len(sessions),
+            )
         else:
             self.crashes += 1
             log.warning(
@@ -335,6 +390,7 @@ class EnginePool:
                 link.status(),
                 len(sessions),
             )
+        note = HUNG_NOTE if link.hung_s is not None else QUARANTINE_NOTE
         target: Link | None = self.local
         if target is None:
             target = self._spawn()
@@ -358,7 +414,7 @@ class EnginePool:
                     term.strikes += 1
                     guilty = term.strikes >= 2
             if guilty:
-                self._quarantine(term, target, QUARANTINE_NOTE)
+                self._quarantine(term, target, note)
             elif suspect and isinstance(target, WorkerLink):
                 term.reopen(target, term.engine, held=True)
                 target.suspects.append(term)
@@ -435,12 +491,13 @@ class EnginePool:
 _pool: EnginePool | None = None
 
 
-def shared_pool(size: int) -> EnginePool:
+def shared_pool(size: int, stall_ms: int) -> EnginePool:
     """The daemon's pool (one per event loop: in-process tests run several)."""
     global _pool
     loop = asyncio.get_running_loop()
     if _pool is None or _pool.loop is not loop:
         if _pool is not None:
             _pool.abandon()
-        _pool = EnginePool(size, loop)
+        _pool = EnginePool(size, loop, stall_s=stall_ms / 1000)
+    _pool.stall_s = stall_ms / 1000
     return _pool

@@ -1,0 +1,138 @@
+"""A worker that hangs instead of dying: its watchdog kills it, and that is a death (docs/engine-workers.md).
+
+In-process: a worker stopped by SIGSTOP while its sessions' output is outstanding is killed after the stall time
+and its sessions lose nothing; the watchdog is disarmed whenever no work is outstanding. On a real daemon: output
+that stalls libghostty-vt for seconds (tests/hostile/cases.py "long-hyperlink-stall") moves its session to pyte
+with the "hung" note, and a neighbour on the same worker keeps its screen and shell state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from conftest import Daemon, Rpc, Shell, wait_until
+from ptyd.terminal.engines import native_available
+from ptyd.terminal.workers.pool import HUNG_NOTE, EnginePool
+from ptyd.terminal.workers.proxy import RemoteTerminal
+
+needs_native = pytest.mark.skipif(not native_available(), reason="the native engine does not import here")
+
+
+async def _until(predicate: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition"
+        await asyncio.sleep(0.01)
+
+
+def _remote(pool: EnginePool) -> RemoteTerminal:
+    return RemoteTerminal(
+        80,
+        24,
+        scrollback_lines=100_000,
+        scrollback_bytes=16 << 20,
+        on_reply=lambda _: None,
+        pool=pool,
+        engine="pyte",
+        label="test",
+    )
+
+
+def _armed(pool: EnginePool) -> list[bool]:
+    return [link._watchdog is not None for link in pool.links]
+
+
+def test_a_stopped_worker_is_killed_and_its_sessions_lose_nothing() -> None:
+    async def run() -> None:
+        pool = EnginePool(1, asyncio.get_running_loop(), stall_s=0.5)
+        quiet, busy = _remote(pool), _remote(pool)
+        try:
+            quiet.feed(b"X=kept\r\n$ ")
+            await _until(lambda: quiet.idle and busy.idle)
+            await _until(lambda: _armed(pool) == [False])  # nothing outstanding: no timer at all
+            screen = quiet.visible_rows()
+            stopped = pool.links[0].pid
+            os.kill(stopped, signal.SIGSTOP)
+            busy.feed(b"".join(b"%d\r\n" % i for i in range(1, 2001)))
+            await _until(lambda: pool.hangs == 1)
+            await _until(lambda: busy.idle)
+            assert busy.transcript(0, 3000)[:2000] == [str(i) for i in range(1, 2001)]
+            assert busy.engine_note is None  # its replay went through: not guilty
+            assert quiet.visible_rows() == screen
+            assert [link.pid for link in pool.links] != [stopped]
+            assert pool.crashes == 1
+            await _until(lambda: _armed(pool) == [False])
+            quiet.feed(b"echo next\r\n")
+            await _until(lambda: quiet.idle)
+            assert quiet.visible_rows() == ["X=kept", "$ echo next"]
+        finally:
+            pool.close()
+
+    asyncio.run(run())
+
+
+# tests/hostile/cases.py "long-hyperlink-stall", in one write (it reaches the worker as one feed).
+STALL = """python3 -c 'import os; os.write(1, b"\\x1b]8;;" + b"u" * 2000 + b"\\x1b\\\\" + b"x" * 65535)'\n"""
+
+
+@needs_native
+def test_output_that_hangs_the_native_engine_moves_to_pyte_and_costs_the_neighbour_nothing(
+    fresh_daemon: Daemon,
+) -> None:
+    # One worker, so the neighbour shares it. The write costs ptyd's native engine ~2.5 s here (7 s in raw
+    # pyghostty), near the default stall time: a shorter one keeps the test's verdict from depending on the load.
+    fresh_daemon.config_path.write_text(
+        fresh_daemon.config_path.read_text() + "engine_workers = 1\nengine_worker_stall_ms = 1000\n"
+    )
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        pid = rpc.call("daemon_info")["pid"]
+        token = rpc.call("agent_register", name="stall")["token"]
+        other = Shell(rpc, token, env={"PS1": "$ "})
+        other.send("X=forty-two; printf '\\e]2;kept\\a'\n")
+        before = other.call("terminal_screen")
+        victim = Shell(rpc, token, env={"PS1": "$ "}, cols=160, rows=40)
+        assert victim.call("terminal_status")["engine"] == "ghostty"
+    results: dict[str, Any] = {}
+
+    def stall() -> None:
+        with Rpc(fresh_daemon.socket) as own:
+            results["stall"] = own.call(
+                "terminal_send", token=token, session_id=victim.id, input=STALL, timeout_ms=120_000
+            )
+
+    thread = threading.Thread(target=stall)
+    thread.start()
+    with fresh_daemon.rpc() as rpc:
+        other.rpc = victim.rpc = rpc
+        wait_until(lambda: "hung (no progress" in fresh_daemon.log(), timeout=60)
+        assert other.call("terminal_screen") == before
+        # While the stalling session's replay is on probation: the neighbour answers once it is done.
+        assert other.send("echo $X\n", timeout_ms=60_000)["viewport"].splitlines()[-2:] == ["forty-two", "$"]
+        mid = other.call("terminal_screen")
+        thread.join(timeout=120)
+        result = results["stall"]
+        assert result["wait_reason"] == "stdin_read"
+        info = victim.call("terminal_status")
+        assert (info["engine"], info["engine_note"]) == ("pyte", HUNG_NOTE)
+        assert "x" * 160 in victim.call("terminal_screen")["lines"]
+        ok = victim.send("echo ok\n")
+        assert ok["wait_reason"] == "stdin_read"
+        assert ok["viewport"].splitlines()[-2:] == ["ok", "$"]
+        assert rpc.call("daemon_info")["pid"] == pid
+        assert other.call("terminal_screen") == mid
+        assert mid["title"] == "kept"
+        assert other.send("echo $X\n")["viewport"].splitlines()[-2:] == ["forty-two", "$"]
+        assert other.call("terminal_status")["engine"] == "ghostty"
+    log = fresh_daemon.log()
+    assert log.count("hung (no progress") == 2  # the first hang, then its replay alone
+    assert f"session {victim.id}: {HUNG_NOTE}; it runs on the pyte engine from now on" in log
+    assert "crashed" not in log
+    assert "uuuu" not in log and "xxxx" not in log  # never the bytes
