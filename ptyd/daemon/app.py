@@ -155,7 +155,8 @@ class Daemon:
         service.on_change = saver.changed
         emulator = engine_name(self.config.emulator)  # imports the native engine now, not at the first open
         if self.config.engine_process == "worker":
-            shared_pool(self.config.engine_workers, self.config.engine_worker_stall_ms).warm()  # the workers' interpreters start beside the daemon's
+            # The workers' interpreters start beside the daemon's.
+            shared_pool(self.config.engine_workers, self.config.engine_worker_stall_ms).warm()
         # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
         # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions
         # print (a pass took 20-70 ms on a busy 2-core machine, the worst send latencies beside floods). Frozen

@@ -183,13 +183,17 @@ class WorkerLink:
     def _outstanding(self) -> bool:
         return any(term.in_flight for term in self.sessions.values())
 
+    def _caught_up(self) -> bool:
+        """Take what the worker sent while this loop was busy (timers run before I/O); False: it died."""
+        self._readable()
+        return not self.dead
+
     def _watch(self) -> None:
         """Work outstanding and no frame back for ``stall_s``: the worker hangs; kill it, which is a death."""
         self._watchdog = None
         if self.dead:
             return
-        self._readable()  # what the worker sent while this loop was busy counts (timers run before I/O)
-        if self.dead or not self._outstanding():
+        if not self._caught_up() or not self._outstanding():
             return
         now = self.loop.time()
         if not self.hello or now - self._progress < self._pool.stall_s:  # a starting interpreter is not hung
