@@ -299,14 +299,16 @@ def test_the_proxy_keeps_the_soft_wraps_of_the_engine_in_process(engine: str) ->
     """Every row's soft-wrap flag crosses: rows scrolled off, the screen, the main screen under the alternate
     one, a resize, and a worker killed in between (its successor restored from a snapshot and the journal)."""
     long_lines = b"".join(b"%d " % i + b"w" * (100 + i % 90) + b"\r\n" for i in range(400))
-    steps: list[bytes | tuple[int, int] | None] = [
+    steps: list[bytes | tuple[int, int] | bool | None] = [
         long_lines,
         b"x" * 80 + b"\r\n" + b"y" * 80,  # a row exactly full: wrapped only once the next character comes
         b"z\r\n" + b"v" * 150,
-        None,  # the worker is killed here
+        None,  # the worker is killed here, just after a snapshot: its successor redraws the wrapped rows from it
         b"\r\n" + b"u" * 170 + b"\x1b[?1049h\x1b[Hfull screen " + b"a" * 100,  # the main screen under the alternate
-        None,
-        b"\x1b[?1049l\r\n",
+        None,  # ...a snapshot of the alternate screen: the main screen's rows and flags are in its state
+        b"\x1b[2;1Hmore",
+        False,  # ...and here, with no snapshot asked for: the journal since the last one replayed
+        b"\x1b[?1049l\r\n" + b"t" * 120,
         (100, 24),
         long_lines,
     ]
@@ -319,8 +321,10 @@ def test_the_proxy_keeps_the_soft_wraps_of_the_engine_in_process(engine: str) ->
         )
         try:
             for number, step in enumerate(steps):
-                if step is None:
+                if step is None or step is False:
                     await _until(lambda: remote.idle)
+                    if step is None:
+                        await remote.synced()
                     crashes = pool.crashes
                     os.kill(_workers(pool)[0], signal.SIGKILL)
                     await _until(lambda: pool.crashes > crashes)

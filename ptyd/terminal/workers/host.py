@@ -113,13 +113,17 @@ class EngineHost:
         engine = rec.engine
         if isinstance(msg, m.Feed):
             if msg.muted:
-                engine.process(float("inf"))  # what came before is not muted
+                # What came before is not muted. ``current_screen`` draws what an engine left to draw later (pyte's
+                # last screenful after a fast-forward), whose rows scroll off then: inside the window they belong to.
+                engine.process(float("inf"))
+                engine.current_screen()
                 rec.relay.muted = True
                 try:
                     engine.feed(msg.data, more=msg.more)
                     if msg.flush:
                         engine.flush()
                     engine.process(float("inf"))
+                    engine.current_screen()
                 finally:
                     rec.relay.muted = False
             else:
