@@ -327,7 +327,7 @@ def test_the_proxy_keeps_the_soft_wraps_of_the_engine_in_process(engine: str) ->
                         await remote.synced()
                     crashes = pool.crashes
                     os.kill(_workers(pool)[0], signal.SIGKILL)
-                    await _until(lambda: pool.crashes > crashes)
+                    await _until(lambda crashes=crashes: pool.crashes > crashes)
                     continue
                 if isinstance(step, tuple):
                     remote.resize(*step)
