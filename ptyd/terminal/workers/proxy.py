@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, final
+from typing import Protocol, final
 
 import msgspec
 
@@ -24,8 +24,27 @@ from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.replay import TerminalState, restore_scrollback, scrollback_state
 from ptyd.terminal.workers import messages as m
 
-if TYPE_CHECKING:
-    from ptyd.terminal.workers.pool import EnginePool, Link
+
+class Link(Protocol):
+    """One worker (or the in-daemon fallback) as a terminal sees it."""
+
+    sessions: dict[int, RemoteTerminal]
+
+    def send(self, msg: m.ToWorker) -> None: ...
+    def may_send(self, term: RemoteTerminal) -> bool: ...
+
+
+class Placement(Protocol):
+    """What a terminal asks of the pool that placed it (``pool.EnginePool``)."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def new_sid(self) -> int: ...
+    def attach(self, term: RemoteTerminal) -> Link: ...
+    def detach(self, term: RemoteTerminal) -> None: ...
+    def engine_failed(self, term: RemoteTerminal, error: str) -> None: ...
+    def progressed(self, term: RemoteTerminal) -> None: ...
+
 
 JOURNAL_SNAPSHOT_BYTES = 256 * 1024  # journal past this: ask for a snapshot (~0.5 ms of the worker's time)
 SNAPSHOT_INTERVAL_S = 1.0  # ...or this long after output first went into it
@@ -156,7 +175,7 @@ class RemoteTerminal(Terminal):
         scrollback_lines: int,
         scrollback_bytes: int,
         on_reply: Callable[[bytes], None],
-        pool: EnginePool,
+        pool: Placement,
         engine: str,
         label: str,
     ) -> None:
