@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ptyd.terminal.emulator import Terminal
+from ptyd.terminal.engines import open_terminal
 
 FRAME_INTERVAL_S = 1 / 30  # frames closer than this are merged: the player draws at most 30 a second
 MAX_FRAMES = 20_000  # about 11 minutes of continuous change at that rate; later changes coarsen the steps
@@ -24,7 +24,9 @@ def render_frames(path: Path, emulator: str = "auto") -> dict[str, Any]:
         header = _header(f.readline())
         data = f.read(MAX_FILE_BYTES)
     cols, rows = int(header["width"]), int(header["height"])
-    term = Terminal(cols, rows, scrollback_lines=1, scrollback_bytes=65536, on_reply=lambda _: None, emulator=emulator)
+    term = open_terminal(
+        cols, rows, scrollback_lines=1, scrollback_bytes=65536, on_reply=lambda _: None, emulator=emulator
+    )
     frames: list[dict[str, Any]] = []
     interval = FRAME_INTERVAL_S
     last_t = -1.0  # time of the last frame

@@ -292,3 +292,57 @@ def test_sigkill_of_workers_during_floods_loses_no_line_and_no_send(fresh_daemon
             assert s.send("echo next\n")["viewport"].splitlines()[-2:] == ["next", "$"]
         assert not set(killed) & set(_worker_pids(pid))
     assert fresh_daemon.log().count("died (SIGKILL)") == len(killed)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_proxy_keeps_the_soft_wraps_of_the_engine_in_process(engine: str) -> None:
+    """Every row's soft-wrap flag crosses: rows scrolled off, the screen, the main screen under the alternate
+    one, a resize, and a worker killed in between (its successor restored from a snapshot and the journal)."""
+    long_lines = b"".join(b"%d " % i + b"w" * (100 + i % 90) + b"\r\n" for i in range(400))
+    steps: list[bytes | tuple[int, int] | bool | None] = [
+        long_lines,
+        b"x" * 80 + b"\r\n" + b"y" * 80,  # a row exactly full: wrapped only once the next character comes
+        b"z\r\n" + b"v" * 150,
+        None,  # the worker is killed here, just after a snapshot: its successor redraws the wrapped rows from it
+        b"\r\n" + b"u" * 170 + b"\x1b[?1049h\x1b[Hfull screen " + b"a" * 100,  # the main screen under the alternate
+        None,  # ...a snapshot of the alternate screen: the main screen's rows and flags are in its state
+        b"\x1b[2;1Hmore",
+        False,  # ...and here, with no snapshot asked for: the journal since the last one replayed
+        b"\x1b[?1049l\r\n" + b"t" * 120,
+        (100, 24),
+        long_lines,
+    ]
+
+    async def run() -> None:
+        pool = EnginePool(1, asyncio.get_running_loop())
+        remote = _remote(pool, engine, [])
+        local = open_terminal(
+            80, 24, scrollback_lines=300_000, scrollback_bytes=64 << 20, on_reply=[].append, emulator=engine
+        )
+        try:
+            for number, step in enumerate(steps):
+                if step is None or step is False:
+                    await _until(lambda: remote.idle)
+                    if step is None:
+                        await remote.synced()
+                    crashes = pool.crashes
+                    os.kill(_workers(pool)[0], signal.SIGKILL)
+                    await _until(lambda crashes=crashes: pool.crashes > crashes)
+                    continue
+                if isinstance(step, tuple):
+                    remote.resize(*step)
+                    local.resize(*step)
+                else:
+                    remote.feed(step)
+                    local.feed(step)
+                local.process(float("inf"))
+                await _until(lambda: remote.idle)
+                total = local.total_lines
+                assert local.wraps(0, total)  # the test has something to compare
+                assert remote.transcript(0, total) == local.transcript(0, total), number
+                assert remote.wraps(0, total) == local.wraps(0, total), number
+                assert remote.alt_screen == local.alt_screen
+        finally:
+            pool.close()
+
+    asyncio.run(run())

@@ -4,11 +4,15 @@ the screen and from scrollback, on both engines (the suite runs with ``--emulato
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from conftest import Rpc, RpcError, Shell
+from conftest import Daemon, Rpc, RpcError, Shell, wait_until
+from ptyd.terminal.engines import native_available
 
 # 400 characters, with a blank at the last column of the first row: a wrapped row's trailing blank is kept.
 LONG = "x" * 159 + " " + "y" * 240
@@ -76,3 +80,59 @@ def test_compact_and_logical_lines_together_number_the_markers_by_rows(wide: She
     # 50 logical lines of 3 rows each from row start+1: the marker names rows, which terminal_read takes.
     assert lines[2] == f"[... the line above 49 more times: lines {start + 4}-{start + 150} ...]"
     assert result["compacted"] == 49
+
+
+def _worker_pids(daemon_pid: int) -> list[int]:
+    kids = Path(f"/proc/{daemon_pid}/task/{daemon_pid}/children").read_text().split()
+    out = []
+    for kid in kids:
+        with contextlib.suppress(OSError):
+            if b"ptyd.terminal.workers.main" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                out.append(int(kid))
+    return out
+
+
+def _logical(shell: Shell) -> list[str]:
+    return list(shell.call("terminal_read", start_line=0, max_lines=10_000, join_wrapped=True)["lines"])
+
+
+@pytest.mark.parametrize("engine", ["ghostty", "pyte"] if native_available() else ["pyte"])
+def test_a_worker_rendered_line_reads_back_whole_through_scrollback_and_a_killed_worker(
+    fresh_daemon: Daemon, engine: str
+) -> None:
+    """The soft-wrap flags cross from the engine worker (whatever ``--engine-process`` the suite runs with): on
+    the screen's mirror, into the daemon's scrollback, and through a worker's SIGKILL (its successor rebuilt from
+    a snapshot and the journal, the line still on the screen, then scrolled off from the new worker)."""
+    kept = [
+        line
+        for line in fresh_daemon.config_path.read_text().splitlines()
+        if not line.startswith(("engine_process", "emulator"))
+    ]
+    fresh_daemon.config_path.write_text(
+        "\n".join([f'emulator = "{engine}"', 'engine_process = "worker"', *kept]) + "\n"
+    )
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        pid = rpc.call("daemon_info")["pid"]
+        token = rpc.call("agent_register", name="wraps")["token"]
+        wide = Shell(rpc, token, env={"PS1": "$ "}, cols=160, rows=40)
+        assert wide.call("terminal_status")["engine"] == engine
+        assert _worker_pids(pid)
+        joined = wide.send(PRINT_LONG, join_wrapped=True)
+        assert joined["viewport"].splitlines()[1] == LONG
+        page = wide.call("terminal_read", start_line=joined["lines"]["start_line"] + 1, max_lines=1, join_wrapped=True)
+        assert (page["lines"], page["next_line"]) == ([LONG], page["start_line"] + 3)
+        wide.send("seq 1 100\n")  # the line is in the daemon's scrollback now, with its flags
+        assert wide.call("terminal_status")["total_lines"] > 100
+        assert _logical(wide).count(LONG) == 1
+        wide.send(PRINT_LONG)  # a second one, on the screen when the worker dies
+        for worker in _worker_pids(pid):
+            os.kill(worker, signal.SIGKILL)
+        wait_until(lambda: "died (SIGKILL)" in fresh_daemon.log(), timeout=20)
+        assert wide.send("echo after\n")["viewport"].splitlines()[-2:] == ["after", "$"]
+        assert _logical(wide).count(LONG) == 2
+        wide.send("seq 1 100\n")  # ...and scrolled off from the new worker's engine
+        assert _logical(wide).count(LONG) == 2
+        tail = wide.send(PRINT_LONG, join_wrapped=True)["viewport"].splitlines()
+        assert tail[-2:] == [LONG, "$"]
+        assert rpc.call("daemon_info")["pid"] == pid

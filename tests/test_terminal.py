@@ -256,6 +256,24 @@ def test_application_cursor_keys_mode_is_seen_and_survives_a_handover(engine: st
     assert term.feed("\x1b[?1l").t.app_cursor_keys is False
 
 
+def test_soft_wraps_on_the_screen_survive_a_handover(engine: str) -> None:
+    """A snapshot redraws a wrapped row by writing it to its last column: the restored terminal wraps it again.
+    The main screen under the alternate one keeps its flags too; scrollback's lines are text only."""
+    term = Term(20, 6).feed("a" * 19 + " " + "b" * 25 + "\r\n" + "c" * 20 + "\r\nd" + "e" * 20)
+    screen_wraps = term.t.wraps(term.t.scrollback.total, term.t.total_lines)
+    assert len(screen_wraps) == 3
+    restored = Term(20, 6)
+    restored.t.restore(term.t.snapshot())
+    assert restored.rows == term.rows
+    assert restored.t.wraps(restored.t.scrollback.total, restored.t.total_lines) == screen_wraps
+    term.feed("\x1b[?1049h\x1b[Hfull screen")
+    under = Term(20, 6)
+    under.t.restore(term.t.snapshot())
+    assert under.t.alt_screen
+    assert under.t.wraps(0, under.t.total_lines) == term.t.wraps(0, term.t.total_lines) == screen_wraps
+    assert under.feed("\x1b[?1049l").t.wraps(0, under.t.total_lines) == screen_wraps
+
+
 @pytest.mark.parametrize(
     ("keys", "normal", "application"),
     [

@@ -21,7 +21,6 @@ import os
 import select
 import socket
 import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -170,6 +169,23 @@ def _bind(path: Path) -> socket.socket | None:
 # --- the daemon's side ------------------------------------------------------------------------------------------
 
 
+def _start_keeper(directory: Path, grace_ms: float) -> None:
+    """``ptyd keeper`` in a session of its own (a Ctrl-C of `make run` is the daemon's, not the keeper's), stdin and
+    stdout on /dev/null. Spawned, not a Popen the daemon would have to keep: it outlives the daemon by design."""
+    argv = [sys.executable, "-m", "ptyd", "keeper", "--dir", str(directory), "--grace-ms", str(int(grace_ms))]
+    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        os.posix_spawn(
+            sys.executable,
+            argv,
+            os.environ,
+            file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1)],
+            setsid=True,
+        )
+    finally:
+        os.close(devnull)
+
+
 class Keeper:
     """The daemon's connection to its keeper, started if none runs. ``stored`` and ``sync`` are those of
     ``systemd.FdStore``, so the state saver keeps either one in step with the sessions."""
@@ -184,13 +200,7 @@ class Keeper:
         path = directory / KEEPER_SOCKET
         sock = _connect(path)
         if sock is None:
-            subprocess.Popen(
-                [sys.executable, "-m", "ptyd", "keeper", "--dir", str(directory), "--grace-ms", str(int(grace_ms))],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                start_new_session=True,  # not in the terminal's process group: a Ctrl-C of `make run` is the daemon's
-                close_fds=True,
-            )
+            _start_keeper(directory, grace_ms)
             deadline = time.monotonic() + _START_WAIT_S
             while sock is None and time.monotonic() < deadline:
                 time.sleep(0.01)

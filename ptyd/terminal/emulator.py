@@ -154,6 +154,7 @@ class Terminal:
             screen=data,
             main_rows=main[0] if main is not None else None,
             main_cursor=main[1] if main is not None else None,
+            main_wraps=self._screen_wraps(0, self.rows) if main is not None else None,
             title=str(screen.title),
             visible=screen.visible_rows(),
             cursor=(int(screen.cursor.x), int(screen.cursor.y), bool(screen.cursor.hidden)),
@@ -179,6 +180,10 @@ class Terminal:
     def _screen_wraps(self, start: int, end: int) -> list[int]:
         """Rows ``[start, end)`` of the main screen that the terminal soft-wrapped onto the next row."""
         return []
+
+    def _active_wraps(self, rows: list[str]) -> list[int]:
+        """Rows of the active screen (``rows``, their text) that soft-wrapped: for an engine worker's acks."""
+        return [] if self.alt_screen else self._screen_wraps(0, len(rows))
 
     def wraps(self, start: int, end: int) -> dict[int, int]:
         """Transcript lines ``[start, end)`` that continue on the next line (soft-wrapped), with their widths."""

@@ -30,6 +30,7 @@ class TerminalState(msgspec.Struct, frozen=True, kw_only=True):
     cursor: tuple[int, int, bool] | None = None  # x, y, hidden
     alt: bool = False
     app_cursor_keys: bool = False
+    main_wraps: list[int] | None = None  # rows of ``main_rows`` that soft-wrapped onto the next (redrawn so)
 
 
 def main_screen_prefix(state: TerminalState) -> bytes:
@@ -37,7 +38,16 @@ def main_screen_prefix(state: TerminalState) -> bytes:
     if state.main_rows is None:
         return b""
     x, y = state.main_cursor or (0, 0)
-    rows = "\r\n".join(state.main_rows[: state.rows])
+    wraps = set(state.main_wraps or ())
+    parts: list[str] = []
+    for index, row in enumerate(state.main_rows[: state.rows]):
+        # Written to its end, a wrapped row wraps again (a row of wide characters is not padded by cells here:
+        # it keeps its line end and loses the flag).
+        if index in wraps and index + 1 < min(len(state.main_rows), state.rows) and row.isascii():
+            parts.append(row.ljust(state.cols))
+        else:
+            parts.append(row + "\r\n")
+    rows = "".join(parts).removesuffix("\r\n")
     return f"\x1b[H\x1b[2J{rows}\x1b[{y + 1};{min(x, state.cols - 1) + 1}H".encode()
 
 

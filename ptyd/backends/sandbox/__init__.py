@@ -10,23 +10,14 @@ place.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Protocol, final
 
-from ptyd.config import SandboxProfile
+from ptyd.backends.sandbox.plan import SandboxPlan
 from ptyd.errors import SandboxUnavailable
 
+__all__ = ["DetectedSandbox", "NoSandbox", "Sandbox", "SandboxPlan", "select_sandbox"]
+
 log = logging.getLogger("ptyd.sandbox")
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxPlan:
-    """One session's sandbox: its profile, the workspace it may write, and what it must not see."""
-
-    profile: SandboxProfile
-    workspace: str  # the session's working directory
-    private: tuple[str, ...]  # ptyd's runtime and state directories, $XDG_RUNTIME_DIR: never visible
-    others: tuple[str, ...]  # other agents' workspaces: hidden unless they hold what this session needs
 
 
 class Sandbox(Protocol):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import final
 
 from ptyd.backends import procfs
-from ptyd.backends.sandbox import SandboxPlan
+from ptyd.backends.sandbox.plan import SandboxPlan
 from ptyd.errors import InvalidArgument
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # shell integration files are read from here, inside

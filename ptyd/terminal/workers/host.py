@@ -26,14 +26,24 @@ class RelayScrollback(Scrollback):
     def __init__(self) -> None:
         super().__init__(_UNBOUNDED, _UNBOUNDED)  # never skips: the daemon's bound is the one that binds
         self.out: list[list[str] | int] = []
+        self.out_wraps: list[tuple[int, int]] = []  # (index among the rows in ``out``, width): see ``Ack``
+        self._out_rows = 0
         self.muted = False
 
     def extend(self, lines: list[str], wraps: Sequence[tuple[int, int]] = ()) -> None:
-        # Soft-wrap flags do not cross to the daemon yet (``messages.Row`` and the scrolled blocks have room).
         if lines:
             if not self.muted:
                 self.out.append(list(lines))
+                base = self._out_rows
+                self.out_wraps.extend((base + index, width) for index, width in wraps)
+                self._out_rows += len(lines)
             self.total += len(lines)
+
+    def take(self) -> tuple[list[list[str] | int], list[tuple[int, int]]]:
+        """What was appended since the last call, for an ``Ack``."""
+        out, wraps = self.out, self.out_wraps
+        self.out, self.out_wraps, self._out_rows = [], [], 0
+        return out, wraps
 
     def skip(self, count: int) -> None:
         if not self.muted:
@@ -61,7 +71,10 @@ class Hosted:
         )
         self.engine.scrollback = self.relay
         self.rows: list[str] = []  # the active screen as last sent
+        self.wrapped: set[int] = set()  # ...the rows of it that soft-wrapped
+        self.size = (msg.cols, msg.rows)
         self.main: list[str] | None = None
+        self.main_wraps: list[int] = []
         self.error: str | None = None
 
     def _reply(self, data: bytes) -> None:
@@ -100,13 +113,17 @@ class EngineHost:
         engine = rec.engine
         if isinstance(msg, m.Feed):
             if msg.muted:
-                engine.process(float("inf"))  # what came before is not muted
+                # What came before is not muted. ``current_screen`` draws what an engine left to draw later (pyte's
+                # last screenful after a fast-forward), whose rows scroll off then: inside the window they belong to.
+                engine.process(float("inf"))
+                engine.current_screen()
                 rec.relay.muted = True
                 try:
                     engine.feed(msg.data, more=msg.more)
                     if msg.flush:
                         engine.flush()
                     engine.process(float("inf"))
+                    engine.current_screen()
                 finally:
                     rec.relay.muted = False
             else:
@@ -153,7 +170,9 @@ class EngineHost:
             engine.process(float("inf"))
             screen = engine.current_screen()
             rows = screen.visible_rows()
+            wrapped = set(engine._active_wraps(rows))
             under = engine._main_under_alt()
+            main_wraps = engine._screen_wraps(0, engine.rows) if under is not None else []
             cursor = screen.cursor
             state = (
                 (int(cursor.x), int(cursor.y), bool(cursor.hidden)),
@@ -164,17 +183,25 @@ class EngineHost:
             )
         except Exception as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:200]
-            rows, under, state = rec.rows, None, ((0, 0, False), 0, "", False, False)
-        sent = rec.rows
-        if len(sent) != len(rows):
-            changed = [m.Row(y, text) for y, text in enumerate(rows)]
+            rows, wrapped, under, main_wraps = rec.rows, rec.wrapped, None, []
+            state = ((0, 0, False), 0, "", False, False)
+        sent, was = rec.rows, rec.wrapped
+        # A new size: everything again (the daemon's mirror cut its rows and dropped their flags meanwhile).
+        resized = rec.size != (engine.cols, engine.rows)
+        rec.size = (engine.cols, engine.rows)
+        if resized or len(sent) != len(rows):
+            changed = [m.Row(y, text, y in wrapped) for y, text in enumerate(rows)]
         else:
-            changed = [m.Row(y, text) for y, (text, old) in enumerate(zip(rows, sent, strict=True)) if text != old]
-        rec.rows = rows
+            changed = [
+                m.Row(y, text, y in wrapped)
+                for y, (text, old) in enumerate(zip(rows, sent, strict=True))
+                if text != old or (y in wrapped) != (y in was)
+            ]
+        rec.rows, rec.wrapped = rows, wrapped
         main = under[0] if under is not None else None
-        main_changed = main != rec.main
-        rec.main = main
-        scrolled, rec.relay.out = rec.relay.out, []
+        main_changed = resized or main != rec.main or main_wraps != rec.main_wraps
+        rec.main, rec.main_wraps = main, main_wraps
+        scrolled, scrolled_wraps = rec.relay.take()
         replies, rec.replies = rec.replies, []
         error, rec.error = rec.error, None
         cursor_t, main_y, title, alt, keys = state
@@ -194,4 +221,6 @@ class EngineHost:
             app_cursor_keys=keys,
             replies=replies,
             error=error,
+            scrolled_wraps=scrolled_wraps,
+            main_wraps=main_wraps if main_changed else [],
         )

@@ -73,11 +73,13 @@ ToWorker = Open | Restore | Feed | Resize | Settle | Snap | Close
 # --- worker -> daemon -------------------------------------------------------------------------------------
 
 
-class Row(msgspec.Struct, array_like=True, frozen=True):
-    """One changed row of the active screen (room for per-row attributes: add fields with defaults)."""
+class Row(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
+    """One changed row of the active screen (room for per-row attributes: add fields with defaults, which an
+    array-like struct leaves off the wire when they are trailing and default)."""
 
     y: int
     text: str
+    wrapped: bool = False  # soft-wrapped: the row continues on the next one (a changed flag alone sends the row)
 
 
 class Ack(Base, tag="ack"):
@@ -96,6 +98,10 @@ class Ack(Base, tag="ack"):
     app_cursor_keys: bool
     replies: list[bytes]  # answers to queries, in order, for the daemon to write to the program
     error: str | None = None  # the engine raised (not crashed): what it said
+    # (index among the rows of ``scrolled``'s lists, counted across them, width in cells) of those that
+    # soft-wrapped onto the next row: sparse, most rows end where the program ended them.
+    scrolled_wraps: list[tuple[int, int]] = msgspec.field(default_factory=list)
+    main_wraps: list[int] = msgspec.field(default_factory=list)  # rows of ``main`` that soft-wrapped (with it)
 
 
 class Snapshot(Base, tag="snapshot"):

@@ -24,11 +24,11 @@ import socket
 import sys
 import time
 from collections import deque
-from typing import Protocol, final
+from typing import final
 
 from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.host import EngineHost
-from ptyd.terminal.workers.proxy import RemoteTerminal
+from ptyd.terminal.workers.proxy import Link, RemoteTerminal
 
 log = logging.getLogger("ptyd.engine")
 
@@ -41,13 +41,6 @@ READ_CHUNK = 1 << 20
 SOCKET_BUFFER = 4 << 20
 COMPACT_BYTES = 1 << 20
 STATUS_POLLS = 20  # 5 ms apart: how long a dead worker's exit status is waited for, for the log
-
-
-class Link(Protocol):
-    sessions: dict[int, RemoteTerminal]
-
-    def send(self, msg: m.ToWorker) -> None: ...
-    def may_send(self, term: RemoteTerminal) -> bool: ...
 
 
 @final

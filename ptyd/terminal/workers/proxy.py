@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, final
+from typing import Protocol, final
 
 import msgspec
 
@@ -24,8 +24,27 @@ from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.replay import TerminalState, restore_scrollback, scrollback_state
 from ptyd.terminal.workers import messages as m
 
-if TYPE_CHECKING:
-    from ptyd.terminal.workers.pool import EnginePool, Link
+
+class Link(Protocol):
+    """One worker (or the in-daemon fallback) as a terminal sees it."""
+
+    sessions: dict[int, RemoteTerminal]
+
+    def send(self, msg: m.ToWorker) -> None: ...
+    def may_send(self, term: RemoteTerminal) -> bool: ...
+
+
+class Placement(Protocol):
+    """What a terminal asks of the pool that placed it (``pool.EnginePool``)."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def new_sid(self) -> int: ...
+    def attach(self, term: RemoteTerminal) -> Link: ...
+    def detach(self, term: RemoteTerminal) -> None: ...
+    def engine_failed(self, term: RemoteTerminal, error: str) -> None: ...
+    def progressed(self, term: RemoteTerminal) -> None: ...
+
 
 JOURNAL_SNAPSHOT_BYTES = 256 * 1024  # journal past this: ask for a snapshot (~0.5 ms of the worker's time)
 SNAPSHOT_INTERVAL_S = 1.0  # ...or this long after output first went into it
@@ -57,7 +76,9 @@ class MirrorScreen:
         self.title = ""
         self.main_cursor_y = 0
         self.rows = [""] * rows
+        self.wrapped: set[int] = set()  # rows that soft-wrapped onto the next
         self.main: list[str] | None = None  # the main screen's rows while the alternate screen is active
+        self.main_wraps: list[int] = []  # ...and which of them soft-wrapped
         self.alt = False
         self.app_cursor_keys = False
 
@@ -68,8 +89,18 @@ class MirrorScreen:
         rows = self.main if self.alt and self.main is not None else self.rows
         return rows[max(start, 0) : self.lines if end is None else min(end, self.lines)]
 
+    def wraps(self, start: int, end: int) -> list[int]:
+        """Rows ``[start, end)`` of the main screen (the saved one under the alternate) that soft-wrapped."""
+        rows = self.main_wraps if self.alt and self.main is not None else self.wrapped
+        return sorted(y for y in rows if start <= y < end)
+
     def resize(self, cols: int, rows: int) -> None:
-        """Until the worker's answer: the same rows, cut or padded to the new size."""
+        """Until the worker's answer: the same rows, cut or padded to the new size (a wrapped row no longer
+        fills a row of another width; the worker's answer after the resize sends every row again)."""
+        if cols != self.cols:
+            self.wrapped, self.main_wraps = set(), []
+        self.wrapped = {y for y in self.wrapped if y < rows}
+        self.main_wraps = [y for y in self.main_wraps if y < rows]
         self.cols, self.lines = cols, rows
         self.rows = ([row[:cols] for row in self.rows] + [""] * rows)[:rows]
         if self.main is not None:
@@ -80,13 +111,19 @@ class MirrorScreen:
     def apply(self, ack: m.Ack) -> None:
         if ack.lines != self.lines:
             self.rows = ([*self.rows] + [""] * ack.lines)[: ack.lines]
+            self.wrapped = {y for y in self.wrapped if y < ack.lines}
         self.cols, self.lines = ack.cols, ack.lines
-        rows = self.rows
+        rows, wrapped = self.rows, self.wrapped
         for row in ack.rows:
             if row.y < len(rows):
                 rows[row.y] = row.text
+                if row.wrapped:
+                    wrapped.add(row.y)
+                else:
+                    wrapped.discard(row.y)
         if ack.main_changed:
             self.main = ack.main
+            self.main_wraps = ack.main_wraps
         self.cursor.x, self.cursor.y, self.cursor.hidden = ack.cursor
         self.main_cursor_y = ack.main_cursor_y
         self.title = ack.title
@@ -104,12 +141,20 @@ class MirrorScreen:
         self.app_cursor_keys = state.app_cursor_keys
         self.title = state.title
         self.main = list(state.main_rows) if state.main_rows is not None else None
+        self.main_wraps = list(state.main_wraps or ())
+        self.wrapped = set()  # the worker's first answer brings them (its engine redraws them from ``screen``)
         self.main_cursor_y = state.main_cursor[1] if state.alt and state.main_cursor is not None else state.cursor[1]
 
     def redraw(self) -> bytes:
         """VT sequences that draw this mirror (text only: no colours), for a state saved between snapshots."""
         out = ["\x1b[?1049h" if self.alt else "", "\x1b[0m\x1b[H\x1b[2J"]
-        out += [f"\x1b[{y + 1};1H{row}" for y, row in enumerate(self.rows) if row]
+        wrapped = False
+        for y, row in enumerate(self.rows):
+            if not wrapped and row:
+                out.append(f"\x1b[{y + 1};1H")
+            # A wrapped row written to its last column wraps again onto the next (wide characters aside).
+            wrapped = y in self.wrapped and y + 1 < self.lines and row.isascii()
+            out.append(row.ljust(self.cols) if wrapped else row)
         if self.app_cursor_keys:
             out.append("\x1b[?1h")
         out.append(f"\x1b[{self.cursor.y + 1};{min(self.cursor.x, self.cols - 1) + 1}H")
@@ -130,7 +175,7 @@ class RemoteTerminal(Terminal):
         scrollback_lines: int,
         scrollback_bytes: int,
         on_reply: Callable[[bytes], None],
-        pool: EnginePool,
+        pool: Placement,
         engine: str,
         label: str,
     ) -> None:
@@ -232,11 +277,18 @@ class RemoteTerminal(Terminal):
         """The worker rendered up to ``ack.end``: take its rows and screen, write its answers, tell the channel."""
         if self.closed:
             return
+        wraps, w, offset = ack.scrolled_wraps, 0, 0
         for block in ack.scrolled:
             if isinstance(block, int):
                 self.scrollback.skip(block)
-            else:
-                self._scrolled_off(block)
+                continue
+            end = offset + len(block)
+            mine: list[tuple[int, int]] = []
+            while w < len(wraps) and wraps[w][0] < end:
+                mine.append((wraps[w][0] - offset, wraps[w][1]))
+                w += 1
+            self._scrolled_off(block, mine)
+            offset = end
         self._screen.apply(ack)
         self._generation += 1
         self._used_cache = None
@@ -351,6 +403,7 @@ class RemoteTerminal(Terminal):
             screen=screen.redraw(),
             main_rows=list(screen.main) if screen.alt and screen.main is not None else None,
             main_cursor=(0, screen.main_cursor_y) if screen.alt else None,
+            main_wraps=list(screen.main_wraps) if screen.alt and screen.main is not None else None,
             title=screen.title,
             visible=list(screen.rows),
             cursor=(screen.cursor.x, screen.cursor.y, screen.cursor.hidden),
@@ -373,6 +426,9 @@ class RemoteTerminal(Terminal):
         self._used_cache = None
 
     # --- the screen ------------------------------------------------------------------------------------
+
+    def _screen_wraps(self, start: int, end: int) -> list[int]:
+        return self._screen.wraps(start, end)
 
     def current_screen(self) -> MirrorScreen:
         return self._screen

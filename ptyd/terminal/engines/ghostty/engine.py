@@ -155,6 +155,7 @@ class GhosttyTerminal(Terminal):
         self._slice = SLICE  # bytes to try writing at once: what fits at the density of the last write
         self._history_rows = self._size_history(cols, rows)
         self.main_screen: tuple[list[str], int] | None = None  # main rows and cursor row, while alt is active
+        self.main_wraps: list[int] = []  # ...and which of those rows soft-wrapped
         self._screen: GhosttyScreen | None = None
         self._fmt = init_sized("GhosttyTerminalSelectionFormatOptions")
         self._fmt.emit = lib.GHOSTTY_FORMATTER_FORMAT_PLAIN
@@ -299,7 +300,8 @@ class GhosttyTerminal(Terminal):
             return
         if self._alt_active():
             if seq == b"\x1bc" and self.main_screen is not None:
-                self._scrolled_off(_trimmed(self.main_screen[0]))
+                kept = _trimmed(self.main_screen[0])
+                self._scrolled_off(kept, [(y, self._cols) for y in self.main_wraps if y < len(kept)])
                 self.main_screen = None
         elif seq in (b"\x1b[2J", b"\x1bc"):
             self._harvest()
@@ -309,7 +311,9 @@ class GhosttyTerminal(Terminal):
             self._erase_history(force=True)
             return
         else:  # entering the alternate screen
-            self.main_screen = (self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self._rows), int(self.vt.cursor[1]))
+            rows = self.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self._rows)
+            self.main_screen = (rows, int(self.vt.cursor[1]))
+            self.main_wraps = [index for index, _ in self.read_wraps(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows)]
         self._write(seq)
 
     def _write_all(self, data: bytes) -> None:
@@ -441,9 +445,12 @@ class GhosttyTerminal(Terminal):
 
     def _screen_wraps(self, start: int, end: int) -> list[int]:
         if self.main_screen is not None:  # the main screen's rows are a copy while a full-screen program runs
-            return []
+            return [y for y in self.main_wraps if start <= y < end]
         rows = self.current_screen().main_rows(start, end)
         return [start + index for index, _ in self.read_wraps(lib.GHOSTTY_POINT_TAG_ACTIVE, start, rows)]
+
+    def _active_wraps(self, rows: list[str]) -> list[int]:
+        return [index for index, _ in self.read_wraps(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows)]
 
     def read_rows(self, tag: int, start: int, end: int) -> list[str]:
         """Rows ``[start, end)`` of the active screen (``GHOSTTY_POINT_TAG_ACTIVE``) or of Ghostty's history
@@ -505,6 +512,7 @@ class GhosttyTerminal(Terminal):
         if state.main_rows is not None and self._alt_active():
             rows = (state.main_rows + [""] * self._rows)[: self._rows]
             self.main_screen = (rows, (state.main_cursor or (0, 0))[1])
+            self.main_wraps = [y for y in state.main_wraps or () if y < self._rows]
 
     # --- geometry ----------------------------------------------------------------------------------------
 
@@ -512,6 +520,7 @@ class GhosttyTerminal(Terminal):
         self.process(float("inf"))
         self.settle()  # rows copied already must not be reflowed into rows that look new
         self.vt.resize(cols, rows)
+        old_cols = self._cols
         self._cols, self._rows = cols, rows
         self._history_rows = self._size_history(cols, rows)
         self._generation += 1
@@ -521,6 +530,9 @@ class GhosttyTerminal(Terminal):
             top = max(0, y - (rows - 1))
             kept = [row[:cols] for row in main[top : top + rows]]
             self.main_screen = (kept + [""] * (rows - len(kept)), y - top)  # a taller screen: blank rows below
+            # A wrapped row no longer fills a wider or narrower row: only a height change keeps the flags.
+            same_width = cols == old_cols
+            self.main_wraps = [w - top for w in self.main_wraps if same_width and top <= w < top + rows]
         self._harvest()
 
     @property
@@ -577,7 +589,7 @@ def _vt_dump(handle: Any) -> bytes:
     stops, charsets and the cursor (the palette is left out: ptyd never changes it)."""
     opts = init_sized("GhosttyFormatterTerminalOptions")
     opts.emit = lib.GHOSTTY_FORMATTER_FORMAT_VT
-    opts.unwrap, opts.trim = False, False
+    opts.unwrap, opts.trim = True, False
     extra = opts.extra
     extra.size = ffi.sizeof("GhosttyFormatterTerminalExtra")
     extra.modes = extra.scrolling_region = extra.tabstops = extra.pwd = extra.keyboard = True

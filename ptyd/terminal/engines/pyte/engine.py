@@ -254,6 +254,9 @@ class PyteTerminal(Terminal):
     def _screen_wraps(self, start: int, end: int) -> list[int]:
         return self.current_screen().main_wraps(start, end)
 
+    def _active_wraps(self, rows: list[str]) -> list[int]:
+        return self.current_screen().active_wraps()
+
     def current_screen(self) -> TerminalScreen:
         if self._deferred is not None:
             self._draw_deferred()

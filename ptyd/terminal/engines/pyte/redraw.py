@@ -38,12 +38,17 @@ def pyte_redraw(screen: TerminalScreen) -> bytes:
     """VT sequences that draw ``screen``'s active buffer, its modes, scroll region and cursor on a blank screen."""
     from pyte import modes as mo
 
-    out = ["\x1b[?1049h" if screen.alt else "", "\x1b[0m\x1b[H\x1b[2J", "" if mo.DECAWM in screen.mode else "\x1b[?7l"]
+    out = ["\x1b[?1049h" if screen.alt else "", "\x1b[0m\x1b[H\x1b[2J"]
+    wrapped = False
     for y in range(screen.lines):
         row = screen.buffer.get(y)
-        if not row:
+        if not row and not wrapped:
             continue
-        out.append(f"\x1b[{y + 1};1H")
+        if not wrapped:  # a row the one above soft-wrapped onto is drawn by wrapping again: the flag comes back
+            out.append(f"\x1b[{y + 1};1H")
+        if row is None:
+            row = screen.buffer[y]
+        wrapped = bool(getattr(row, "wrapped", False)) and y + 1 < screen.lines
         pen = None
         for x in range(screen.columns):
             char = row[x]
@@ -55,6 +60,8 @@ def pyte_redraw(screen: TerminalScreen) -> bytes:
                 pen = style
             out.append(char.data)
     out.append("\x1b[0m")
+    if mo.DECAWM not in screen.mode:  # after the rows, which wrap as they did
+        out.append("\x1b[?7l")
     if screen.margins is not None:
         out.append(f"\x1b[{screen.margins.top + 1};{screen.margins.bottom + 1}r")
     modes = ((mo.DECOM, "\x1b[?6h"), (mo.IRM, "\x1b[4h"), (mo.LNM, "\x1b[20h"), (mo.DECSCNM, "\x1b[?5h"))

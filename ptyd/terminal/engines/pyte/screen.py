@@ -97,6 +97,11 @@ class TerminalScreen(pyte.Screen):
         stop = self.lines if end is None else min(end, self.lines)
         return [y for y in range(max(start, 0), stop) if y in buffer and _wraps(buffer[y])]
 
+    def active_wraps(self) -> list[int]:
+        """Rows of the active screen (main or alternate) that soft-wrapped onto the next row."""
+        buffer = self.buffer
+        return [y for y in range(self.lines) if y in buffer and _wraps(buffer[y])]
+
     def _wrap_list(self, buffer: Buffer, rows: range) -> list[tuple[int, int]]:
         return [(i, self.columns) for i, y in enumerate(rows) if y in buffer and _wraps(buffer[y])]
 

@@ -1,0 +1,17 @@
+"""What one session's sandbox is to be: the plan every sandbox implementation carries out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptyd.config import SandboxProfile
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPlan:
+    """One session's sandbox: its profile, the workspace it may write, and what it must not see."""
+
+    profile: SandboxProfile
+    workspace: str  # the session's working directory
+    private: tuple[str, ...]  # ptyd's runtime and state directories, $XDG_RUNTIME_DIR: never visible
+    others: tuple[str, ...]  # other agents' workspaces: hidden unless they hold what this session needs
