@@ -314,7 +314,7 @@ def test_the_proxy_keeps_the_soft_wraps_of_the_engine_in_process(engine: str) ->
     ]
 
     async def run() -> None:
-        pool = EnginePool(1, asyncio.get_running_loop())
+        pool = EnginePool(1, asyncio.get_running_loop(), stall_s=2.5)
         remote = _remote(pool, engine, [])
         local = open_terminal(
             80, 24, scrollback_lines=300_000, scrollback_bytes=64 << 20, on_reply=[].append, emulator=engine
