@@ -186,6 +186,17 @@ def group_rchar(pids: Iterable[int], pgid: int) -> dict[int, int]:
     return out
 
 
+def signals_pending(pid: int) -> bool | None:
+    """Whether the process has a signal pending (``/proc/PID/status`` SigPnd or ShdPnd not empty); None if gone.
+    A signal the process ignores is never pending: the kernel drops it when it is sent."""
+    try:
+        status = read_file(f"/proc/{pid}/status")
+    except OSError:
+        return None
+    fields = (line.split() for line in status.split(b"\n") if line.startswith((b"SigPnd:", b"ShdPnd:")))
+    return any(int(f[1], 16) for f in fields if len(f) > 1)
+
+
 def read_wchan(pid: int, tid: int) -> str:
     try:
         return read_file(f"/proc/{pid}/task/{tid}/wchan").decode(errors="replace")

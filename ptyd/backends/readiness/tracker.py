@@ -48,6 +48,7 @@ SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this lo
 SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share of it
 LOOP_TIMER_SLACK_S = 0.1  # an event loop's timer due this much sooner than before a line is one the line armed
 REFRESH_POLL_S = 0.25  # a timed wait this long, entered after answering on screen, is an idle refresh timer
+SIGNAL_UNSEEN_S = 0.15  # after a cancel's signal: the same direct wait this long with nothing pending: it was ignored
 # The last visible character of a line a prompt ends with: shells, REPLs, debuggers, "Password:", "[y/N]".
 PROMPT_END = re.compile(r"[$#%>:?\])»\u276f\u279c\u03bb]\s*$")  # and fancy prompt glyphs
 PASSWORD_TEXT = re.compile(r"(pass(word|phrase|code)?|pin|secret|token)\b[^\n]*[:?]\s*$", re.IGNORECASE)
@@ -272,6 +273,8 @@ class ReadinessTracker:
         if target.relay is not None:
             return self._through_relay(target)
         kind = target.wait.kind
+        if not self.taken and self._signal_dropped(target):
+            self.taken = True
         if not self.taken:
             if self._kept_by_relay(target) and self._relays_forwarded(target, RELAY_KEPT_S):
                 return Verdict(True, "kernel")
@@ -298,6 +301,17 @@ class ReadinessTracker:
         # be in the kernel's flip buffer: the session's drain before a wait counts reads it (a read of an empty
         # tty runs that pending work first), renders it and answers the queries.
         return Verdict(True, "kernel")
+
+    def _signal_dropped(self, target: Target) -> bool:
+        """A cancel's signal the program never woke for: it ignored it (bash does for an instant around its prompt),
+        so the kernel dropped it. Seen as the same direct wait a while after the signal with nothing pending: the
+        program is where it was, waiting for input, and run counts will never show it taking the signal."""
+        if not self._after_signal or target.wait.kind != Wait.DIRECT:
+            return False
+        if time.monotonic() - self._written_at < SIGNAL_UNSEEN_S:
+            return False
+        pending = [procfs.signals_pending(pid) for pid in procfs.group_members(target.pids, target.pgid)]
+        return bool(pending) and not any(pending)
 
     def _key_sequence_over(self, target: Target) -> bool:
         """After a key that longer keys begin with, the program's first timed wait short enough for a key-sequence
