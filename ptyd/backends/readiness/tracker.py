@@ -303,9 +303,10 @@ class ReadinessTracker:
         return Verdict(True, "kernel")
 
     def _signal_dropped(self, target: Target) -> bool:
-        """A cancel's signal the program never woke for: it ignored it (bash does for an instant around its prompt),
-        so the kernel dropped it. Seen as the same direct wait a while after the signal with nothing pending: the
-        program is where it was, waiting for input, and run counts will never show it taking the signal."""
+        """A cancel's signal the program never woke for: nothing is pending, so it ignored the signal and the kernel
+        dropped it (seen with bash at its prompt, about one cancel in forty right after a send). Seen as the same
+        direct wait a while after the signal: the program is where it was, waiting for input, and run counts will
+        never show it taking the signal."""
         if not self._after_signal or target.wait.kind != Wait.DIRECT:
             return False
         if time.monotonic() - self._written_at < SIGNAL_UNSEEN_S:
