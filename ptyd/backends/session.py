@@ -174,9 +174,6 @@ class LocalSession:
         self.tracker.mark_write(data, answer=True)
         self.channel.write(data)  # answers to terminal queries (DSR, DA) go back to the program
 
-    def _busy(self) -> bool:
-        return self.active is not None
-
     def _rewrite(self) -> None:
         self.tracker.mark_write()
 
@@ -619,10 +616,6 @@ class LocalSession:
     def save_mark(self) -> tuple[int, int]:
         """Changes whenever output arrives or is drawn: the saved state is rewritten only when it has."""
         return self.channel.received, self.terminal.generation
-
-    def hold(self) -> None:
-        """A handover is about to exec: stop reading and writing (``to_state("handover")`` holds it too)."""
-        self.channel.hold()
 
     async def quiesce(self) -> None:
         """Before a handover: hold the channel, and wait until the engine has rendered everything read and its
