@@ -230,8 +230,9 @@ def test_raw_mode_without_echo(session: Shell) -> None:
 
 
 def test_raw_mode_and_never_reading(session: Shell) -> None:
-    sleeper = "import tty, time; tty.setraw(0); time.sleep(1000)"
-    session.send(f"python3 -c '{sleeper}'\n", idle_ms=300)
+    # It says when raw mode is on, so the typeahead below is sent after it and not while python3 starts.
+    sleeper = "import tty, time; tty.setraw(0); print(chr(82) * 3, flush=True); time.sleep(1000)"
+    assert session.send(f"python3 -c '{sleeper}'\n", until="RRR")["wait_reason"] == "matched"
     start = time.monotonic()
     result = session.send("typed ahead", idle_ms=300, timeout_ms=5_000)
     latency(time.monotonic() - start, tight=3.0, fallback=5.0, what="typeahead in raw mode")  # 5.0: timeout_ms
