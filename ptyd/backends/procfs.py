@@ -137,9 +137,14 @@ def run_count(pid: int, tid: int) -> int | None:
     return _schedstat(pid, tid, 2)
 
 
-def cpu_ns(pid: int, tid: int) -> int | None:
-    """Time the thread has spent on a CPU, in nanoseconds (schedstat's first field)."""
-    return _schedstat(pid, tid, 0)
+def busy_ns(pid: int, tid: int) -> int | None:
+    """Time the thread has spent running or runnable, in nanoseconds: on a CPU plus waiting on a run queue
+    (schedstat's first two fields). On a loaded machine a spinning thread gets little CPU but is never idle."""
+    try:
+        fields = read_file(f"/proc/{pid}/task/{tid}/schedstat").split()
+        return int(fields[0]) + int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def group_members(pids: Iterable[int], pgid: int) -> Iterator[int]:
@@ -161,9 +166,9 @@ def group_run_counts(pids: Iterable[int], pgid: int) -> dict[tuple[int, int], in
     return out
 
 
-def group_cpu_ns(pids: Iterable[int], pgid: int) -> int:
-    """CPU time of every thread of the processes of group ``pgid`` among ``pids``."""
-    return sum(cpu_ns(pid, tid) or 0 for pid in group_members(pids, pgid) for tid in tasks(pid))
+def group_busy_ns(pids: Iterable[int], pgid: int) -> int:
+    """Running-or-runnable time of every thread of the processes of group ``pgid`` among ``pids``."""
+    return sum(busy_ns(pid, tid) or 0 for pid in group_members(pids, pgid) for tid in tasks(pid))
 
 
 def rchar(pid: int) -> int | None:

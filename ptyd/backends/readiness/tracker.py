@@ -45,7 +45,7 @@ MARK_QUIET_S = 0.03  # after a prompt mark, how long output must pause (the prom
 RELAY_FORWARD_S = 0.005  # behind local relays: how long they must sleep, no output arriving, before settling
 RELAY_KEPT_S = 0.05  # ...and before input the program behind them never read counts as kept by the relay
 SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this long
-SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group used less CPU than this share of it
+SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group ran or wanted to run for less than this share of it
 LOOP_TIMER_SLACK_S = 0.1  # an event loop's timer due this much sooner than before a line is one the line armed
 REFRESH_POLL_S = 0.25  # a timed wait this long, entered after answering on screen, is an idle refresh timer
 SIGNAL_UNSEEN_S = 0.15  # after a cancel's signal: the same direct wait this long with nothing pending: it was ignored
@@ -417,7 +417,7 @@ class ReadinessTracker:
     def _short_poll_cycled(self, target: Target) -> bool:
         now = time.monotonic()
         runs = procfs.group_run_counts(target.pids, target.pgid)
-        cpu = procfs.group_cpu_ns(target.pids, target.pgid)
+        cpu = procfs.group_busy_ns(target.pids, target.pgid)  # runnable counts: load is not idleness
         if self._poll is None:
             self._poll = (now, runs, cpu, target.wait.timeout or 0.0)
             return False
