@@ -190,11 +190,22 @@ def test_a_fork_bomb_is_stopped_at_its_pids_limit_and_the_neighbour_and_daemon_c
         limit_dirs = session_limit_dirs(bomb.opened["pid"], bomb.id)
         assert len(limit_dirs) == 2, limit_dirs  # memory and pids
         assert all((path / "cgroup.procs").read_text().split() for path in limit_dirs)
+        inside = {int(pid) for path in limit_dirs for pid in (path / "cgroup.procs").read_text().split()}
         closed = bomb.close()
         assert closed["closed"] is True
-        assert closed["killed"] >= 2
+        # The bomb's pieces also die on their own (a failed fork ends one), so how many were left to kill varies;
+        # the shell was, and none of what was in the session's cgroups just before the close outlives it.
+        assert closed["killed"] >= 1
+        assert not [pid for pid in inside if Path(f"/proc/{pid}").exists() and not _zombie(pid)], inside
         assert neighbour.send("echo after\n")["wait_reason"] == "stdin_read"
         assert not any(path.exists() for path in limit_dirs)  # removed with the session
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True  # gone meanwhile
 
 
 def session_limit_dirs(pid: int, session_id: str) -> list[Path]:

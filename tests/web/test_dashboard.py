@@ -171,7 +171,7 @@ def test_the_page_replays_a_recording(web: Web, browser: Browser, agent: tuple[R
         shell.call("terminal_record", record=False)
     finally:
         shell.close()
-    browser.navigate(f"http://127.0.0.1:{web.port}/")  # the cookie from the first visit
+    browser.navigate(web.url)  # signs in: the token in the address, traded for a cookie
     browser.wait_for("document.querySelector('#link').textContent === 'live'")
     browser.evaluate("document.querySelector('#tab-recordings').click()")
     browser.wait_for(f"document.querySelector('#recording-list').innerText.includes({shell.id!r})")
