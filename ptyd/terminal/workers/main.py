@@ -27,8 +27,11 @@ ACK_INTERVAL_S = 0.05
 def serve(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    native = native_available()
+    if native:
+        warm()
     host = EngineHost()
-    sock.sendall(m.frame(m.Hello(pid=os.getpid(), native=native_available())))
+    sock.sendall(m.frame(m.Hello(pid=os.getpid(), native=native)))
     buffer = bytearray()
     while True:
         sock.setblocking(True)
@@ -53,6 +56,24 @@ def serve(sock: socket.socket) -> None:
                 snapshots = _send(sock, host, snapshots)
                 due = time.monotonic() + ACK_INTERVAL_S
         _send(sock, host, snapshots)
+
+
+def warm() -> None:
+    """Load what a process's first native terminal loads (the library and its declarations, ~0.3 s) and its
+    first snapshot builds (~25 ms), before the hello: a new worker's first session, or the sessions a replaced
+    one takes over, would otherwise wait that long for their first acknowledgement. A failure here is left to
+    the real sessions to meet (and report)."""
+    host = EngineHost()
+    with contextlib.suppress(Exception):
+        host.handle(m.Open(sid=0, engine="ghostty", cols=8, rows=2, end=0))
+        host.handle(m.Feed(sid=0, end=1, data=b"\x1b[1mwarm\x1b[0m\r\n", more=False))
+        host.finish()
+        for snapshot in host.handle(m.Snap(sid=0)):
+            if isinstance(snapshot, m.Snapshot):
+                host.handle(m.Restore(sid=0, end=2, state=snapshot.state))
+        host.finish()
+    with contextlib.suppress(Exception):
+        host.handle(m.Close(sid=0))
 
 
 def _send(sock: socket.socket, host: EngineHost, snapshots: list[m.ToDaemon]) -> list[m.ToDaemon]:
