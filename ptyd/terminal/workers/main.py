@@ -13,14 +13,15 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterable
 
 from ptyd.terminal.engines import native_available
 from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.host import EngineHost
 
-BATCH_BYTES = 4 << 20  # taken at most before rendering and acknowledging: the first acks must not wait long
-# ...and acknowledged at least this often within a batch: the daemon reads nothing while its backlog waits for
-# acks, and a quiet PTY that long would look like a program gone idle (idle_ms).
+BATCH_BYTES = 512 << 10  # taken at most before rendering: what arrives meanwhile (a send's echo) waits that long
+# ...and a session acknowledged at least this often within a batch: the daemon reads nothing while its backlog
+# waits for acks, and a quiet PTY that long would look like a program gone idle (idle_ms).
 ACK_INTERVAL_S = 0.05
 
 
@@ -48,14 +49,27 @@ def serve(sock: socket.socket) -> None:
             if not data:
                 break
             buffer += data
-        snapshots: list[m.ToDaemon] = []
-        due = time.monotonic() + ACK_INTERVAL_S
-        for body in m.frames(buffer):
-            snapshots.extend(host.handle(m.to_worker.decode(body)))
-            if time.monotonic() >= due:  # a slow engine (pyte) acknowledges as it goes
-                snapshots = _send(sock, host, snapshots)
-                due = time.monotonic() + ACK_INTERVAL_S
-        _send(sock, host, snapshots)
+        for group in by_session(m.to_worker.decode(body) for body in m.frames(buffer)):
+            # Each session acknowledged as soon as its part is rendered, the smallest first: an interactive
+            # session's few bytes do not wait behind the floods that share its worker.
+            snapshots: list[m.ToDaemon] = []
+            due = time.monotonic() + ACK_INTERVAL_S
+            for msg in group:
+                snapshots.extend(host.handle(msg))
+                if time.monotonic() >= due:  # a slow engine (pyte) acknowledges as it goes
+                    snapshots = _send(sock, host, snapshots)
+                    due = time.monotonic() + ACK_INTERVAL_S
+            _send(sock, host, snapshots)
+
+
+def by_session(messages: Iterable[m.ToWorker]) -> list[list[m.ToWorker]]:
+    """A batch's messages by session, each session's in order, the sessions with the fewest bytes first."""
+    groups: dict[int, list[m.ToWorker]] = {}
+    size: dict[int, int] = {}
+    for msg in messages:
+        groups.setdefault(msg.sid, []).append(msg)
+        size[msg.sid] = size.get(msg.sid, 0) + (len(msg.data) if isinstance(msg, m.Feed) else 0)
+    return [groups[sid] for sid in sorted(groups, key=size.__getitem__)]
 
 
 def warm() -> None:
