@@ -155,3 +155,20 @@ def test_config_bounds_the_agent_limits_like_the_session_ones() -> None:
         with pytest.raises(msgspec.ValidationError):
             msgspec.convert({"sandbox_profiles": {"x": {field: value}}}, Config)
     assert msgspec.convert({"sandbox_profiles": {"x": {"agent_pids_max": 8}}}, Config)
+
+
+def test_an_agents_cpu_share_is_a_quota_on_its_group(v1: Limiter) -> None:
+    if "cpu" not in v1.v1:
+        pytest.skip("no writable v1 cpu hierarchy here")
+    group = v1.group("herd", SandboxProfile(agent_cpu_percent=150), v2_leaf=False)
+    assert group is not None
+    assert group.controllers() == ["cpu"]
+    path = v1.v1["cpu"] / group.name
+    assert (path / "cpu.cfs_period_us").read_text().strip() == "100000"
+    assert (path / "cpu.cfs_quota_us").read_text().strip() == "150000"  # one and a half CPUs for all its sessions
+    scope = v1.scope("pty-one", SandboxProfile(), None, group)
+    assert scope is not None
+    assert scope.paths() == [str(path / "pty-one")]
+    assert (path / "pty-one" / "cpu.cfs_quota_us").read_text().strip() == "-1"  # no share of its own
+    assert scope.remove() is True
+    assert not path.exists()
