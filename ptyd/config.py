@@ -36,6 +36,13 @@ class SandboxProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     memory_mib: Annotated[int, Meta(ge=16)] | None = None
     pids_max: Annotated[int, Meta(ge=8)] | None = None
     cpu_percent: Annotated[int, Meta(ge=1, le=100_000)] | None = None  # 100: one whole CPU
+    # Limits of all the agent's sessions together, however many it opens; None: unlimited. Each session also keeps
+    # its own limits above. Read from the agent's own profile (sandbox_agents, sandbox_default): a stricter profile
+    # asked for at open brings its per-session limits, never other aggregate ones. Set when the agent's first
+    # limited session opens, kept until its last is gone (docs/sandbox.md).
+    agent_memory_mib: Annotated[int, Meta(ge=16)] | None = None
+    agent_pids_max: Annotated[int, Meta(ge=8)] | None = None
+    agent_cpu_percent: Annotated[int, Meta(ge=1, le=100_000)] | None = None
 
     @property
     def contained(self) -> bool:

@@ -245,8 +245,16 @@ class SessionInfo(Base, frozen=True):
     ] = None
     sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
     limits: Annotated[SessionLimits | None, _d("Its resource limits, when the profile sets any.")] = None
-    oom_killed: Annotated[bool, _d("The memory limit made the kernel kill a process of this session.")] = False
-    pids_limited: Annotated[bool, _d("A fork of this session was refused at its process limit.")] = False
+    oom_killed: Annotated[
+        bool,
+        _d(
+            "A memory limit (the session's, or its agent's sessions' together) made the kernel kill a process of "
+            "this session."
+        ),
+    ] = False
+    pids_limited: Annotated[
+        bool, _d("A fork of this session was refused at a process limit (its own, or its agent's sessions' together).")
+    ] = False
     listening: Annotated[
         list[ListeningPort], _d("TCP ports the session's processes listen on (a dev server, a database).")
     ] = []
@@ -378,9 +386,19 @@ class SendResult(Base, frozen=True):
         int, _d("Bytes of this session's input not yet read by the program when the send settled (0: all taken).")
     ] = 0
     oom_killed: Annotated[
-        bool, _d("During this send the session's memory limit made the kernel kill one of its processes.")
+        bool,
+        _d(
+            "During this send a memory limit (the session's, or its agent's sessions' together) made the kernel "
+            "kill one of the session's processes."
+        ),
     ] = False
-    pids_limited: Annotated[bool, _d("During this send a fork was refused at the session's process limit.")] = False
+    pids_limited: Annotated[
+        bool,
+        _d(
+            "During this send a fork in the session was refused at a process limit (the session's, or its "
+            "agent's sessions' together)."
+        ),
+    ] = False
     sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
     match: Annotated[SendMatch | None, _d("For wait_reason matched: what until matched, and on which line.")] = None
     listening: Annotated[

@@ -31,6 +31,8 @@ class SpawnSpec:
     idle_s: float
     sandbox: str = "none"  # the profile's name
     profile: SandboxProfile | None = None  # None: no sandbox, no limits
+    agent: str = ""  # the owning agent's name (its id when it has none): its sessions share the aggregate limits
+    agent_profile: SandboxProfile | None = None  # the agent's own profile, whose agent_* limits those are
     others: tuple[str, ...] = ()  # other agents' workspaces, hidden from a sandboxed session
     recording: NoRecording = NO_RECORDING  # recorded from its first byte (terminal_open's record)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import final
 
 from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
-from ptyd.backends.containment import MARKER_VAR, CgroupScope, Containment, Scope
+from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, Scope
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.sandbox import NoSandbox, Sandbox, SandboxPlan
-from ptyd.backends.sandbox.limits import Limiter, LimitScope
+from ptyd.backends.sandbox.limits import AgentGroup, Limiter, LimitScope
 from ptyd.backends.session import LocalSession
 from ptyd.backends.session_state import SessionState
 from ptyd.backends.shell_integration import shell_launch
@@ -81,19 +81,25 @@ class LocalBackend:
         prefix: tuple[str, ...] = ()
         if profile.contained:  # refused here, before anything exists, if it cannot be had
             prefix = confinement.sandbox.wrap(SandboxPlan(profile, cwd, confinement.private, spec.others))
-        try:
-            scope = self._containment.scope(spec.session_id)
+        limiter = confinement.limiter
+        cgroups = isinstance(self._containment, CgroupContainment)  # a v2 leaf for each session
+        try:  # before the session's cgroup: in v2 that is made in the group
+            group = limiter.group(spec.agent, spec.agent_profile, v2_leaf=cgroups)
         except OSError as exc:
+            raise SpawnFailed(f"cannot set the agent's limits: {exc.strerror}", reason="cgroup") from None
+        try:
+            scope = self._containment.scope(spec.session_id, group.v2_name if group is not None else None)
+        except OSError as exc:
+            if group is not None:
+                group.remove()
             raise SpawnFailed(f"cannot create the session's cgroup: {exc.strerror}", reason="cgroup") from None
         limits: LimitScope | None = None
         try:
             leaf = Path(scope.cgroup) if scope.cgroup is not None else None
-            limits = confinement.limiter.scope(spec.session_id, profile, leaf)
+            limits = limiter.scope(spec.session_id, profile, leaf, group)
             spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix)
         except BaseException as exc:
-            if limits is not None:
-                limits.remove()
-            scope.remove()
+            _unmake(scope, limits, group)
             if isinstance(exc, OSError):
                 raise SpawnFailed(f"cannot set the session's limits: {exc.strerror}", reason="cgroup") from None
             raise
@@ -108,9 +114,7 @@ class LocalBackend:
             spawned.gate = -1
             for fd in (spawned.master, spawned.slave):
                 os.close(fd)
-            if limits is not None:
-                limits.remove()
-            scope.remove()
+            _unmake(scope, limits, group)
             raise SpawnFailed(f"cannot put the session in its limit cgroups: {exc.strerror}", reason="cgroup") from None
         finally:
             spawned.release_gate()
@@ -177,6 +181,15 @@ class LocalBackend:
         )
         session.restore(state, child=child)
         return session
+
+
+def _unmake(scope: Scope, limits: LimitScope | None, group: AgentGroup | None) -> None:
+    """Undo a failed open's cgroups: the v2 leaf first, which may be in the agent group that goes last."""
+    scope.remove()
+    if limits is not None:
+        limits.remove()
+    elif group is not None:
+        group.remove()
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
+from ptyd.service.sandbox import agent_profile
 from ptyd.service.sandbox import choose as choose_profile
 
 log = logging.getLogger("ptyd.service")
@@ -222,6 +223,8 @@ class PtyService:
             idle_s=(params.idle_ms or cfg.default_idle_ms) / 1000,
             sandbox=sandbox,
             profile=profile,
+            agent=agent.name or agent.agent_id,
+            agent_profile=cfg.profiles()[agent_profile(cfg, agent.name, operator=agent.operator)],
             others=self._workspaces(agent) if profile.contained else (),
             recording=recording,
         )

@@ -160,9 +160,13 @@ class SendResult(TypedDict, total=False):
     unread_input: int
     """Bytes of this session's input not yet read by the program when the send settled (0: all taken)."""
     oom_killed: bool
-    """During this send the session's memory limit made the kernel kill one of its processes."""
+    """During this send a memory limit (the session's, or its agent's sessions' together) made the kernel kill
+    one of the session's processes.
+    """
     pids_limited: bool
-    """During this send a fork was refused at the session's process limit."""
+    """During this send a fork in the session was refused at a process limit (the session's, or its agent's
+    sessions' together).
+    """
     sandbox: str
     """The sandbox profile the session runs under ('none': no sandbox)."""
     match: SendMatch | None
@@ -288,9 +292,11 @@ class SessionInfo(TypedDict, total=False):
     limits: SessionLimits | None
     """Its resource limits, when the profile sets any."""
     oom_killed: bool
-    """The memory limit made the kernel kill a process of this session."""
+    """A memory limit (the session's, or its agent's sessions' together) made the kernel kill a process of
+    this session.
+    """
     pids_limited: bool
-    """A fork of this session was refused at its process limit."""
+    """A fork of this session was refused at a process limit (its own, or its agent's sessions' together)."""
     listening: list[ListeningPort]
     """TCP ports the session's processes listen on (a dev server, a database)."""
     recording: bool

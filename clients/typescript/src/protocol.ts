@@ -184,12 +184,12 @@ export interface SendResult {
    */
   unread_input?: number;
   /**
-   * During this send the session's memory limit made the kernel kill one of its processes.
+   * During this send a memory limit (the session's, or its agent's sessions' together) made the kernel kill one of the session's processes.
    * @defaultValue `false`
    */
   oom_killed?: boolean;
   /**
-   * During this send a fork was refused at the session's process limit.
+   * During this send a fork in the session was refused at a process limit (the session's, or its agent's sessions' together).
    * @defaultValue `false`
    */
   pids_limited?: boolean;
@@ -261,12 +261,12 @@ export interface SessionInfo {
   /** Its resource limits, when the profile sets any. */
   limits?: SessionLimits | null;
   /**
-   * The memory limit made the kernel kill a process of this session.
+   * A memory limit (the session's, or its agent's sessions' together) made the kernel kill a process of this session.
    * @defaultValue `false`
    */
   oom_killed?: boolean;
   /**
-   * A fork of this session was refused at its process limit.
+   * A fork of this session was refused at a process limit (its own, or its agent's sessions' together).
    * @defaultValue `false`
    */
   pids_limited?: boolean;

@@ -32,6 +32,7 @@ from typing import Protocol, final
 from ptyd.backends import procfs
 
 MARKER_VAR = "PTYD_SESSION"
+GROUP_PREFIX = "agent-"  # a directory of one agent's session cgroups (its aggregate limits), never a session's
 PR_SET_CHILD_SUBREAPER = 36
 EXIT_WAIT_S = 2.0  # after the kill: how long a killed member may take to be gone (a namespace's init tearing down)
 
@@ -50,7 +51,10 @@ class Scope(Protocol):
 class Containment(Protocol):
     name: str
 
-    def scope(self, session_id: str) -> Scope: ...
+    def scope(self, session_id: str, group: str | None = None) -> Scope:
+        """A new session's scope; ``group``: its cgroup goes in that (existing) agent group, not beside it."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -188,22 +192,37 @@ class CgroupContainment:
             return None
         return cls(base) if ok else None
 
-    def scope(self, session_id: str) -> CgroupScope:
-        path = self.base / session_id
+    def scope(self, session_id: str, group: str | None = None) -> CgroupScope:
         self.base.mkdir(exist_ok=True)  # an administrator may have removed the empty instance cgroup
+        path = (self.base / group if group is not None else self.base) / session_id
         path.mkdir()
         return CgroupScope(path)
 
-    def leftovers(self) -> list[CgroupScope]:
+    def groups(self) -> list[Path]:
+        """The agent groups (the limits' directories holding session leaves; no process lives in one)."""
         try:
-            return [CgroupScope(p) for p in self.base.iterdir() if p.is_dir()]
+            return [p for p in self.base.iterdir() if p.is_dir() and p.name.startswith(GROUP_PREFIX)]
         except OSError:
             return []
+
+    def leftovers(self) -> list[CgroupScope]:
+        """Every session leaf, beside the agent groups or in one (a group is never one: killing it would kill
+        every session in it)."""
+        found = []
+        for parent in [self.base, *self.groups()]:
+            with contextlib.suppress(OSError):
+                found += [
+                    CgroupScope(p) for p in parent.iterdir() if p.is_dir() and not p.name.startswith(GROUP_PREFIX)
+                ]
+        return found
 
     def close(self) -> None:
         """Remove the (now empty) instance cgroup at shutdown; a leftover session keeps it, harmlessly."""
         for scope in self.leftovers():
             scope.remove()
+        for group in self.groups():
+            with contextlib.suppress(OSError):
+                group.rmdir()
         with contextlib.suppress(OSError):
             self.base.rmdir()
 
@@ -248,7 +267,7 @@ class MarkerScope:
 class SubreaperContainment:
     name = "subreaper"
 
-    def scope(self, session_id: str) -> MarkerScope:
+    def scope(self, session_id: str, group: str | None = None) -> MarkerScope:
         return MarkerScope(session_id)
 
     def close(self) -> None:

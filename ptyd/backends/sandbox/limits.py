@@ -1,10 +1,15 @@
-"""Resource limits of one session (memory, processes, CPU), from its profile, enforced by cgroups.
+"""Resource limits (memory, processes, CPU) of one session and of one agent's sessions together, by cgroups.
 
 Each controller comes from where ptyd may use it: cgroup v2, in the session's own leaf (the containment cgroup),
 when the daemon's delegated subtree has the controller (a systemd service with ``Delegate=yes``); else a cgroup
 v1 hierarchy of that controller that the daemon can write (root on a hybrid layout), in a directory per session
 beside the daemon's own cgroup. A profile asking for a limit no hierarchy can enforce is refused
 (``sandbox_unavailable``): rlimits are per process or per user, not per session, so they are no substitute.
+
+An agent's aggregate limits (``agent_memory_mib`` ...) sit on an agent group, ``agent-<hash of its name>``, made
+at its first limited session and removed with its last: its sessions' cgroups of those controllers are made in
+it, so the kernel holds them to both limits. In v2 the group holds only leaves (no process lives in a cgroup
+with children there), and the session's containment leaf itself goes in it.
 
 The kernel counts what the limits did: ``oom_kill`` (memory.events in v2, memory.oom_control in v1) and the
 forks refused at ``pids.max`` (pids.events); a send reports whether they grew while it ran.
@@ -14,16 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
-from dataclasses import dataclass
+import hashlib
 from pathlib import Path
 from typing import NamedTuple, final
 
+from ptyd.backends.containment import GROUP_PREFIX
+from ptyd.backends.sandbox.cgroupfs import CONTROLLERS, Amounts, Place, apply, counter, enable_v2, v1_bases, write
 from ptyd.config import SandboxProfile
 from ptyd.errors import SandboxUnavailable
-
-CPU_PERIOD_US = 100_000  # the kernel's default CFS period: a quota of percent * 1000 us is that share of a CPU
-CONTROLLERS = ("memory", "pids", "cpu")
 
 
 class Counters(NamedTuple):
@@ -31,34 +34,51 @@ class Counters(NamedTuple):
     pids_refused: int
 
 
-@dataclass(frozen=True, slots=True)
-class Place:
-    """Where one controller's files for a session live."""
-
-    controller: str
-    path: Path
-    v2: bool
+def group_name(agent: str) -> str:
+    """The agent group's directory name: a hash, since an agent's name may hold anything (a "/", "..")."""
+    return GROUP_PREFIX + hashlib.sha256(agent.encode()).hexdigest()[:16]
 
 
-def _counter(path: Path, key: str) -> int:
-    with contextlib.suppress(OSError, ValueError):
-        for line in path.read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == key:
-                return int(value)
-    return 0
+def _rmdir_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):  # busy: it still holds another session, or a process leaving
+        path.rmdir()
 
 
-def _write(path: Path, value: str) -> None:
-    path.write_text(value + "\n")
+@final
+class AgentGroup:
+    """One agent's group cgroups, one per controller its profile limits in aggregate."""
+
+    def __init__(self, name: str, places: list[Place]) -> None:
+        self.name = name
+        self.places = places
+
+    def controllers(self) -> list[str]:
+        return [place.controller for place in self.places]
+
+    @property
+    def v2_name(self) -> str | None:
+        """The group's name in the v2 tree when it has v2 limits: the session's leaf must be made in it."""
+        return self.name if any(place.v2 for place in self.places) else None
+
+    def v1_parent(self, controller: str) -> Path | None:
+        return next((p.path for p in self.places if p.controller == controller and not p.v2), None)
+
+    def paths(self) -> list[Path]:
+        return list(dict.fromkeys(place.path for place in self.places))
+
+    def remove(self) -> None:
+        """Remove the group's directories if no session is left in them."""
+        for path in self.paths():
+            _rmdir_quietly(path)
 
 
 @final
 class LimitScope:
-    """One session's limit cgroups."""
+    """One session's limit cgroups, and the agent group holding them."""
 
-    def __init__(self, places: list[Place]) -> None:
+    def __init__(self, places: list[Place], groups: list[Path] | None = None) -> None:
         self.places = places
+        self.groups = groups or []
 
     def paths(self) -> list[str]:
         return [str(place.path) for place in self.places]
@@ -73,24 +93,28 @@ class LimitScope:
                 files = ("memory.max", "memory.limit_in_bytes", "pids.max", "cpu.max", "cpu.cfs_quota_us")
                 if any(name.startswith(controller + ".") and (path / name).exists() for name in files):
                     places.append(Place(controller, path, v2=v2))
-        return cls(places) if places else None
+        groups = [path.parent for path in map(Path, paths) if path.parent.name.startswith(GROUP_PREFIX)]
+        return cls(places, list(dict.fromkeys(groups))) if places else None
 
     def attach(self, pid: int) -> None:
         for place in self.places:
             if not place.v2:  # the v2 leaf is the containment's cgroup: the pid is attached there already
-                _write(place.path / "cgroup.procs", str(pid))
+                write(place.path / "cgroup.procs", str(pid))
 
     def counters(self) -> Counters:
+        """The session's own counters: the kernel counts a kill or a refused fork of the session's processes
+        there whether the session's limit or its agent's caused it (v2 pids: only the session's, see sandbox.md)."""
         oom = pids = 0
         for place in self.places:
             if place.controller == "memory":
-                oom = _counter(place.path / ("memory.events" if place.v2 else "memory.oom_control"), "oom_kill")
+                oom = counter(place.path / ("memory.events" if place.v2 else "memory.oom_control"), "oom_kill")
             elif place.controller == "pids":
-                pids = _counter(place.path / "pids.events", "max")
+                pids = counter(place.path / "pids.events", "max")
         return Counters(oom, pids)
 
     def remove(self) -> bool:
-        """Remove the v1 directories (the v2 leaf goes with the containment scope); False while still busy."""
+        """Remove the v1 directories (the v2 leaf goes with the containment scope), then the agent group if this
+        was its last session; False while still busy."""
         done = True
         for place in self.places:
             if not place.v2:
@@ -100,71 +124,37 @@ class LimitScope:
                     pass
                 except OSError as exc:
                     done = done and exc.errno != errno.EBUSY
+        if done:
+            for group in self.groups:
+                _rmdir_quietly(group)
         return done
-
-
-def _v1_bases(instance: str) -> dict[str, Path]:
-    """controller -> the directory for ptyd's sessions in a writable v1 hierarchy, beside the daemon's cgroup."""
-    own: dict[str, str] = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, names, path = line.split(":", 2)
-            for name in names.split(","):
-                own[name] = path
-    bases: dict[str, Path] = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            left, _, right = line.partition(" - ")
-            fields, extra = left.split(), right.split()
-            if not extra or extra[0] != "cgroup" or len(extra) < 3:
-                continue
-            options = set(extra[2].split(","))
-            for controller in CONTROLLERS:
-                if controller in options and controller not in bases and controller in own:
-                    relative = os.path.relpath(own[controller], fields[3])
-                    parent = Path(fields[4]) / relative
-                    if os.access(parent, os.W_OK) and os.access(parent / "cgroup.procs", os.W_OK):
-                        bases[controller] = parent / f"ptyd-{instance}"  # made at the first session with limits
-    return bases
-
-
-def _v2_controllers(leaf_parent: Path | None) -> set[str]:
-    """Controllers of the delegated v2 subtree, enabled for the session leaves below ``leaf_parent``."""
-    if leaf_parent is None:
-        return set()
-    try:
-        available = set((leaf_parent / "cgroup.controllers").read_text().split()) & set(CONTROLLERS)
-        if available:
-            _write(leaf_parent / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(available)))
-        return set((leaf_parent / "cgroup.subtree_control").read_text().split()) & set(CONTROLLERS)
-    except OSError:
-        return set()
 
 
 @final
 class Limiter:
     """Which hierarchy enforces each controller, decided once at start-up."""
 
-    def __init__(self, v2: set[str], v1: dict[str, Path]) -> None:
+    def __init__(self, v2: set[str], v1: dict[str, Path], v2_base: Path | None = None) -> None:
         self.v2 = v2
         self.v1 = {c: path for c, path in v1.items() if c not in v2}
+        self.v2_base = v2_base  # the containment's instance cgroup: the session leaves' and agent groups' parent
 
     @classmethod
     def detect(cls, instance: str, leaf_parent: Path | None) -> Limiter:
-        v2 = _v2_controllers(leaf_parent)
-        return cls(v2, _v1_bases(instance) if set(CONTROLLERS) - v2 else {})
+        v2 = enable_v2(leaf_parent, set(CONTROLLERS)) if leaf_parent is not None else set()
+        return cls(v2, v1_bases(instance) if set(CONTROLLERS) - v2 else {}, leaf_parent)
 
     def describe(self) -> str:
         where = dict.fromkeys(self.v2, "cgroup2") | dict.fromkeys(self.v1, "cgroup1")
         return ", ".join(f"{c} {where.get(c, 'none')}" for c in CONTROLLERS)
 
-    def _needed(self, profile: SandboxProfile) -> list[str]:
-        wanted = {"memory": profile.memory_mib, "pids": profile.pids_max, "cpu": profile.cpu_percent}
-        return [c for c in CONTROLLERS if wanted[c] is not None]
-
-    def check(self, profile: SandboxProfile, *, v2_leaf: bool) -> None:
-        """Refuse, before anything starts, a profile whose limits cannot all be enforced."""
-        missing = [c for c in self._needed(profile) if c not in self.v1 and not (c in self.v2 and v2_leaf)]
+    def check(self, profile: SandboxProfile, *, v2_leaf: bool, agent: SandboxProfile | None = None) -> None:
+        """Refuse, before anything starts, a profile whose limits (or the agent's aggregate ones) cannot all be
+        enforced."""
+        needed = set(Amounts.session(profile).controllers())
+        if agent is not None:
+            needed |= set(Amounts.agent(agent).controllers())
+        missing = [c for c in CONTROLLERS if c in needed and c not in self.v1 and not (c in self.v2 and v2_leaf)]
         if missing:
             raise SandboxUnavailable(
                 f"no cgroup hierarchy ptyd may use has the {', '.join(missing)} controller, so the profile's "
@@ -173,25 +163,64 @@ class Limiter:
                 controllers=missing,
             )
 
-    def scope(self, session_id: str, profile: SandboxProfile, v2_leaf: Path | None) -> LimitScope | None:
-        """The session's limit cgroups with the profile's limits written (None: the profile has no limits)."""
-        needed = self._needed(profile)
+    def group(self, agent: str, profile: SandboxProfile | None, *, v2_leaf: bool) -> AgentGroup | None:
+        """The agent's group, made with its aggregate limits at its first limited session, else as it is (its
+        limits stay those it was made with until its last session is gone). None: no aggregate limits."""
+        amounts = Amounts.agent(profile) if profile is not None else None
+        if profile is None or amounts is None or not amounts.controllers():
+            return None
+        self.check(SandboxProfile(), v2_leaf=v2_leaf, agent=profile)
+        name = group_name(agent)
+        places: list[Place] = []
+        made: list[Path] = []
+        try:
+            for controller in amounts.controllers():
+                v2 = controller in self.v2 and self.v2_base is not None
+                path = (self.v2_base if v2 and self.v2_base is not None else self.v1[controller]) / name
+                place = Place(controller, path, v2=v2)
+                places.append(place)
+                if path not in made:
+                    path.parent.mkdir(exist_ok=True)
+                    try:
+                        path.mkdir()
+                    except FileExistsError:
+                        continue
+                    made.append(path)
+                    if v2:  # the session leaves below get the controllers, for their own limits
+                        enable_v2(path, self.v2)
+                apply(place, amounts)
+        except OSError:
+            for path in made:
+                _rmdir_quietly(path)
+            raise
+        return AgentGroup(name, places)
+
+    def scope(
+        self, session_id: str, profile: SandboxProfile, v2_leaf: Path | None, group: AgentGroup | None = None
+    ) -> LimitScope | None:
+        """The session's limit cgroups with the profile's limits written, in its agent's group for the controllers
+        the group limits (None: neither the profile nor the group has limits)."""
+        own = Amounts.session(profile)
+        needed = set(own.controllers()) | set(group.controllers() if group is not None else [])
         if not needed:
             return None
         self.check(profile, v2_leaf=v2_leaf is not None)
         places = []
-        for controller in needed:
+        for controller in CONTROLLERS:
+            if controller not in needed:
+                continue
             if controller in self.v2 and v2_leaf is not None:
                 places.append(Place(controller, v2_leaf, v2=True))
             else:
-                path = self.v1[controller] / session_id
-                path.parent.mkdir(exist_ok=True)
+                parent = group.v1_parent(controller) if group is not None else None
+                path = (parent or self.v1[controller]) / session_id
+                self.v1[controller].mkdir(exist_ok=True)
                 path.mkdir(exist_ok=True)
                 places.append(Place(controller, path, v2=False))
-        scope = LimitScope(places)
+        scope = LimitScope(places, group.paths() if group is not None else [])
         try:
             for place in places:
-                _apply(place, profile)
+                apply(place, own)
         except OSError:
             scope.remove()
             raise
@@ -205,33 +234,24 @@ class Limiter:
                 base.rmdir()
 
     def sweep(self, keep: set[str]) -> None:
-        """Remove the empty v1 directories a previous daemon left, but those of sessions in ``keep``."""
+        """Remove the empty v1 directories and agent groups a previous daemon left, but those of sessions in
+        ``keep`` (v2 session leaves are the containment's to remove, before this)."""
         for base in self.v1.values():
+            _sweep(base, keep)
+        if self.v2_base is not None:
             with contextlib.suppress(OSError):
-                for path in base.iterdir():
-                    if path.is_dir() and path.name not in keep:
-                        with contextlib.suppress(OSError):
-                            path.rmdir()
+                for path in self.v2_base.iterdir():
+                    if path.is_dir() and path.name.startswith(GROUP_PREFIX):
+                        _rmdir_quietly(path)
 
 
-def _apply(place: Place, profile: SandboxProfile) -> None:
-    path = place.path
-    if place.controller == "memory" and profile.memory_mib is not None:
-        limit = str(profile.memory_mib * 1024 * 1024)
-        if place.v2:
-            _write(path / "memory.max", limit)
-            with contextlib.suppress(FileNotFoundError):  # no swap accounting: nothing to bound
-                _write(path / "memory.swap.max", "0")
-        else:
-            _write(path / "memory.limit_in_bytes", limit)
-            with contextlib.suppress(FileNotFoundError):  # memsw: memory and swap together, so swap is no way out
-                _write(path / "memory.memsw.limit_in_bytes", limit)
-    elif place.controller == "pids" and profile.pids_max is not None:
-        _write(path / "pids.max", str(profile.pids_max))
-    elif place.controller == "cpu" and profile.cpu_percent is not None:
-        quota = profile.cpu_percent * CPU_PERIOD_US // 100
-        if place.v2:
-            _write(path / "cpu.max", f"{quota} {CPU_PERIOD_US}")
-        else:
-            _write(path / "cpu.cfs_period_us", str(CPU_PERIOD_US))
-            _write(path / "cpu.cfs_quota_us", str(quota))
+def _sweep(directory: Path, keep: set[str]) -> None:
+    with contextlib.suppress(OSError):
+        for path in directory.iterdir():
+            if not path.is_dir():
+                continue
+            if path.name.startswith(GROUP_PREFIX):
+                _sweep(path, keep)
+                _rmdir_quietly(path)  # busy while it holds a kept session
+            elif path.name not in keep:
+                _rmdir_quietly(path)
