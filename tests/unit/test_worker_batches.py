@@ -30,4 +30,4 @@ def test_the_warm_up_leaves_nothing_behind_and_a_host_works_after_it() -> None:
     host.handle(m.Feed(sid=0, end=3, data=b"hi\r\n", more=False))
     (ack,) = host.finish()
     assert ack.end == 3
-    assert [row.text for row in ack.rows][0] == "hi"
+    assert ack.rows[0].text == "hi"
