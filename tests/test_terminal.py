@@ -779,9 +779,9 @@ def render_all(term: Term, chunks: list[bytes], *, fast: bool) -> Term:
         if not fast:  # every chunk is then "too short" for the fast path: the emulator renders all of it
             stack.enter_context(mock.patch.object(pyte_engine, "_FAST_MIN_CHARS", sys.maxsize))
             if term.engine == "ghostty":
-                from ptyd.terminal.engines.ghostty import engine as ghostty_engine
+                from ptyd.terminal.engines.ghostty import output as ghostty_output
 
-                stack.enter_context(mock.patch.object(ghostty_engine, "FAST_MIN_BYTES", sys.maxsize))
+                stack.enter_context(mock.patch.object(ghostty_output, "FAST_MIN_BYTES", sys.maxsize))
         term.feed(*chunks)
     return term
 
@@ -989,16 +989,16 @@ def test_a_dropped_native_terminal_is_freed_outside_the_collector(engine: str) -
 
     from pyghostty import ffi
 
-    from ptyd.terminal.engines.ghostty import engine as ghostty_engine
+    from ptyd.terminal.engines.ghostty import lifetime as ghostty_lifetime
 
     dropped = Term(20, 5).feed("".join(f"line {i}\r\n" for i in range(50)))  # history and its mark
     assert dropped.t.scrollback.total > 0
     gc.collect()  # what earlier tests left in reference cycles, freed before this one is dropped
-    ghostty_engine.free_dropped()
+    ghostty_lifetime.free_dropped()
     del dropped
     with ffi._lock:  # as while cffi parses a type: nothing the collector runs may need it
         gc.collect()
-    assert len(ghostty_engine._dropped) == 1
+    assert len(ghostty_lifetime.dropped) == 1
     kept = Term(20, 5).feed("next\r\n")  # the next terminal frees it
-    assert ghostty_engine._dropped == []
+    assert ghostty_lifetime.dropped == []
     assert kept.text == "next"

@@ -44,7 +44,7 @@ class SendRequest:
     idle_s: float
     max_bytes: int
     request_key: str | None
-    keys: str = ""  # named keys' bytes, pressed once the program took ``input`` (see LocalSession._keys_due)
+    keys: str = ""  # named keys' bytes, pressed once the program took ``input`` (see SendDriver._keys_due)
     until: re.Pattern[str] | None = None  # named wait: settle when a rendered line matches
     until_stable_s: float | None = None  # named wait: settle once the screen was unchanged this long
     compact: bool = False  # output economy in the viewport and terminal_output

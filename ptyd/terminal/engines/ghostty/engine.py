@@ -18,100 +18,39 @@ pyte needed a sanitizer for (strings, C0 inside CSI, NEL, intermediates). What s
   nothing of the transcript, and entering the alternate screen keeps a copy of the main screen's rows (Ghostty
   only reads the active screen) for the transcript while a full-screen program runs. DECSTR (soft reset), which
   Ghostty ignores, becomes the sequences it stands for.
+
+The queue of output is ``output``'s; reading rows and the screen is ``screen``'s; the handover's redraw is
+``redraw``'s; freeing dropped terminals is ``lifetime``'s.
 """
 
 from __future__ import annotations
 
-import re
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import Any, final
 
 import pyghostty
 from pyghostty import ffi, lib
-from pyghostty.core import init_sized
 
 from ptyd.terminal import reports
 from ptyd.terminal.emulator import Terminal
-from ptyd.terminal.engines.ghostty.history import (
-    GRID_REF,
-    HISTORY_LINES,
-    TRACK,
-    TRACK_SET,
-    history_size,
-    max_scrolls,
-    set_size,
-)
-from ptyd.terminal.plain import SGR, all_simple, rows_of
+from ptyd.terminal.engines.ghostty.history import HISTORY_LINES, TRACK, TRACK_SET, history_size, max_scrolls, set_size
+from ptyd.terminal.engines.ghostty.lifetime import drop, dropped, free_dropped, unmark
+from ptyd.terminal.engines.ghostty.output import OutputQueue
+from ptyd.terminal.engines.ghostty.redraw import vt_dump
+from ptyd.terminal.engines.ghostty.screen import GhosttyScreen, Grid
+from ptyd.terminal.plain import SGR, rows_of
 from ptyd.terminal.replay import TerminalState
 
 SLICE = 64 * 1024  # bytes per write between budget checks (~0.2 ms); scrolling output is cut finer
 _ERASE_HISTORY = b"\x1b[3J"
-# The sequences acted on before Ghostty sees them (see the module's docstring; DECCOLM is ignored, as by pyte and
-# by xterm unless told otherwise: it would resize the screen behind the PTY's back), and two written alone because
-# a few bytes of them scroll many rows: SU (up to a screenful; any C0 inside it runs) and REP (up to 65535 cells).
-_SPECIAL = re.compile(
-    rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|[^@-~\x1b]*S|[0-9]*b|1[4689]t|\?6n)|\x1bc"
-    rb"|\x1bP\+q" + reports.CAPABILITY_NAMES.encode() + rb"\x1b\\"  # the queries Ghostty leaves unanswered
-)
-# A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.
-_PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")
-_PARTIAL_MAX = 32  # a longer unfinished sequence is no special one
-WRAP_SLACK = 16  # trailing blanks a soft-wrapped row may end in and still be found wrapped (see read_wraps)
-FAST_MIN_BYTES = 4096  # a shorter chunk of plain lines is not worth fast-forwarding
-_PLAIN_PIECE = 32 * 1024  # plain lines fast-forwarded at once (~1 ms)
 _DECCKM = 1  # application cursor keys
 _DECLRMM = 69  # left and right margins: lines would wrap and scroll inside them
 _REP_MAX = 65535  # Ghostty's bound on REP's count
 # Default colours, reported to OSC 10/11 queries: the pyte engine answers the same.
 FOREGROUND = (0xE5, 0xE5, 0xE5)
 BACKGROUND = (0, 0, 0)
-
-
-@final
-class GhosttyCursor:
-    __slots__ = ("hidden", "x", "y")
-
-    def __init__(self, x: int, y: int, hidden: bool) -> None:
-        self.x = x
-        self.y = y
-        self.hidden = hidden
-
-
-@final
-class GhosttyScreen:
-    """The active screen, read once per change: rows as text, the cursor, the title."""
-
-    def __init__(self, term: GhosttyTerminal) -> None:
-        self._term = term
-        self.lines = term.rows
-        vt = term.vt
-        x, y = vt.cursor
-        if vt.get("cursor_pending_wrap", "bool"):
-            x += 1  # past the last column, as pyte and tmux report it
-        self.cursor = GhosttyCursor(int(x), int(y), not vt.get("cursor_visible", "bool"))
-        self._rows: list[str] | None = None
-
-    @property
-    def title(self) -> str:
-        return self._term.title()
-
-    @property
-    def main_cursor_y(self) -> int:
-        main = self._term.main_screen
-        return main[1] if main is not None else self.cursor.y
-
-    def visible_rows(self) -> list[str]:
-        if self._rows is None:
-            self._rows = self._term.read_rows(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, self.lines)
-        return list(self._rows)
-
-    def main_rows(self, start: int = 0, end: int | None = None) -> list[str]:
-        main = self._term.main_screen
-        rows = main[0] if main is not None else self.visible_rows()
-        return rows[max(start, 0) : self.lines if end is None else min(end, self.lines)]
 
 
 @final
@@ -140,7 +79,7 @@ class GhosttyTerminal(Terminal):
         self._point = ffi.new("GhosttyPointS*")
         self._coord = ffi.new("GhosttyPointCoordinate*")
         _, _, (handle,), _ = self.vt._free.detach()
-        weakref.finalize(self, _drop, self._mark, handle)
+        weakref.finalize(self, drop, self._mark, handle)
         free_dropped()
         pull = ffi.new("bool*", False)  # a growing screen must not take rows back from the (erased) history
         lib.ghostty_terminal_set(self._handle, lib.GHOSTTY_TERMINAL_OPT_RESIZE_PULL_SCROLLBACK, pull)
@@ -148,82 +87,32 @@ class GhosttyTerminal(Terminal):
         # engine (VS16, ZWJ sequences, skin tones and flags are one 2-column cell).
         lib.ghostty_terminal_vt_write(self._handle, b"\x1b[?2027h", 8)
         self._cols, self._rows = cols, rows
-        # Output, plain output (as text) to fast-forward, and (sequence,) to act on.
-        self._queue: deque[bytes | str | tuple[bytes]] = deque()
+        self._output = OutputQueue()
         self._head = 0  # bytes of the queue's first item written already
-        self._tail = b""  # a possible start of a special sequence, completed by the next chunk
         self._slice = SLICE  # bytes to try writing at once: what fits at the density of the last write
         self._history_rows = self._size_history(cols, rows)
         self.main_screen: tuple[list[str], int] | None = None  # main rows and cursor row, while alt is active
         self.main_wraps: list[int] = []  # ...and which of those rows soft-wrapped
         self._screen: GhosttyScreen | None = None
-        self._fmt = init_sized("GhosttyTerminalSelectionFormatOptions")
-        self._fmt.emit = lib.GHOSTTY_FORMATTER_FORMAT_PLAIN
-        self._fmt.unwrap, self._fmt.trim = False, True
-        self._sel = init_sized("GhosttySelection")
-        self._fmt.selection = self._sel
-        self._ref = init_sized("GhosttyGridRef")
-        self._buf = ffi.new("uint8_t[]", 64 * 1024)
-        self._written = ffi.new("size_t*")
+        self._grid = Grid(self._handle)
         self._ground = ffi.new("bool*")
         self._count = ffi.new("size_t*")
         self._screen_tag = ffi.new("int*")
         self._width = ffi.new("uint16_t*")
-        self._row = ffi.new("GhosttyRow*")
-        self._wrap = ffi.new("bool*")
 
     # --- input -----------------------------------------------------------------------------------------
 
     def feed(self, data: bytes, *, more: bool = False) -> None:
-        if _dropped:
+        if dropped:
             free_dropped()
-        if self._tail:
-            data, self._tail = self._tail + data, b""
-        esc = data.rfind(b"\x1b", max(0, len(data) - _PARTIAL_MAX))
-        if esc >= 0 and _PARTIAL.match(data, esc):
-            data, self._tail = data[:esc], data[esc:]
-        self.backlog += len(data)
-        # Plain lines are fast-forwarded: from the first line start (the read before may have cut a line, or a
-        # character) to the last line end.
-        first = data.find(b"\r\n") + 2
-        cut = data.rfind(b"\r\n") + 2
-        line_end = data.find(b"\r\n", first, cut)
-        # A bare CR or LF in the first line (a progress bar redrawn) rules the run out before it is decoded.
-        if cut - first >= FAST_MIN_BYTES and data.find(b"\r", first, cut) == line_end == data.find(b"\n", first) - 1:
-            try:
-                text = data[first:cut].decode()
-            except UnicodeDecodeError:
-                text = ""
-            if text and all_simple(text) is not None:
-                self.backlog -= cut - first - len(text)  # plain text is counted in characters
-                self._queue_output(data[:first])
-                start = 0
-                while start < len(text):  # in pieces, so that process() keeps to its budget
-                    end = text.find("\r\n", start + _PLAIN_PIECE)
-                    end = len(text) if end < 0 else end + 2
-                    self._queue.append(text[start:end])
-                    start = end
-                data = data[cut:]
-        self._queue_output(data)
-
-    def _queue_output(self, data: bytes) -> None:
-        """Queue output to write, with the sequences to act on split out."""
-        pos = 0
-        if b"\x1b" in data:
-            for m in _SPECIAL.finditer(data):
-                if m.start() > pos:
-                    self._queue.append(data[pos : m.start()])
-                self._queue.append((m.group(),))
-                pos = m.end()
-        if pos < len(data):
-            self._queue.append(data[pos:] if pos else data)
+        self.backlog += self._output.put(data)
 
     def flush(self) -> None:
         pass  # nothing is held back for speed: Ghostty draws a partial line as fast as a whole one
 
     def process(self, budget_s: float) -> bool:
         deadline = time.monotonic() + budget_s
-        queue = self._queue
+        queue = self._output.items
         if queue:
             self._generation += 1
             self._screen = None
@@ -250,12 +139,12 @@ class GhosttyTerminal(Terminal):
         return bool(queue)
 
     def settle(self) -> None:
-        if not self._queue and self._mark[0]:
+        if not self._output.items and self._mark[0]:
             self._erase_history()  # all of it is in scrollback: free its page while the session is quiet
 
     @property
     def idle(self) -> bool:
-        return not self._queue
+        return not self._output.items
 
     def _write(self, data: bytes, *, harvest: bool = True) -> None:
         lib.ghostty_terminal_vt_write(self._handle, data, len(data))
@@ -408,7 +297,7 @@ class GhosttyTerminal(Terminal):
                 self._skip_history()
             return
         lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))
-        _unmark(self._mark)
+        unmark(self._mark)
 
     def _alt_active(self) -> bool:
         lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_ACTIVE_SCREEN, self._screen_tag)
@@ -424,24 +313,8 @@ class GhosttyTerminal(Terminal):
         self._scrolled_off(rows, self.read_wraps(tag, start, rows))
 
     def read_wraps(self, tag: int, start: int, rows: list[str]) -> list[tuple[int, int]]:
-        """(index, width) of ``rows`` (read from row ``start`` of ``tag``) that continue on the next row. A row
-        wraps when a character is written past its last cell, which is written then: only rows about as wide as
-        the screen are asked of Ghostty (a few C calls each), so a flood of shorter lines costs nothing. A wrapped
-        row ending in more than ``WRAP_SLACK`` blanks is taken as ending there."""
-        cols = self._cols
-        near = cols - WRAP_SLACK
-        found: list[tuple[int, int]] = []
-        point, ref, row, wrap = self._point, self._ref, self._row, self._wrap
-        for index, text in enumerate(rows):
-            if len(text) < near and (text.isascii() or 2 * len(text) < near):
-                continue
-            point.tag, point.value.x, point.value.y = tag, 0, start + index
-            GRID_REF(self._handle, point[0], ref)
-            lib.ghostty_grid_ref_row(ref, row)
-            lib.ghostty_row_get(row[0], lib.GHOSTTY_ROW_DATA_WRAP, wrap)
-            if wrap[0]:
-                found.append((index, cols))
-        return found
+        """(index, width) of ``rows`` (read from row ``start`` of ``tag``) that continue on the next row."""
+        return self._grid.wraps(tag, start, rows, self._cols)
 
     def _screen_wraps(self, start: int, end: int) -> list[int]:
         if self.main_screen is not None:  # the main screen's rows are a copy while a full-screen program runs
@@ -455,31 +328,10 @@ class GhosttyTerminal(Terminal):
     def read_rows(self, tag: int, start: int, end: int) -> list[str]:
         """Rows ``[start, end)`` of the active screen (``GHOSTTY_POINT_TAG_ACTIVE``) or of Ghostty's history
         (``..._HISTORY``), as text."""
-        if end <= start:
-            return []
-        sel, point = self._sel, self._point
-        point.tag, point.value.x, point.value.y = tag, 0, start
-        GRID_REF(self._handle, point[0], self._ref)
-        sel.start = self._ref[0]
-        point.value.x, point.value.y = self._cols - 1, end - 1
-        GRID_REF(self._handle, point[0], self._ref)
-        sel.end = self._ref[0]
-        while True:
-            result = lib.ghostty_terminal_selection_format_buf(
-                self._handle, self._fmt[0], self._buf, len(self._buf), self._written
-            )
-            if result != lib.GHOSTTY_OUT_OF_SPACE:
-                break
-            self._buf = ffi.new("uint8_t[]", max(2 * len(self._buf), int(self._written[0])))
-        text: bytes = ffi.buffer(self._buf, self._written[0])[:]
-        rows = text.decode(errors="replace").split("\n")
-        count = end - start
-        return rows[:count] + [""] * (count - len(rows))
+        return self._grid.rows(tag, start, end, self._cols)
 
     def title(self) -> str:
-        out = ffi.new("GhosttyString*")
-        lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_TITLE, out)
-        return ffi.buffer(out.ptr, out.len)[:].decode(errors="replace") if out.len else ""
+        return self._grid.title()
 
     def current_screen(self) -> GhosttyScreen:
         if self._screen is None:
@@ -491,9 +343,9 @@ class GhosttyTerminal(Terminal):
     def _dump_screen(self) -> bytes:
         self._harvest()
         lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))  # copied out above
-        _unmark(self._mark)
+        unmark(self._mark)
         self._screen = None
-        return _vt_dump(self._handle)
+        return vt_dump(self._handle)
 
     def _main_under_alt(self) -> tuple[list[str], tuple[int, int]] | None:
         if self.main_screen is None:
@@ -507,7 +359,7 @@ class GhosttyTerminal(Terminal):
             lib.ghostty_terminal_vt_write(self._handle, _ERASE_HISTORY, len(_ERASE_HISTORY))
         finally:
             self.vt.on_reply(self._on_reply)
-        _unmark(self._mark)
+        unmark(self._mark)
         self._screen = None
         if state.main_rows is not None and self._alt_active():
             rows = (state.main_rows + [""] * self._rows)[: self._rows]
@@ -555,65 +407,6 @@ class GhosttyTerminal(Terminal):
         cap, held = history_size(cols, rows)
         set_size(self._handle, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, cap)
         return held
-
-
-def _unmark(mark: Any) -> None:
-    if mark[0]:
-        _GRID_REF_FREE(mark[0])
-        mark[0] = ffi.NULL
-
-
-# A dropped terminal's finalizer runs wherever the collector happens to run: possibly inside cffi while it holds
-# its (non-reentrant) lock to parse a type, where looking up a library function would deadlock the daemon, or
-# inside a Ghostty call on another terminal (a reply callback). So it only queues the terminal, which is freed
-# at the next entry into this engine. The functions are looked up once, here.
-_GRID_REF_FREE = lib.ghostty_tracked_grid_ref_free
-_TERMINAL_FREE = lib.ghostty_terminal_free
-_dropped: list[tuple[Any, Any]] = []
-
-
-def _drop(mark: Any, terminal: Any) -> None:
-    _dropped.append((mark, terminal))
-
-
-def free_dropped() -> None:
-    """Free the terminals dropped since the last call (their marks first: they point into them)."""
-    while _dropped:
-        mark, terminal = _dropped.pop()
-        _unmark(mark)
-        _TERMINAL_FREE(terminal)
-
-
-def _vt_dump(handle: Any) -> bytes:
-    """Ghostty's own VT formatter over the whole terminal: cells with their styles, modes, scroll region, tab
-    stops, charsets and the cursor (the palette is left out: ptyd never changes it)."""
-    opts = init_sized("GhosttyFormatterTerminalOptions")
-    opts.emit = lib.GHOSTTY_FORMATTER_FORMAT_VT
-    opts.unwrap, opts.trim = True, False
-    extra = opts.extra
-    extra.size = ffi.sizeof("GhosttyFormatterTerminalExtra")
-    extra.modes = extra.scrolling_region = extra.tabstops = extra.pwd = extra.keyboard = True
-    extra.screen.size = ffi.sizeof("GhosttyFormatterScreenExtra")
-    screen = extra.screen
-    screen.cursor = screen.style = screen.hyperlink = screen.protection = screen.kitty_keyboard = True
-    screen.charsets = True
-    formatter = ffi.new("GhosttyFormatter*")
-    if lib.ghostty_formatter_terminal_new(ffi.NULL, formatter, handle, opts[0]) != lib.GHOSTTY_SUCCESS:
-        raise RuntimeError("libghostty-vt could not create a formatter")
-    try:
-        size = 64 * 1024
-        while True:
-            buf = ffi.new("uint8_t[]", size)
-            written = ffi.new("size_t*")
-            result = lib.ghostty_formatter_format_buf(formatter[0], buf, size, written)
-            if result != lib.GHOSTTY_OUT_OF_SPACE:
-                break
-            size = max(2 * size, int(written[0]))
-        if result != lib.GHOSTTY_SUCCESS:
-            raise RuntimeError(f"libghostty-vt could not format the screen ({result})")
-        return bytes(ffi.buffer(buf, written[0]))
-    finally:
-        lib.ghostty_formatter_free(formatter[0])
 
 
 def _trimmed(rows: list[str]) -> list[str]:

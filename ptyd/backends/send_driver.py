@@ -1,0 +1,371 @@
+"""A session's sends, each driven from the write of its input to its result: the readiness loop, the keys pressed
+once the input was taken, the drain before a wait counts, and the settled (or failed) result.
+
+Whether the program is ready is the tracker's call (``readiness.tracker``); what a send is, and its viewport, are
+``send``'s; cancelling one is the cancel policy's (``cancel``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from typing import Protocol, final
+
+from ptyd import protocol as p
+from ptyd.backends.base import SendRequest
+from ptyd.backends.cancel import CancelPolicy
+from ptyd.backends.channel import PtyChannel
+from ptyd.backends.containment import Scope
+from ptyd.backends.input_bounds import SHELLS, check_deliverable, check_room
+from ptyd.backends.listening import listening
+from ptyd.backends.named_wait import NamedWait, line_text
+from ptyd.backends.readiness.foreground import ForegroundGroup
+from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
+from ptyd.backends.recording.recorder import NoRecording
+from ptyd.backends.sandbox.limits import Counters
+from ptyd.backends.send import SendOp, consume_output, viewport
+from ptyd.backends.watch import SessionWatch
+from ptyd.config import Config
+from ptyd.errors import InternalError, SessionBusy, SessionExited
+from ptyd.terminal.emulator import Terminal
+
+log = logging.getLogger("ptyd.session")  # the session's logger: its incidents are logged where they always were
+
+KEYS_HOLD_S = 0.5  # keys after input go out once the input was taken and its program ran this long unready
+BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
+DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
+
+
+class SendingSession(Protocol):
+    """What the sends read of their session (a LocalSession) as one starts and as it settles."""
+
+    session_id: str
+    sandbox: str
+    scope: Scope
+    recording: NoRecording
+
+    @property
+    def exited(self) -> bool: ...
+    @property
+    def replies(self) -> int: ...  # answers to terminal queries written to the program so far
+    def status(self) -> p.SessionStatus: ...
+    def shell_cwd(self) -> str | None: ...
+    def limit_counters(self) -> Counters: ...
+
+
+def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+@final
+class SendDriver:
+    """The sends of one session: at most one active, driven by a task of its own; the last one, and those with a
+    request key, kept for the agent to ask after."""
+
+    def __init__(
+        self,
+        session: SendingSession,
+        config: Config,
+        master: int,
+        terminal: Terminal,
+        channel: PtyChannel,
+        tracker: ReadinessTracker,
+        foreground: ForegroundGroup,
+        canceller: CancelPolicy,
+        watch: SessionWatch,
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._session = session
+        self._config = config
+        self._master = master
+        self.terminal = terminal
+        self.channel = channel
+        self.tracker = tracker
+        self.foreground = foreground
+        self.canceller = canceller
+        self.watch = watch
+        self.active: SendOp | None = None
+        self.last_op: SendOp | None = None
+        self._keys: OrderedDict[str, SendOp] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._activity: asyncio.Future[bool] | None = None
+        self._counted = Counters(0, 0)  # the limits' counters when the active send began
+
+    # --- starting ------------------------------------------------------------------------------------
+
+    def start(self, request: SendRequest) -> SendOp:
+        session = self._session
+        if request.request_key is not None and request.request_key in self._keys:
+            return self._keys[request.request_key]
+        if self.active is not None:
+            raise SessionBusy("a send is already active on this session", operation_id=self.active.id)
+        if session.exited:
+            raise SessionExited("the session's program has exited", status=session.status())
+        data = request.input.encode()
+        if data:
+            check_deliverable(data, self.tracker, self.foreground, self._master, session.exited)
+            check_room(data, self.channel.pending, self._config.max_pending_input_bytes)
+        op = SendOp(request, self.terminal.cursor_line, self.loop)
+        if request.until is not None or request.until_stable_s is not None:
+            anchor_text = line_text(self.terminal, op.anchor)
+            op.named = NamedWait(request.until, request.until_stable_s, op.anchor, bool(data), anchor_text)
+        self.active = op
+        self.watch.send_started()
+        self.terminal.capture = op.capture
+        if request.request_key is not None:
+            self._keys[request.request_key] = op
+            while len(self._keys) > self._config.request_keys_remembered:
+                self._keys.popitem(last=False)
+        session.recording.input(data, self.tracker.password_prompt_now)  # asked before the write changes the answer
+        self.tracker.begin(wrote_input=data)
+        self._counted = session.limit_counters()
+        if op.keys:
+            front = self.foreground.describe(session.exited)
+            op.front_at_write = (front.pgid, front.name) if front is not None else None
+        self.channel.write(data)
+        self._start_drive(op)
+        return op
+
+    def resume(self, op: SendOp, *, taken: bool) -> None:
+        """Drive a send the previous daemon started (its input is written already) to its result."""
+        self.active = op
+        self.watch.send_started()
+        self.terminal.capture = op.capture
+        self.tracker.begin(wrote_input=b"" if taken else op.request.input.encode())
+        self._start_drive(op)
+
+    def remember(self, op: SendOp) -> None:
+        """Keep ``op`` for a repeat of its request key (a send the previous daemon kept)."""
+        if op.request.request_key is not None:
+            self._keys[op.request.request_key] = op
+
+    def keyed(self) -> list[SendOp]:
+        """The sends kept by request key, oldest first."""
+        return list(self._keys.values())
+
+    def _start_drive(self, op: SendOp) -> None:
+        task = self.loop.create_task(self._drive(op), name=f"send {self._session.session_id} {op.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- what the agent asks of the current send -------------------------------------------------------
+
+    @property
+    def current(self) -> SendOp | None:
+        return self.active or self.last_op
+
+    async def output(self) -> p.TerminalOutputResult:
+        op = self.current
+        if op is None:
+            return p.TerminalOutputResult(operation_id=None, output="", done=True, result=None)
+        await self.channel.rendered()
+        done = op.done
+        text, _ = consume_output(op, self.terminal, self._config.max_read_bytes)
+        return p.TerminalOutputResult(
+            operation_id=op.id, output=text, done=done, result=op.future.result() if done else None
+        )
+
+    async def wait(self, timeout_s: float | None) -> p.TerminalWaitResult:
+        op = self.current
+        if op is None:
+            return p.TerminalWaitResult(operation_id=None, done=True, result=None)
+        if op.done:
+            return p.TerminalWaitResult(operation_id=op.id, done=True, result=op.future.result())
+        try:
+            result = await asyncio.wait_for(op.result(), timeout_s)
+        except TimeoutError:
+            return p.TerminalWaitResult(operation_id=op.id, done=False, result=None)
+        return p.TerminalWaitResult(operation_id=op.id, done=True, result=result)
+
+    def cancel(self) -> p.TerminalCancelResult:
+        op = self.active
+        if op is None or op.done:
+            last = self.last_op
+            reason = last.future.result().wait_reason if last is not None and last.future.done() else None
+            return self.canceller.interrupt_left_running(reason)
+        self.canceller.cancel(op.cancel)
+        self.wake(False)
+        return self.canceller.requested(op.cancel)
+
+    def wake(self, output: bool) -> None:
+        """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now."""
+        if self._activity is not None and not self._activity.done():
+            self._activity.set_result(output)
+
+    async def close(self) -> None:
+        """The session is closing: stop driving, and settle the active send as ended with the session."""
+        op = self.active
+        for task in list(self._tasks):
+            task.cancel()
+        if op is not None and not op.done:
+            await self._settle(op, "session_exit", None)
+
+    # --- driving one send --------------------------------------------------------------------------------
+
+    async def _drive(self, op: SendOp) -> None:
+        try:
+            reason, verdict = await self._wait_ready(op)
+            await self._settle(op, reason, verdict)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._fail(op)
+
+    def _fail(self, op: SendOp) -> None:
+        """A bug in the readiness or settling code: the send ends with an internal error naming a logged incident
+        (its waiters get it; no send_settled event, which needs a result), and the session takes sends again
+        rather than staying busy until it is closed."""
+        incident = secrets.token_hex(4)
+        log.exception("incident %s in send %s of %s", incident, op.id, self._session.session_id)
+        if self.active is op:
+            self.active = None
+            self.terminal.capture = None
+        self.last_op = op
+        if not op.future.done():
+            op.future.set_exception(InternalError("Internal error", incident=incident))
+            op.future.exception()  # retrieved: a send nobody waits for is not logged a second time by asyncio
+
+    async def _sleep_or_activity(self, delay: float) -> bool:
+        """Sleep up to ``delay``; True if output arrived meanwhile."""
+        fut: asyncio.Future[bool] = self.loop.create_future()
+        self._activity = fut
+        timer = self.loop.call_later(delay, _resolve, fut, False)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            self._activity = None
+
+    async def _wait_ready(self, op: SendOp) -> tuple[p.WaitReason, Verdict | None]:
+        cfg = self._config
+        min_interval = cfg.probe_min_interval_ms / 1000
+        interval = min_interval
+        while True:
+            if self._session.exited:
+                return "session_exit", None
+            self.canceller.follow(op.cancel)
+            if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+                return named, None
+            verdict = self.tracker.check()
+            if op.keys and op.cancel.cancelled_at is not None:
+                op.keys = b""  # a cancelled send presses nothing more
+            if op.keys and await self._keys_due(op, verdict):
+                self._press_keys(op)
+                continue
+            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._nothing_owed():
+                return "stdin_read", verdict
+            probed = time.monotonic()
+            now = probed
+            if now >= op.deadline:
+                return "timeout", None
+            idle_deadline = max(self.channel.last_output, op.started) + op.request.idle_s
+            if now >= idle_deadline:
+                return "inferred_idle", None
+            delay = min(interval, op.deadline - now, idle_deadline - now)
+            if op.named is not None and (due := op.named.next_due()) is not None:
+                delay = min(delay, due - now)
+            if await self._sleep_or_activity(max(delay, 0.0)):
+                interval = min_interval
+                await self._through_bulk(probed, op.deadline)
+            else:
+                interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    async def _keys_due(self, op: SendOp, verdict: Verdict) -> bool:
+        """The program took the send's input, so its keys go to what the input started: it is ready for more
+        (vim after ``oX``: now Escape), or a new program is in front (``cat`` after ``cat\n``: now C-c, which the
+        shell would have taken, flushing the line unread), or the same one went on without reading for
+        KEYS_HOLD_S (a builtin loop the shell runs)."""
+        if self.channel.input_queued() or not self.tracker.taken:
+            return False
+        if verdict.ready:
+            return await self._nothing_owed()
+        front = self.foreground.describe(self._session.exited)
+        if front is None:
+            return False
+        if op.front_at_write is None or front.pgid != op.front_at_write[0]:
+            # A group the shell forked is in front: keys for it once it runs its program (a signal between fork
+            # and exec is lost to the shell's handlers), or once it stayed the shell's child that long.
+            return front.name != (op.front_at_write[1] if op.front_at_write else "") or self._held_keys(op)
+        return self._held_keys(op)
+
+    def _held_keys(self, op: SendOp) -> bool:
+        return time.monotonic() - op.started >= KEYS_HOLD_S
+
+    def _press_keys(self, op: SendOp) -> None:
+        keys, op.keys = op.keys, b""
+        self.tracker.mark_write(keys)  # before the write: the program may take the keys before it returns
+        self.channel.write(keys)
+
+    def _readiness_ends(self, op: SendOp, verdict: Verdict) -> bool:
+        """A named wait is for what a program prints, not for its readiness: only the command it typed returning
+        to a shell prompt ends it early (the command ended; waiting longer cannot match). A program that reads
+        the terminal while it works (a REPL, a TUI) keeps waiting for the name."""
+        if op.named is None:
+            return True
+        if not op.named.typed:
+            return False
+        if verdict.basis == "shell_integration":
+            return True
+        front = self.foreground.describe(self._session.exited)
+        return front is not None and front.name in SHELLS
+
+    async def _nothing_owed(self) -> bool:
+        """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
+        answer written now is input the program must first take (it blocked reading it): not ready yet."""
+        replies = self._session.replies
+        for _ in range(DRAIN_ROUNDS):
+            paused = self.channel.paused
+            self.channel.drain()
+            await self.channel.rendered()  # a reader paused on its backlog reads again once that is rendered
+            if not paused:
+                break
+        return self._session.replies == replies
+
+    async def _through_bulk(self, probed: float, deadline: float) -> None:
+        """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
+        (a probe is a dozen /proc reads and ioctls) that bring its output in. Probe at most every few ms then."""
+        while self.channel.bulk:
+            remaining = min(probed + BULK_PROBE_INTERVAL_S, deadline) - time.monotonic()
+            if remaining <= 0 or not await self._sleep_or_activity(remaining):
+                return
+
+    async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
+        session = self._session
+        self.channel.drain()
+        await self.channel.rendered()
+        text, truncated, lines, compacted = viewport(op, self.terminal)
+        counted = session.limit_counters()
+        target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
+        result = p.SendResult(
+            operation_id=op.id,
+            viewport=text,
+            wait_reason=reason,
+            session_status=session.status(),
+            truncated=truncated,
+            alt_screen=self.terminal.alt_screen,
+            foreground=self.foreground.describe(session.exited),
+            lines=lines,
+            exit_code=op.exit_code,
+            cwd=session.shell_cwd(),
+            password_prompt=self.tracker.password_prompt(target),
+            ready_basis=verdict.basis if verdict is not None else None,
+            relay=verdict.relay if verdict is not None else None,
+            unread_input=self.channel.input_queued(),
+            oom_killed=counted.oom_kills > self._counted.oom_kills,
+            pids_limited=counted.pids_refused > self._counted.pids_refused,
+            sandbox=session.sandbox,
+            match=op.named.match if op.named is not None else None,
+            listening=listening(session.scope.pids()),
+            compacted=compacted,
+        )
+        if self.active is op:
+            self.active = None
+            self.terminal.capture = None
+        self.last_op = op
+        if not op.future.done():
+            op.future.set_result(result)
+        self.watch.emit("send_settled", operation_id=op.id, result=result)
