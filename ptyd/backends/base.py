@@ -104,8 +104,8 @@ class PtyBackendSession(Protocol):
     # Continuity: what a handover or a crash needs of a session (continuity/).
     @property
     def master_fd(self) -> int: ...
-    def save_mark(self) -> tuple[int, int]:
-        """Changes whenever the session's output or screen does: the saved state is rewritten only then."""
+    def save_mark(self) -> tuple[object, ...]:
+        """Changes whenever what ``to_state("saved")`` writes does: the saved state is taken again only then."""
         ...
 
     def to_state(self, owner: str, depth: Literal["handover", "saved", "listing"] = "handover") -> SessionState: ...

@@ -328,9 +328,20 @@ class LocalSession:
     def master_fd(self) -> int:
         return self._proc.master
 
-    def save_mark(self) -> tuple[int, int]:
-        """Changes whenever output arrives or is drawn: the saved state is rewritten only when it has."""
-        return self.channel.received, self.terminal.generation
+    def save_mark(self) -> tuple[object, ...]:
+        """Changes whenever what ``to_state("saved")`` writes does (output arrives or is drawn, a send ends, the
+        program exits): the saved state is taken again only when it has."""
+        last = self.sends.last_op
+        return (
+            self.channel.received,
+            self.terminal.generation,
+            last.id if last is not None else None,
+            last is not None and last.done,
+            self._status,
+            self._command_running,
+            self._prompt_cwd,
+            self._shell_key,
+        )
 
     async def quiesce(self) -> None:
         """Before a handover: hold the channel, and wait until the engine has rendered everything read and its

@@ -23,7 +23,7 @@ from ptyd.backends import procfs
 from ptyd.backends.base import PtyBackendSession
 from ptyd.backends.session_state import SessionState
 from ptyd.continuity import handover
-from ptyd.continuity.document import DaemonState, StateFile
+from ptyd.continuity.document import DaemonState, SavedState, StateFile
 from ptyd.service.service import PtyService
 
 log = logging.getLogger("ptyd.adoption")
@@ -87,11 +87,11 @@ class StateSaver:
         self.service = service
         self.store = store  # systemd's fd store, the fd keeper, or none (in the foreground)
         self.interval_s = interval_s
-        self._marks: dict[str, tuple[int, int]] = {}
+        self._saved: handover.SaveCache = {}  # each session's state as last written, and its mark then
         self._written = -interval_s
         self._dirty = False
         self._soon: asyncio.TimerHandle | None = None
-        self._pending: DaemonState | None = None  # the newest state not yet written
+        self._pending: DaemonState | SavedState | None = None  # the newest state not yet written
         self._writer: asyncio.Task[None] | None = None
 
     def _sessions(self) -> dict[str, PtyBackendSession]:
@@ -105,7 +105,7 @@ class StateSaver:
         sessions = self._sessions()
         self.store.sync({sid: s.master_fd for sid, s in sessions.items()})
         self._dirty = True
-        opened = not sessions.keys() <= self._marks.keys()
+        opened = not sessions.keys() <= self._saved.keys()
         due = self._written + (NEW_SESSION_SAVE_S if opened else self.interval_s) - time.monotonic()
         if due <= 0:
             self._save()
@@ -123,16 +123,20 @@ class StateSaver:
         sessions = self._sessions()
         if self.store.stored != sessions.keys():  # an fd the manager did not take (it lagged): offer it again
             self.store.sync({sid: s.master_fd for sid, s in sessions.items()})
-        if self._dirty or {sid: s.save_mark() for sid, s in sessions.items()} != self._marks:
+        if self._dirty or any(self._moved(sid, s) for sid, s in sessions.items()):
             self._save()
 
+    def _moved(self, session_id: str, session: PtyBackendSession) -> bool:
+        saved = self._saved.get(session_id)
+        return saved is None or saved.mark != session.save_mark()
+
     def _save(self) -> None:
-        self._marks = {sid: s.save_mark() for sid, s in self._sessions().items()}
-        self._write(handover.snapshot(self.service, None, "saved"))
+        state, self._saved = handover.saved(self.service, self._saved)
+        self._write(state)
         self._written = time.monotonic()
         self._dirty = False
 
-    def _write(self, state: DaemonState) -> None:
+    def _write(self, state: DaemonState | SavedState) -> None:
         """The snapshot is taken on the loop (the sessions cannot change under it); encoding and writing it (~30
         ms for 20 sessions) run in a thread, one write at a time, and only the newest pending state is written."""
         self._pending = state

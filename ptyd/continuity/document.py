@@ -33,7 +33,9 @@ class _State(msgspec.Struct, kw_only=True):
     pass
 
 
-class DaemonState(_State):
+class _Header(_State):
+    """What the document says of the daemon itself, beside its sessions."""
+
     daemon_pid: int
     version: int = STATE_VERSION
     handovers: int = 0
@@ -42,7 +44,17 @@ class DaemonState(_State):
     socket_activated: bool = False  # systemd owns the socket file: the daemon never removes it
     child_nofile: tuple[int, int] | None = None  # the fd limit programs get (the one the first daemon started with)
     agents: list[AgentState] = msgspec.field(default_factory=list)
+
+
+class DaemonState(_Header):
     sessions: dict[str, SessionState] = msgspec.field(default_factory=dict)
+
+
+class SavedState(_Header):
+    """The state file as the saver writes it: each session already encoded (``encode_session``), so a session
+    whose state did not change since the last write is not taken or encoded again. Reads as a DaemonState."""
+
+    sessions: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
 
 
 class _Version(msgspec.Struct):
@@ -61,9 +73,14 @@ class StateError(Exception):
     """The document cannot be read by this daemon (another format version, or damaged)."""
 
 
-def encode(state: DaemonState, *, binary: bool = True) -> bytes:
+def encode(state: DaemonState | SavedState, *, binary: bool = True) -> bytes:
     """msgpack for a handover (fast, binary); JSON for the state file (readable by an operator)."""
     return _msgpack.encode(state) if binary else _json.encode(state)
+
+
+def encode_session(state: SessionState) -> msgspec.Raw:
+    """One session of the state file, for a ``SavedState``."""
+    return msgspec.Raw(_json.encode(state))
 
 
 def decode(data: bytes, *, binary: bool = True) -> DaemonState:
@@ -86,7 +103,7 @@ class StateFile:
     def __init__(self, directory: Path) -> None:
         self.path = directory / STATE_FILE
 
-    def write(self, state: DaemonState) -> int:
+    def write(self, state: DaemonState | SavedState) -> int:
         """Replace the file with ``state``; returns its size."""
         tmp = self.path.with_suffix(".tmp")
         data = encode(state, binary=False)

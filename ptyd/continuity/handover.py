@@ -18,14 +18,28 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, NamedTuple
+
+import msgspec
 
 from ptyd.backends import spawn
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.session_state import SessionState
-from ptyd.continuity.document import DaemonState, decode, encode
+from ptyd.continuity.document import DaemonState, SavedState, decode, encode, encode_session
 
-__all__ = ["DaemonState", "HandoverRefused", "Inherited", "encode", "exec_next", "next_argv", "preflight", "snapshot"]
+__all__ = [
+    "DaemonState",
+    "HandoverRefused",
+    "Inherited",
+    "SaveCache",
+    "Saved",
+    "encode",
+    "exec_next",
+    "next_argv",
+    "preflight",
+    "saved",
+    "snapshot",
+]
 from ptyd.service.service import PtyService
 
 log = logging.getLogger("ptyd.handover")
@@ -76,16 +90,45 @@ def snapshot(
     sessions: dict[str, SessionState] = {}
     for session_id, entry in service.entries():
         sessions[session_id] = entry.session.to_state(entry.owner.agent_id, depth)
-    return DaemonState(
-        daemon_pid=os.getpid(),
-        handovers=service.handovers,
-        listen_fd=inherited.listen_fd if inherited is not None else -1,
-        lock_fd=inherited.lock_fd if inherited is not None else -1,
-        socket_activated=inherited.socket_activated if inherited is not None else False,
-        child_nofile=spawn.child_nofile(),
-        agents=service.agent_states(),
-        sessions=sessions,
-    )
+    return DaemonState(**_header(service, inherited), sessions=sessions)
+
+
+class Saved(NamedTuple):
+    """A session's state as last written, and what it was taken at."""
+
+    mark: tuple[object, ...]
+    owner: str
+    state: msgspec.Raw
+
+
+SaveCache = dict[str, Saved]
+
+
+def saved(service: PtyService, cache: SaveCache) -> tuple[SavedState, SaveCache]:
+    """The state file's "saved" depth, taking and encoding again only the sessions whose ``save_mark`` (or
+    owner) moved since ``cache`` (the last call's): with hundreds of sessions and a few printing, a write
+    costs the loop what those few cost, not all of them. Returns the state and the cache for the next call."""
+    fresh: SaveCache = {}
+    for session_id, entry in service.entries():
+        mark, owner = entry.session.save_mark(), entry.owner.agent_id
+        kept = cache.get(session_id)
+        if kept is None or kept.mark != mark or kept.owner != owner:
+            kept = Saved(mark, owner, encode_session(entry.session.to_state(owner, "saved")))
+        fresh[session_id] = kept
+    state = SavedState(**_header(service, None), sessions={sid: kept.state for sid, kept in fresh.items()})
+    return state, fresh
+
+
+def _header(service: PtyService, inherited: Inherited | None) -> dict[str, Any]:
+    return {
+        "daemon_pid": os.getpid(),
+        "handovers": service.handovers,
+        "listen_fd": inherited.listen_fd if inherited is not None else -1,
+        "lock_fd": inherited.lock_fd if inherited is not None else -1,
+        "socket_activated": inherited.socket_activated if inherited is not None else False,
+        "child_nofile": spawn.child_nofile(),
+        "agents": service.agent_states(),
+    }
 
 
 def _memfd(data: bytes, name: str) -> int:

@@ -327,6 +327,7 @@ class RemoteTerminal(Terminal):
         if self.closed:
             return
         self._snap = snap
+        self._generation += 1  # the state the daemon saves is now the engine's own (modes, title), not the mirror's
         self._restored = False
         journal = self._journal
         while journal and journal[0].end <= snap.end:

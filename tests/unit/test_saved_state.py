@@ -1,0 +1,69 @@
+"""The state file's sessions, taken again only when they changed (``continuity.handover.saved``), in-process:
+what the saver writes reads as the full snapshot would, and a session that did nothing is not taken again."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ptyd import protocol as p
+from ptyd.continuity import handover
+from ptyd.continuity.document import decode, encode
+
+from .conftest import TOKEN, local_service, run, send_params
+
+
+def _sessions(state: handover.DaemonState) -> dict[str, dict[str, object]]:
+    return {sid: msgspec.structs.asdict(s) for sid, s in state.sessions.items()}
+
+
+def _header(state: handover.DaemonState) -> dict[str, object]:
+    """All but the sessions, and the agents' idle time (which moves between two calls)."""
+    return msgspec.structs.asdict(state) | {"sessions": None, "agents": [a.agent_id for a in state.agents]}
+
+
+def _last(state: handover.DaemonState, session_id: str) -> str | None:
+    last = state.sessions[session_id].last
+    return last.id if last is not None else None
+
+
+def _screen(state: handover.DaemonState, session_id: str) -> bytes:
+    terminal = state.sessions[session_id].terminal
+    assert terminal is not None
+    return terminal.screen + "\n".join(terminal.lines).encode()
+
+
+def test_saved_state_reuses_what_did_not_change() -> None:
+    async def main() -> dict[str, object]:
+        async with local_service() as service:
+            agent, _ = service.register("t")
+            opened = [
+                await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "})) for _ in range(3)
+            ]
+            busy, idle, _ = (s.info(agent.agent_id, agent.name).session_id for s in opened)
+            first, cache = handover.saved(service, {})
+            written = decode(encode(first, binary=False), binary=False)
+            full = handover.snapshot(service, None, "saved")
+
+            await service.send(agent, send_params(busy, "echo moved\n")).result()
+            second, cache2 = handover.saved(service, cache)
+            again = decode(encode(second, binary=False), binary=False)
+            return {
+                "first_as_full": _sessions(written) == _sessions(full),
+                "header": _header(written) == _header(full),
+                "idle_reused": cache2[idle].state is cache[idle].state,
+                "busy_taken": cache2[busy].state is not cache[busy].state,
+                "second_as_full": _sessions(again) == _sessions(handover.snapshot(service, None, "saved")),
+                "moved_in_file": b"moved" in _screen(again, busy) and b"moved" not in _screen(written, busy),
+                "last_op": _last(again, busy) != _last(written, busy) and _last(again, idle) == _last(written, idle),
+            }
+
+    seen = run(main)
+    assert seen == {
+        "first_as_full": True,
+        "header": True,
+        "idle_reused": True,
+        "busy_taken": True,
+        "second_as_full": True,
+        "moved_in_file": True,
+        "last_op": True,
+    }
