@@ -36,9 +36,7 @@ def test_saved_state_reuses_what_did_not_change() -> None:
     async def main() -> dict[str, object]:
         async with local_service() as service:
             agent, _ = service.register("t")
-            opened = [
-                await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "})) for _ in range(3)
-            ]
+            opened = [await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "})) for _ in range(3)]
             busy, idle, _ = (s.info(agent.agent_id, agent.name).session_id for s in opened)
             first, cache = handover.saved(service, {})
             written = decode(encode(first, binary=False), binary=False)
