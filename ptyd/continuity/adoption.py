@@ -23,7 +23,7 @@ from ptyd.backends import procfs
 from ptyd.backends.base import PtyBackendSession
 from ptyd.backends.session_state import SessionState
 from ptyd.continuity import handover
-from ptyd.continuity.document import DaemonState, SavedState, StateFile
+from ptyd.continuity.document import DaemonState, StateFile
 from ptyd.service.service import PtyService
 
 log = logging.getLogger("ptyd.adoption")
@@ -91,7 +91,7 @@ class StateSaver:
         self._written = -interval_s
         self._dirty = False
         self._soon: asyncio.TimerHandle | None = None
-        self._pending: DaemonState | SavedState | None = None  # the newest state not yet written
+        self._pending: DaemonState | None = None  # the newest state not yet written
         self._writer: asyncio.Task[None] | None = None
 
     def _sessions(self) -> dict[str, PtyBackendSession]:
@@ -136,7 +136,7 @@ class StateSaver:
         self._written = time.monotonic()
         self._dirty = False
 
-    def _write(self, state: DaemonState | SavedState) -> None:
+    def _write(self, state: DaemonState) -> None:
         """The snapshot is taken on the loop (the sessions cannot change under it); encoding and writing it (~30
         ms for 20 sessions) run in a thread, one write at a time, and only the newest pending state is written."""
         self._pending = state

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 from typing import final
 
@@ -50,9 +51,8 @@ class DaemonState(_Header):
     sessions: dict[str, SessionState] = msgspec.field(default_factory=dict)
 
 
-class SavedState(_Header):
-    """The state file as the saver writes it: each session already encoded (``encode_session``), so a session
-    whose state did not change since the last write is not taken or encoded again. Reads as a DaemonState."""
+class _Encoded(_Header):
+    """A DaemonState with each session already encoded: reads as a DaemonState."""
 
     sessions: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
 
@@ -73,14 +73,9 @@ class StateError(Exception):
     """The document cannot be read by this daemon (another format version, or damaged)."""
 
 
-def encode(state: DaemonState | SavedState, *, binary: bool = True) -> bytes:
+def encode(state: DaemonState, *, binary: bool = True) -> bytes:
     """msgpack for a handover (fast, binary); JSON for the state file (readable by an operator)."""
     return _msgpack.encode(state) if binary else _json.encode(state)
-
-
-def encode_session(state: SessionState) -> msgspec.Raw:
-    """One session of the state file, for a ``SavedState``."""
-    return msgspec.Raw(_json.encode(state))
 
 
 def decode(data: bytes, *, binary: bool = True) -> DaemonState:
@@ -103,10 +98,16 @@ class StateFile:
     def __init__(self, directory: Path) -> None:
         self.path = directory / STATE_FILE
 
-    def write(self, state: DaemonState | SavedState) -> int:
-        """Replace the file with ``state``; returns its size."""
+    def write(self, state: DaemonState) -> int:
+        """Replace the file with ``state``; returns its size. Run in a thread: the sessions are encoded one at a
+        time, letting the event loop have the GIL between them (one encode of hundreds held it ~30 ms)."""
         tmp = self.path.with_suffix(".tmp")
-        data = encode(state, binary=False)
+        sessions = {}
+        for session_id, session in state.sessions.items():
+            sessions[session_id] = msgspec.Raw(_json.encode(session))
+            time.sleep(0)
+        header = {name: getattr(state, name) for name in _Header.__struct_fields__}
+        data = _json.encode(_Encoded(**header, sessions=sessions))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -20,12 +20,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-import msgspec
-
 from ptyd.backends import spawn
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.session_state import SessionState
-from ptyd.continuity.document import DaemonState, SavedState, decode, encode, encode_session
+from ptyd.continuity.document import DaemonState, decode, encode
 
 __all__ = [
     "DaemonState",
@@ -98,24 +96,25 @@ class Saved(NamedTuple):
 
     mark: tuple[object, ...]
     owner: str
-    state: msgspec.Raw
+    state: SessionState
 
 
 SaveCache = dict[str, Saved]
 
 
-def saved(service: PtyService, cache: SaveCache) -> tuple[SavedState, SaveCache]:
-    """The state file's "saved" depth, taking and encoding again only the sessions whose ``save_mark`` (or
-    owner) moved since ``cache`` (the last call's): with hundreds of sessions and a few printing, a write
-    costs the loop what those few cost, not all of them. Returns the state and the cache for the next call."""
+def saved(service: PtyService, cache: SaveCache) -> tuple[DaemonState, SaveCache]:
+    """The state file's "saved" depth, taking again only the sessions whose ``save_mark`` (or owner) moved
+    since ``cache`` (the last call's): with hundreds of sessions and a few printing, a save costs the loop what
+    those few cost, not all of them. A kept state costs little memory: its transcript lines are the
+    scrollback's own strings. Returns the state and the cache for the next call."""
     fresh: SaveCache = {}
     for session_id, entry in service.entries():
         mark, owner = entry.session.save_mark(), entry.owner.agent_id
         kept = cache.get(session_id)
         if kept is None or kept.mark != mark or kept.owner != owner:
-            kept = Saved(mark, owner, encode_session(entry.session.to_state(owner, "saved")))
+            kept = Saved(mark, owner, entry.session.to_state(owner, "saved"))
         fresh[session_id] = kept
-    state = SavedState(**_header(service, None), sessions={sid: kept.state for sid, kept in fresh.items()})
+    state = DaemonState(**_header(service, None), sessions={sid: kept.state for sid, kept in fresh.items()})
     return state, fresh
 
 

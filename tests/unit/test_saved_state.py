@@ -3,11 +3,13 @@ what the saver writes reads as the full snapshot would, and a session that did n
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 
 from ptyd import protocol as p
 from ptyd.continuity import handover
-from ptyd.continuity.document import decode, encode
+from ptyd.continuity.document import StateFile
 
 from .conftest import TOKEN, local_service, run, send_params
 
@@ -32,19 +34,27 @@ def _screen(state: handover.DaemonState, session_id: str) -> bytes:
     return terminal.screen + "\n".join(terminal.lines).encode()
 
 
-def test_saved_state_reuses_what_did_not_change() -> None:
+def test_saved_state_reuses_what_did_not_change(tmp_path: Path) -> None:
+    file = StateFile(tmp_path)
+
+    def written_and_read(state: handover.DaemonState) -> handover.DaemonState:
+        file.write(state)  # each session encoded on its own, as the saver's thread does
+        back = file.read()
+        assert back is not None
+        return back
+
     async def main() -> dict[str, object]:
         async with local_service() as service:
             agent, _ = service.register("t")
             opened = [await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "})) for _ in range(3)]
             busy, idle, _ = (s.info(agent.agent_id, agent.name).session_id for s in opened)
             first, cache = handover.saved(service, {})
-            written = decode(encode(first, binary=False), binary=False)
+            written = written_and_read(first)
             full = handover.snapshot(service, None, "saved")
 
             await service.send(agent, send_params(busy, "echo moved\n")).result()
             second, cache2 = handover.saved(service, cache)
-            again = decode(encode(second, binary=False), binary=False)
+            again = written_and_read(second)
             return {
                 "first_as_full": _sessions(written) == _sessions(full),
                 "header": _header(written) == _header(full),
