@@ -51,12 +51,6 @@ class DaemonState(_Header):
     sessions: dict[str, SessionState] = msgspec.field(default_factory=dict)
 
 
-class _Encoded(_Header):
-    """A DaemonState with each session already encoded: reads as a DaemonState."""
-
-    sessions: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
-
-
 class _Version(msgspec.Struct):
     version: int = 0
 
@@ -99,20 +93,21 @@ class StateFile:
         self.path = directory / STATE_FILE
 
     def write(self, state: DaemonState) -> int:
-        """Replace the file with ``state``; returns its size. Run in a thread: the sessions are encoded one at a
-        time, letting the event loop have the GIL between them (one encode of hundreds held it ~30 ms)."""
+        """Replace the file with ``state``; returns its size. Run in a thread: written as a stream, a session
+        at a time, so no encode holds the GIL long (one of hundreds of sessions held it ~30 ms) and no copy of
+        the whole document is ever in memory."""
         tmp = self.path.with_suffix(".tmp")
-        sessions = {}
-        for session_id, session in state.sessions.items():
-            sessions[session_id] = msgspec.Raw(_json.encode(session))
-            time.sleep(0)
-        header = {name: getattr(state, name) for name in _Header.__struct_fields__}
-        data = _json.encode(_Encoded(**header, sessions=sessions))
+        header = _json.encode(_Header(**{name: getattr(state, name) for name in _Header.__struct_fields__}))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        size = 0
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            size += f.write(header[:-1] + b',"sessions":{')  # the header's object, left open for the sessions
+            for i, (session_id, session) in enumerate(state.sessions.items()):
+                size += f.write(b"," * (i > 0) + _json.encode(session_id) + b":" + _json.encode(session))
+                time.sleep(0)  # the event loop may take the GIL here
+            size += f.write(b"}}")
         os.replace(tmp, self.path)
-        return len(data)
+        return size
 
     def read(self) -> DaemonState | None:
         try:

@@ -92,11 +92,11 @@ def snapshot(
 
 
 class Saved(NamedTuple):
-    """A session's state as last written, and what it was taken at."""
+    """A session's state as last taken, kept once the session was quiet between two saves, and its mark then."""
 
     mark: tuple[object, ...]
     owner: str
-    state: SessionState
+    state: SessionState | None
 
 
 SaveCache = dict[str, Saved]
@@ -105,17 +105,21 @@ SaveCache = dict[str, Saved]
 def saved(service: PtyService, cache: SaveCache) -> tuple[DaemonState, SaveCache]:
     """The state file's "saved" depth, taking again only the sessions whose ``save_mark`` (or owner) moved
     since ``cache`` (the last call's): with hundreds of sessions and a few printing, a save costs the loop what
-    those few cost, not all of them. A kept state costs little memory: its transcript lines are the
-    scrollback's own strings. Returns the state and the cache for the next call."""
+    those few cost, not all of them. A state is kept only for a session that did not move since the last save
+    (it is taken once more then): a printing session's kept tail would hold lines its scrollback has already
+    let go, while a quiet one's are the scrollback's own strings. Returns the state and the next cache."""
     fresh: SaveCache = {}
+    sessions: dict[str, SessionState] = {}
     for session_id, entry in service.entries():
         mark, owner = entry.session.save_mark(), entry.owner.agent_id
         kept = cache.get(session_id)
-        if kept is None or kept.mark != mark or kept.owner != owner:
-            kept = Saved(mark, owner, entry.session.to_state(owner, "saved"))
-        fresh[session_id] = kept
-    state = DaemonState(**_header(service, None), sessions={sid: kept.state for sid, kept in fresh.items()})
-    return state, fresh
+        quiet = kept is not None and kept.mark == mark and kept.owner == owner
+        state = kept.state if quiet and kept is not None else None
+        if state is None:
+            state = entry.session.to_state(owner, "saved")
+        fresh[session_id] = Saved(mark, owner, state if quiet else None)
+        sessions[session_id] = state
+    return DaemonState(**_header(service, None), sessions=sessions), fresh
 
 
 def _header(service: PtyService, inherited: Inherited | None) -> dict[str, Any]:

@@ -48,8 +48,9 @@ def test_saved_state_reuses_what_did_not_change(tmp_path: Path) -> None:
             agent, _ = service.register("t")
             opened = [await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "})) for _ in range(3)]
             busy, idle, _ = (s.info(agent.agent_id, agent.name).session_id for s in opened)
-            first, cache = handover.saved(service, {})
+            first, taken = handover.saved(service, {})
             written = written_and_read(first)
+            quiet, cache = handover.saved(service, taken)  # nothing moved: now each state is kept
             full = handover.snapshot(service, None, "saved")
 
             await service.send(agent, send_params(busy, "echo moved\n")).result()
@@ -58,8 +59,10 @@ def test_saved_state_reuses_what_did_not_change(tmp_path: Path) -> None:
             return {
                 "first_as_full": _sessions(written) == _sessions(full),
                 "header": _header(written) == _header(full),
-                "idle_reused": cache2[idle].state is cache[idle].state,
-                "busy_taken": cache2[busy].state is not cache[busy].state,
+                "kept_once_quiet": all(s.state is None for s in taken.values())
+                and all(quiet.sessions[sid] is s.state for sid, s in cache.items()),
+                "idle_reused": cache2[idle].state is cache[idle].state is second.sessions[idle],
+                "busy_taken": second.sessions[busy] is not cache[busy].state and cache2[busy].state is None,
                 "second_as_full": _sessions(again) == _sessions(handover.snapshot(service, None, "saved")),
                 "moved_in_file": b"moved" in _screen(again, busy) and b"moved" not in _screen(written, busy),
                 "last_op": _last(again, busy) != _last(written, busy) and _last(again, idle) == _last(written, idle),
@@ -68,6 +71,7 @@ def test_saved_state_reuses_what_did_not_change(tmp_path: Path) -> None:
     seen = run(main)
     assert seen == {
         "first_as_full": True,
+        "kept_once_quiet": True,
         "header": True,
         "idle_reused": True,
         "busy_taken": True,
@@ -75,3 +79,13 @@ def test_saved_state_reuses_what_did_not_change(tmp_path: Path) -> None:
         "moved_in_file": True,
         "last_op": True,
     }
+
+
+def test_state_file_streams_any_number_of_sessions(tmp_path: Path) -> None:
+    """The file is written a session at a time; with none, one, or ids that need escaping it reads back whole."""
+    file = StateFile(tmp_path)
+    for state in (handover.DaemonState(daemon_pid=7, handovers=2), handover.DaemonState(daemon_pid=0)):
+        file.write(state)
+        assert file.read() == state
+    json_text = file.path.read_text()
+    assert json_text.endswith('"sessions":{}}')
