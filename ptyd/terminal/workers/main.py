@@ -1,8 +1,8 @@
 """An engine worker process: ``python -m ptyd.terminal.workers.main FD``, FD its end of a socketpair.
 
-It renders what the daemon sends, one batch at a time: everything readable is taken, rendered, and acknowledged
-once per session. It holds nothing the daemon cannot rebuild: when it dies, the daemon starts another and
-replays each session from its last snapshot. It ends when the daemon's end closes.
+It renders what the daemon sends a slice of one session at a time (``inbox``), taking everything readable between
+slices, and acknowledges each slice. It holds nothing the daemon cannot rebuild: when it dies, the daemon starts
+another and replays each session from its last snapshot. It ends when the daemon's end closes.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable
 
 from ptyd.terminal.engines import native_available
 from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.host import EngineHost
+from ptyd.terminal.workers.inbox import Inbox
 
-BATCH_BYTES = 512 << 10  # taken at most before rendering: what arrives meanwhile (a send's echo) waits that long
-# ...and a session acknowledged at least this often within a batch: the daemon reads nothing while its backlog
-# waits for acks, and a quiet PTY that long would look like a program gone idle (idle_ms).
+TAKE_BYTES = 8 << 20  # read at most before rendering again (the daemon's socket buffer holds 4 MiB)
+# A session acknowledged at least this often while it renders: the daemon reads nothing while its backlog waits
+# for acks, and a quiet PTY that long would look like a program gone idle (idle_ms).
 ACK_INTERVAL_S = 0.05
 
 
@@ -34,42 +34,39 @@ def serve(sock: socket.socket) -> None:
     host = EngineHost()
     sock.sendall(m.frame(m.Hello(pid=os.getpid(), native=native)))
     buffer = bytearray()
+    inbox = Inbox()
     while True:
-        sock.setblocking(True)
-        data = sock.recv(1 << 20)
+        if not inbox:  # nothing left to render: wait for the daemon
+            sock.setblocking(True)
+            data = sock.recv(1 << 20)
+            if not data:
+                return
+            buffer += data
+        _take_readable(sock, buffer)
+        for body in m.frames(buffer):
+            inbox.put(m.to_worker.decode(body))
+        # One slice of one session, then whatever arrived meanwhile is taken before the next is chosen.
+        snapshots: list[m.ToDaemon] = []
+        due = time.monotonic() + ACK_INTERVAL_S
+        for msg in inbox.take():
+            snapshots.extend(host.handle(msg))
+            if time.monotonic() >= due:  # a slow engine (pyte) acknowledges as it goes
+                snapshots = _send(sock, host, snapshots)
+                due = time.monotonic() + ACK_INTERVAL_S
+        _send(sock, host, snapshots)
+
+
+def _take_readable(sock: socket.socket, buffer: bytearray) -> None:
+    """What the daemon sent that is readable now, without waiting (its end closed: the next wait sees that)."""
+    sock.setblocking(False)
+    while len(buffer) < TAKE_BYTES:
+        try:
+            data = sock.recv(1 << 20)
+        except BlockingIOError:
+            return
         if not data:
             return
         buffer += data
-        sock.setblocking(False)
-        while len(buffer) < BATCH_BYTES:
-            try:
-                data = sock.recv(1 << 20)
-            except BlockingIOError:
-                break
-            if not data:
-                break
-            buffer += data
-        for group in by_session(m.to_worker.decode(body) for body in m.frames(buffer)):
-            # Each session acknowledged as soon as its part is rendered, the smallest first: an interactive
-            # session's few bytes do not wait behind the floods that share its worker.
-            snapshots: list[m.ToDaemon] = []
-            due = time.monotonic() + ACK_INTERVAL_S
-            for msg in group:
-                snapshots.extend(host.handle(msg))
-                if time.monotonic() >= due:  # a slow engine (pyte) acknowledges as it goes
-                    snapshots = _send(sock, host, snapshots)
-                    due = time.monotonic() + ACK_INTERVAL_S
-            _send(sock, host, snapshots)
-
-
-def by_session(messages: Iterable[m.ToWorker]) -> list[list[m.ToWorker]]:
-    """A batch's messages by session, each session's in order, the sessions with the fewest bytes first."""
-    groups: dict[int, list[m.ToWorker]] = {}
-    size: dict[int, int] = {}
-    for msg in messages:
-        groups.setdefault(msg.sid, []).append(msg)
-        size[msg.sid] = size.get(msg.sid, 0) + (len(msg.data) if isinstance(msg, m.Feed) else 0)
-    return [groups[sid] for sid in sorted(groups, key=size.__getitem__)]
 
 
 def warm() -> None:
