@@ -60,6 +60,21 @@ def test_host_acks_rows_scrolled_off_the_changed_rows_and_the_answers(engine: st
     assert host.finish() == []
 
 
+def test_a_worker_where_the_native_engine_does_not_load_renders_on_pyte_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ptyd.terminal.workers import host as host_module
+
+    monkeypatch.setattr(host_module, "native_available", lambda: False)
+    host = EngineHost()
+    host.handle(m.Open(sid=1, engine="ghostty", cols=20, rows=2, end=0))
+    host.handle(m.Feed(sid=1, end=4, data=b"ok\r\n", more=False))
+    ack = _ack(host.finish())
+    assert type(host.sessions[1].engine).__name__ == "PyteTerminal"
+    assert ack.error == "the native engine does not load in the engine worker"  # the daemon moves it to pyte
+    assert ack.rows[0].text == "ok"
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_host_mutes_a_replay_and_snapshots_what_a_new_engine_restores(engine: str) -> None:
     host = EngineHost()
@@ -247,6 +262,22 @@ def test_output_that_crashes_the_native_engine_costs_nothing(fresh_daemon: Daemo
     assert f"session {victim.id}: {QUARANTINE_NOTE}; it runs on the pyte engine from now on" in log
     assert "died (SIGILL)" in log
     assert "99999" not in log  # never the bytes
+
+
+@needs_native
+def test_only_the_workers_load_the_native_engine(fresh_daemon: Daemon) -> None:
+    """The daemon decides on the engine without loading it (~0.3 s and 4 MB a start and a handover)."""
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        pid = rpc.call("daemon_info")["pid"]
+        token = rpc.call("agent_register", name="maps")["token"]
+        shell = Shell(rpc, token, env={"PS1": "$ "})
+        assert shell.send("printf '\\e[1mbold\\e[0m\\n'\n")["viewport"].splitlines()[-2:] == ["bold", "$"]
+        assert shell.call("terminal_status")["engine"] == "ghostty"
+        workers = _worker_pids(pid)
+        assert workers
+        assert "ghostty" not in Path(f"/proc/{pid}/maps").read_text()
+        assert any("ghostty" in Path(f"/proc/{w}/maps").read_text() for w in workers)
 
 
 def test_sigkill_of_workers_during_floods_loses_no_line_and_no_send(fresh_daemon: Daemon) -> None:

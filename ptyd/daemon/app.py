@@ -153,7 +153,8 @@ class Daemon:
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
-        emulator = engine_name(self.config.emulator)  # imports the native engine now, not at the first open
+        # In-daemon, the native engine is imported now, not at the first open; with workers, only they load it.
+        emulator = engine_name(self.config.emulator, load=self.config.engine_process == "daemon")
         if self.config.engine_process == "worker":
             # The workers' interpreters start beside the daemon's.
             shared_pool(self.config.engine_workers, self.config.engine_worker_stall_ms).warm()

@@ -5,6 +5,7 @@ it)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 
@@ -21,14 +22,21 @@ def native_available() -> bool:
     return True
 
 
-def engine_name(emulator: str = "auto") -> str:
-    """The engine ``emulator`` ("auto", "ghostty" or "pyte") resolves to here."""
+def native_installed() -> bool:
+    """The native engine's package is installed (found, not loaded: a daemon whose engines run in workers
+    never loads it; a worker where it is found but does not load renders on pyte and says so)."""
+    return importlib.util.find_spec("pyghostty") is not None
+
+
+def engine_name(emulator: str = "auto", *, load: bool = True) -> str:
+    """The engine ``emulator`` ("auto", "ghostty" or "pyte") resolves to here; ``load=False``: without loading
+    the native engine into this process (``native_installed``)."""
     if emulator == "auto":
         emulator = os.environ.get("PTYD_EMULATOR", "auto")
     if emulator not in ("auto", *ENGINES):
         raise ValueError(f"unknown emulator {emulator!r}: expected auto, ghostty or pyte")
     if emulator == "auto":
-        return "ghostty" if native_available() else "pyte"
+        return "ghostty" if (native_available() if load else native_installed()) else "pyte"
     return emulator
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import final
 
 from ptyd.terminal.emulator import Terminal
-from ptyd.terminal.engines import open_terminal
+from ptyd.terminal.engines import native_available, open_terminal
 from ptyd.terminal.scrollback import Scrollback
 from ptyd.terminal.workers import messages as m
 
@@ -66,8 +66,12 @@ class Hosted:
         self.end = msg.end
         self.replies: list[bytes] = []
         self.relay = RelayScrollback()
+        self.error: str | None = None
+        engine = msg.engine
+        if engine == "ghostty" and not native_available():  # installed, but its library does not load here
+            engine, self.error = "pyte", "the native engine does not load in the engine worker"
         self.engine: Terminal = open_terminal(
-            msg.cols, msg.rows, scrollback_lines=1, scrollback_bytes=1, on_reply=self._reply, emulator=msg.engine
+            msg.cols, msg.rows, scrollback_lines=1, scrollback_bytes=1, on_reply=self._reply, emulator=engine
         )
         self.engine.scrollback = self.relay
         self.rows: list[str] = []  # the active screen as last sent
@@ -75,7 +79,6 @@ class Hosted:
         self.size = (msg.cols, msg.rows)
         self.main: list[str] | None = None
         self.main_wraps: list[int] = []
-        self.error: str | None = None
 
     def _reply(self, data: bytes) -> None:
         if not self.relay.muted:

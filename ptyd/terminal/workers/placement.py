@@ -40,6 +40,6 @@ def open_session_terminal(
         scrollback_bytes=scrollback_bytes,
         on_reply=on_reply,
         pool=shared_pool(engine_workers, engine_worker_stall_ms),
-        engine=engine_name(emulator),
+        engine=engine_name(emulator, load=False),  # the workers load it; the daemon never does
         label=label,
     )
