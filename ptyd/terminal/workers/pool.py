@@ -78,8 +78,7 @@ class WorkerLink:
         self._flush_scheduled = False
         self._writing = False
         self.hung_s: float | None = None  # set when the watchdog killed it: how long it showed no progress
-        self._progress = 0.0  # loop time of the last frame from the worker
-        self._asked = 0.0  # loop time of the first work sent since that frame
+        self._progress = 0.0  # loop time of the last frame from the worker, or of the work sent since
         self._watchdog: asyncio.TimerHandle | None = None  # armed only while work may be outstanding
         self.loop.add_reader(ours.fileno(), self._readable)
 
@@ -95,10 +94,9 @@ class WorkerLink:
         if self.dead:
             return
         m.frame_into(msg, self._out)
-        if self._asked <= self._progress:
-            self._asked = self.loop.time()
         if self._watchdog is None and not isinstance(msg, m.Close):
-            self._watchdog = self.loop.call_at(self._asked + self._pool.stall_s, self._watch)
+            self._progress = self.loop.time()
+            self._watchdog = self.loop.call_at(self._progress + self._pool.stall_s, self._watch)
         if not self._flush_scheduled and not self._writing:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -169,8 +167,9 @@ class WorkerLink:
                 self._pool.started(self)
         if eof:
             self._died()
-        # An armed watchdog is left to fire: it stops itself if nothing is outstanding then. Asking here would
-        # scan every session of the worker at each frame (5% of the daemon's time at 250 sessions a worker).
+        elif bodies and self._watchdog is not None and not self._outstanding():
+            self._watchdog.cancel()  # idle: no timer runs until work is sent again
+            self._watchdog = None
 
     # --- the watchdog ------------------------------------------------------------------------------------
 
@@ -190,13 +189,11 @@ class WorkerLink:
         if not self._caught_up() or not self._outstanding():
             return
         now = self.loop.time()
-        # The worker owes an answer since its last frame, or since it was asked after that frame.
-        since = max(self._progress, self._asked)
-        if not self.hello or now - since < self._pool.stall_s:  # a starting interpreter is not hung
-            due = now + self._pool.stall_s if not self.hello else since + self._pool.stall_s
+        if not self.hello or now - self._progress < self._pool.stall_s:  # a starting interpreter is not hung
+            due = now + self._pool.stall_s if not self.hello else self._progress + self._pool.stall_s
             self._watchdog = self.loop.call_at(due, self._watch)
             return
-        self.hung_s = now - since
+        self.hung_s = now - self._progress
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)
         self._died()
