@@ -149,6 +149,14 @@ class InvalidArgument(PtydError):
     title = "Invalid params"
 
 
+class OperationLost(PtydError):
+    """The send operation was in flight when a previous daemon crashed, and its result did not survive: whether its
+    input ran is unknown (read the transcript). ``data.operation_id`` or ``data.request_key`` names it."""
+
+    code = -32030
+    kind = "operation_lost"
+
+
 class InternalError(PtydError):
     """A daemon bug; ``data.incident`` matches a line in the daemon's log."""
 
@@ -175,6 +183,7 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     LimitExceeded,
     SandboxRefused,
     SandboxUnavailable,
+    OperationLost,
 )
 """Every error kind the daemon reports, JSON-RPC's own first."""
 

@@ -17,7 +17,9 @@ from ptyd.config import Config
 DEFAULTS = Config()  # documented defaults come from the one place that sets them
 # 2: exit_code, cwd, password_prompt, ready_basis, relay, unread_input; events. 3: send keys.
 # 4: engine isolation, sandbox profiles, named waits, recordings (fields and methods added).
-PROTOCOL_VERSION = 4
+# 5: the agent's unread cursor: results carry what happened between calls (commands, earlier_lines, running,
+#    lost_lines), until_done, terminal_wait follows a pending command, operation_lost.
+PROTOCOL_VERSION = 5
 
 
 def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
@@ -77,6 +79,25 @@ class SendMatch(Base, frozen=True):
 
     text: Annotated[str, _d("The matched text (group 0).")]
     line: Annotated[int | None, _d("Transcript line of the match (for terminal_read); null on the alternate screen.")]
+
+
+class CommandOutcome(Base, frozen=True):
+    """A shell command that ended (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it was
+    installed into), reported once, in the first result the agent is given after it ended."""
+
+    command: Annotated[
+        str | None, _d("The line a send typed that started it; null when no send typed it (or it cannot be told).")
+    ]
+    exit_code: Annotated[int | None, _d("Its exit status ($?).")]
+    cwd: Annotated[str | None, _d("The shell's working directory after it.")]
+    duration_ms: Annotated[int, _d("From the shell starting it to its next prompt.")]
+
+
+class RunningCommand(Base, frozen=True):
+    """The shell command still running when a result was made (shell integration): a later call reports its end."""
+
+    command: Annotated[str | None, _d("The line a send typed that started it, when known.")]
+    running_ms: Annotated[int, _d("How long it has run.")]
 
 
 class Running(Base, frozen=True, tag_field="kind", tag="running"):
@@ -335,6 +356,15 @@ class TerminalSendParams(Base, frozen=True):
     join_wrapped: Annotated[
         bool, _d("Viewport and terminal_output lines are logical lines: rows the terminal soft-wrapped are joined.")
     ] = False
+    until_done: Annotated[
+        bool,
+        _d(
+            "Run this and tell me when it is done: silence does not end the wait (no inferred_idle), only the "
+            "program being ready for input again (the shell's prompt after the command, with its exit_code), the "
+            "session's exit, a named wait, or timeout_ms. For builds and test runs that are quiet for a while. An "
+            "empty input with a shell command still running waits for that command the same way."
+        ),
+    ] = False
 
 
 class LineRange(Base, frozen=True):
@@ -351,8 +381,9 @@ class SendResult(Base, frozen=True):
     viewport: Annotated[
         str,
         _d(
-            "Rendered terminal delta of this send, ending with the cursor line; the visible screen while "
-            "the alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked."
+            "Rendered terminal delta since the previous result the agent was given (what the session printed "
+            "between calls first, see earlier_lines), ending with the cursor line; the visible screen while the "
+            "alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked."
         ),
     ]
     wait_reason: WaitReason
@@ -364,9 +395,9 @@ class SendResult(Base, frozen=True):
     exit_code: Annotated[
         int | None,
         _d(
-            "Exit status of the last shell command that finished during this send (shell integration: bash, zsh "
-            "and fish sessions ptyd starts, or a shell it was installed into); null when none finished or it is "
-            "unknown."
+            "Exit status of the last shell command that finished since the previous result the agent was given: "
+            "during this send, or between calls (shell integration: bash, zsh and fish sessions ptyd starts, or a "
+            "shell it was installed into); null when none finished or it is unknown. Each one: commands."
         ),
     ] = None
     cwd: Annotated[str | None, _d("The shell's working directory when the send settled at its prompt; else null.")] = (
@@ -406,6 +437,31 @@ class SendResult(Base, frozen=True):
     ] = []
     compacted: Annotated[
         int, _d("With compact: lines of the viewport folded into a count or a final state (see terminal_read).")
+    ] = 0
+    commands: Annotated[
+        list[CommandOutcome],
+        _d("Every shell command that ended since the previous result the agent was given, oldest first."),
+    ] = []
+    running: Annotated[
+        RunningCommand | None,
+        _d(
+            "The shell command still running as this result was made (after timeout or inferred_idle): "
+            "terminal_wait, or an empty send, waits for its end and reports it."
+        ),
+    ] = None
+    earlier_lines: Annotated[
+        int,
+        _d(
+            "Lines at the head of the viewport that the session printed after the previous result the agent was "
+            "given and before this call: output no earlier result showed."
+        ),
+    ] = 0
+    lost_lines: Annotated[
+        int,
+        _d(
+            "Lines of output lost in a daemon crash since the previous result (printed after the last saved "
+            "state); the transcript marks the gap with a line of its own."
+        ),
     ] = 0
 
 
@@ -458,14 +514,30 @@ class TerminalCancelResult(Base, frozen=True):
 
 
 class TerminalWaitParams(SessionRefParams, frozen=True):
-    """Wait for the active send to settle and return its result (or the most recently settled one)."""
+    """Wait for the active send to settle and return its result. With no send active: the last send's result if the
+    agent was not given it yet; else a wait for what the session does next (the shell command the last send left
+    running, output printed since), settling like an empty send with until_done."""
 
-    timeout_ms: Annotated[TimeoutMs | None, _d("Give up after this long and return done=false.")] = None
+    timeout_ms: Annotated[
+        TimeoutMs | None,
+        _d(
+            "Give up after this long and return done=false (for a wait on a running command: with a result of "
+            f"wait_reason timeout holding what it printed so far). Default: the active send's own bound; "
+            f"default_timeout_ms ({DEFAULTS.default_timeout_ms}) for a wait on a running command."
+        ),
+    ] = None
+    operation_id: Annotated[
+        Name | None,
+        _d(
+            "The operation to wait for (from a background send's answer): an operation this daemon does not know "
+            "(one in flight when a previous daemon crashed) answers operation_lost rather than another one's result."
+        ),
+    ] = None
 
 
 class TerminalWaitResult(Base, frozen=True):
     operation_id: str | None
-    done: bool
+    done: Annotated[bool, _d("False: still running when the wait gave up.")]
     result: SendResult | None
 
 

@@ -262,6 +262,17 @@ class PtyChannel:
         self._settle_scheduled = False
         self.terminal.settle()
 
+    def quiet_since(self) -> float:
+        """Since when the program has been silent, as far as its readiness goes: now while output it wrote is still
+        on its way (unread on the PTY master while the reader waits on the renderer's backlog or on pacing beside
+        other floods, or read and not yet rendered). The daemon's slowness is not the program's silence: with 12
+        floods at once, 9 sends settled inferred_idle mid-flood (test_no_early_idle_beside_floods)."""
+        if self._raw or not self.terminal.idle:
+            return time.monotonic()
+        if not self.closed and not self.held and waits.input_queued(self._proc.master) > 0:
+            return time.monotonic()
+        return self.last_output
+
     @property
     def bulk(self) -> bool:
         """The last wake-up read output in bulk: the program is writing fast."""

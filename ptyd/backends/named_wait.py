@@ -22,14 +22,23 @@ from ptyd.terminal.logical import join
 @final
 class NamedWait:
     def __init__(
-        self, until: re.Pattern[str] | None, stable_s: float | None, anchor: int, typed: bool, anchor_text: str | None
+        self,
+        until: re.Pattern[str] | None,
+        stable_s: float | None,
+        anchor: int,
+        typed: bool,
+        anchor_text: str | None,
+        *,
+        scan_from: int | None = None,
     ) -> None:
         self.until = until
         self.stable_s = stable_s
         self.typed = typed  # the send wrote input (a command), rather than only waiting
         # The line the input is echoed on (the prompt and the command, however many rows) is not output of the
         # command. Without input, that line counts once it changed.
-        self._scanned = anchor  # the first row of the first logical line not searched for good
+        # The first row of the first logical line not searched for good: from the output the agent was not shown
+        # yet (a line printed between calls matches too).
+        self._scanned = anchor if scan_from is None else min(scan_from, anchor)
         self._anchor_text = None if typed else anchor_text  # None with typed: the line is skipped whatever it holds
         self._anchor = anchor
         self._seen_generation = -1

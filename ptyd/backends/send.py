@@ -6,11 +6,13 @@ import asyncio
 import re
 import secrets
 import time
+from collections.abc import Callable
 from typing import final
 
 import msgspec
 
 from ptyd import protocol as p
+from ptyd.backends.agent_view import Unread
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelState
 from ptyd.backends.named_wait import NamedWait
@@ -38,14 +40,30 @@ class SendOp:
         self.keys = request.keys.encode()  # still to press: after the input was taken
         self.front_at_write: tuple[int, str] | None = None  # the group in front when the input was written
         self.named: NamedWait | None = None  # the wait the request named (until, until_stable_ms)
+        # Where its result's output starts: the first line the agent was not shown (output between calls), at most
+        # the anchor. What the result reported of the agent's view, for its delivery.
+        self.view_start = anchor
+        self.unread: Unread | None = None
+        self.on_delivered: Callable[[SendOp], None] | None = None
+        self.given = False  # its result was handed to the agent
 
     @property
     def done(self) -> bool:
         return self.future.done()
 
     async def result(self) -> p.SendResult:
+        """The settled result, for a caller that hands it to the agent (which moves the agent's unread cursor)."""
         # Shielded: a caller that disconnects must not cancel the operation its result belongs to.
-        return await asyncio.shield(self.future)
+        result = await asyncio.shield(self.future)
+        self.delivered()
+        return result
+
+    def delivered(self) -> None:
+        """The result reached (is being returned to) the agent."""
+        if self.done:
+            self.given = True
+            if self.on_delivered is not None:
+                self.on_delivered(self)
 
     def to_state(self, *, taken: bool = True) -> OpState:
         """This send for the next daemon: in flight (``taken``: the program was seen to take its input) or settled."""
@@ -72,6 +90,10 @@ class SendOp:
             typed=self.named.typed if self.named is not None else True,
             compact=req.compact,
             join_wrapped=req.join_wrapped,
+            view_start=self.view_start,
+            given=self.given,
+            until_done=req.until_done,
+            follow_command=req.follow_command,
         )
 
     @classmethod
@@ -80,8 +102,11 @@ class SendOp:
             input="", timeout_s=state.timeout_s, idle_s=state.idle_s, max_bytes=state.max_bytes,
             request_key=state.request_key, until=re.compile(state.until) if state.until is not None else None,
             until_stable_s=state.until_stable_s, compact=state.compact, join_wrapped=state.join_wrapped,
+            until_done=state.until_done, follow_command=state.follow_command,
         )  # fmt: skip
         op = cls(request, state.anchor, loop)
+        op.view_start = state.anchor if state.view_start is None else state.view_start
+        op.given = state.given
         if request.until is not None or request.until_stable_s is not None:  # the line it started on counts
             op.named = NamedWait(request.until, request.until_stable_s, state.anchor, state.typed, None)
         op.id = state.id
@@ -123,7 +148,7 @@ def viewport(op: SendOp, terminal: TerminalEngine) -> tuple[str, bool, p.LineRan
     """The rendered delta of ``op``: its lines up to the cursor line, or the screen of a full-screen program.
     Also how many lines the request's ``compact`` folded."""
     end = terminal.cursor_line + 1
-    start = min(op.anchor, end - 1)
+    start = min(op.view_start, end - 1)
     lines = p.LineRange(start_line=start, end_line=end)
     max_bytes = op.request.max_bytes
     if terminal.alt_screen:
@@ -133,6 +158,10 @@ def viewport(op: SendOp, terminal: TerminalEngine) -> tuple[str, bool, p.LineRan
     if start >= first:
         text, truncated, folded = _bound(op.request, terminal, [], None, start, end, max_bytes)
         return text, truncated, lines, folded
+    if min(op.anchor, end - 1) >= first:
+        # Only output printed between calls is gone (a burst after the previous result): say where it was.
+        text, _, folded = _bound(op.request, terminal, [], (start, first), first, end, max_bytes)
+        return text, True, lines, folded
     # The head of this send's output was dropped from scrollback by a burst; the capture kept its first lines.
     head = op.capture.lines
     gap = (op.capture.end_line, first)

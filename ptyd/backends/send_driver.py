@@ -11,10 +11,12 @@ import asyncio
 import logging
 import secrets
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from dataclasses import replace
 from typing import Protocol, final
 
 from ptyd import protocol as p
+from ptyd.backends.agent_view import AgentView
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelPolicy
 from ptyd.backends.channel import PtyChannel
@@ -23,19 +25,23 @@ from ptyd.backends.input_bounds import SHELLS, check_deliverable, check_room
 from ptyd.backends.listening import listening
 from ptyd.backends.named_wait import NamedWait, line_text
 from ptyd.backends.readiness.foreground import ForegroundGroup
+from ptyd.backends.readiness.front_settle import FrontSettle
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
 from ptyd.backends.recording.recorder import NoRecording
 from ptyd.backends.sandbox.limits import Counters
 from ptyd.backends.send import SendOp, consume_output, viewport
 from ptyd.backends.watch import SessionWatch
 from ptyd.config import Config
-from ptyd.errors import InternalError, SessionBusy, SessionExited
+from ptyd.errors import InternalError, OperationLost, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
 
 log = logging.getLogger("ptyd.session")  # the session's logger: its incidents are logged where they always were
 
 KEYS_HOLD_S = 0.5  # keys after input go out once the input was taken and its program ran this long unready
+KEYS_SETTLE_S = 0.1  # ...or once what it started sat blocked (sleeping, waiting) this long, its processes unchanged
+KEYS_PROBE_S = 0.01  # probes at least this often while keys wait: they go out soon after the program settled
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
+RECENT_OPS = 16  # settled sends kept for a wait that names its operation_id
 DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
 
 
@@ -91,9 +97,12 @@ class SendDriver:
         self.active: SendOp | None = None
         self.last_op: SendOp | None = None
         self._keys: OrderedDict[str, SendOp] = OrderedDict()
+        self._recent: deque[SendOp] = deque(maxlen=RECENT_OPS)  # settled ops an agent may still wait on by id
         self._tasks: set[asyncio.Task[None]] = set()
         self._activity: asyncio.Future[bool] | None = None
         self._counted = Counters(0, 0)  # the limits' counters when the active send began
+        self.view = AgentView()  # what the owning agent was not shown yet (agent_view)
+        self._front_settle = FrontSettle()  # how long what is in front sat unchanged (keys after input)
 
     # --- starting ------------------------------------------------------------------------------------
 
@@ -110,9 +119,13 @@ class SendDriver:
             check_deliverable(data, self.tracker, self.foreground, self._master, session.exited)
             check_room(data, self.channel.pending, self._config.max_pending_input_bytes)
         op = SendOp(request, self.terminal.cursor_line, self.loop)
+        op.view_start = op.output_line = min(self.view.line, op.anchor)
+        op.on_delivered = self._delivered
         if request.until is not None or request.until_stable_s is not None:
             anchor_text = line_text(self.terminal, op.anchor)
-            op.named = NamedWait(request.until, request.until_stable_s, op.anchor, bool(data), anchor_text)
+            op.named = NamedWait(
+                request.until, request.until_stable_s, op.anchor, bool(data), anchor_text, scan_from=op.view_start
+            )
         self.active = op
         self.watch.send_started()
         self.terminal.capture = op.capture
@@ -122,16 +135,19 @@ class SendDriver:
                 self._keys.popitem(last=False)
         session.recording.input(data, self.tracker.password_prompt_now)  # asked before the write changes the answer
         self.tracker.begin(wrote_input=data)
+        self.view.typed(request.input)
         self._counted = session.limit_counters()
         if op.keys:
             front = self.foreground.describe(session.exited)
             op.front_at_write = (front.pgid, front.name) if front is not None else None
+            self._front_settle = FrontSettle()  # measured from this send's input on
         self.channel.write(data)
         self._start_drive(op)
         return op
 
     def resume(self, op: SendOp, *, taken: bool) -> None:
         """Drive a send the previous daemon started (its input is written already) to its result."""
+        op.on_delivered = self._delivered
         self.active = op
         self.watch.send_started()
         self.terminal.capture = op.capture
@@ -140,6 +156,7 @@ class SendDriver:
 
     def remember(self, op: SendOp) -> None:
         """Keep ``op`` for a repeat of its request key (a send the previous daemon kept)."""
+        op.on_delivered = self._delivered
         if op.request.request_key is not None:
             self._keys[op.request.request_key] = op
 
@@ -165,21 +182,54 @@ class SendDriver:
         await self.channel.rendered()
         done = op.done
         text, _ = consume_output(op, self.terminal, self._config.max_read_bytes)
+        if done:
+            op.delivered()
+        else:
+            self.view.line = max(self.view.line, op.output_line)  # complete lines, consumed
         return p.TerminalOutputResult(
             operation_id=op.id, output=text, done=done, result=op.future.result() if done else None
         )
 
-    async def wait(self, timeout_s: float | None) -> p.TerminalWaitResult:
-        op = self.current
+    async def wait(
+        self, timeout_s: float | None, request: SendRequest, operation_id: str | None = None
+    ) -> p.TerminalWaitResult:
+        """The active send's result (or ``operation_id``'s); else the last one if the agent was not given it; else
+        what the session does next: a wait-only send (``request``) that follows a command still running."""
+        op = self.current if operation_id is None else self._known(operation_id)
         if op is None:
             return p.TerminalWaitResult(operation_id=None, done=True, result=None)
+        if op.done and op.given and op is self.current and not self._session.exited:
+            last = op.request
+            request = replace(
+                request, max_bytes=last.max_bytes, compact=last.compact, join_wrapped=last.join_wrapped, until_done=True
+            )
+            op = self.start(request)
+            result = await op.result()
+            return p.TerminalWaitResult(operation_id=op.id, done=result.wait_reason != "timeout", result=result)
         if op.done:
-            return p.TerminalWaitResult(operation_id=op.id, done=True, result=op.future.result())
+            result = op.future.result()  # a send that failed raises its error here too
+            op.delivered()
+            return p.TerminalWaitResult(operation_id=op.id, done=True, result=result)
         try:
             result = await asyncio.wait_for(op.result(), timeout_s)
         except TimeoutError:
             return p.TerminalWaitResult(operation_id=op.id, done=False, result=None)
         return p.TerminalWaitResult(operation_id=op.id, done=True, result=result)
+
+    def _known(self, operation_id: str) -> SendOp:
+        """The operation ``operation_id``, if this daemon knows it; else it was lost (in flight at a crash)."""
+        for op in (self.active, self.last_op, *self._keys.values(), *self._recent):
+            if op is not None and op.id == operation_id:
+                return op
+        raise OperationLost(
+            "this daemon does not know the operation: it was in flight when a previous daemon crashed, or is "
+            "too old; read the transcript (terminal_read) for what it did",
+            operation_id=operation_id,
+        )
+
+    def _delivered(self, op: SendOp) -> None:
+        if op.unread is not None and not op.future.cancelled() and op.future.exception() is None:
+            self.view.delivered(op.future.result().lines.end_line - 1, op.unread)
 
     def cancel(self) -> p.TerminalCancelResult:
         op = self.active
@@ -262,23 +312,39 @@ class SendDriver:
             now = probed
             if now >= op.deadline:
                 return "timeout", None
-            idle_deadline = max(self.channel.last_output, op.started) + op.request.idle_s
+            idle_deadline = self._idle_deadline(op)
             if now >= idle_deadline:
                 return "inferred_idle", None
             delay = min(interval, op.deadline - now, idle_deadline - now)
             if op.named is not None and (due := op.named.next_due()) is not None:
                 delay = min(delay, due - now)
+            if op.keys:
+                delay = min(delay, KEYS_PROBE_S)
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
                 await self._through_bulk(probed, op.deadline)
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
 
+    def _idle_deadline(self, op: SendOp) -> float:
+        """When silence settles ``op`` as inferred_idle: idle_s after the program's last output (counting output
+        still on its way through the daemon as output now), never with until_done, nor while the shell command an
+        empty send follows still runs."""
+        request = op.request
+        if request.until_done or (request.follow_command and self.view.command_running):
+            return op.deadline + 1.0
+        deadline = max(self.channel.last_output, op.started) + request.idle_s
+        if deadline <= time.monotonic():  # only then is the costlier look at the channel worth it
+            deadline = max(self.channel.quiet_since(), op.started) + request.idle_s
+        return deadline
+
     async def _keys_due(self, op: SendOp, verdict: Verdict) -> bool:
         """The program took the send's input, so its keys go to what the input started: it is ready for more
-        (vim after ``oX``: now Escape), or a new program is in front (``cat`` after ``cat\n``: now C-c, which the
-        shell would have taken, flushing the line unread), or the same one went on without reading for
-        KEYS_HOLD_S (a builtin loop the shell runs)."""
+        (vim after ``oX``: now Escape; ``cat`` after ``cat\n``: now C-c, which the shell would have taken,
+        flushing the line unread), or what the input started settled: a group the shell forked sat blocked for
+        KEYS_SETTLE_S (``sleep 30``), or anything in front ran that long unchanged for KEYS_HOLD_S (a busy loop,
+        a builtin loop the shell runs). Not in the gap between the shell reading the line and the command running:
+        a C-c there kills ``touch F`` in ``touch F; sleep 30`` before it ran (3 of 6 times, issue 26)."""
         if self.channel.input_queued() or not self.tracker.taken:
             return False
         if verdict.ready:
@@ -286,14 +352,9 @@ class SendDriver:
         front = self.foreground.describe(self._session.exited)
         if front is None:
             return False
-        if op.front_at_write is None or front.pgid != op.front_at_write[0]:
-            # A group the shell forked is in front: keys for it once it runs its program (a signal between fork
-            # and exec is lost to the shell's handlers), or once it stayed the shell's child that long.
-            return front.name != (op.front_at_write[1] if op.front_at_write else "") or self._held_keys(op)
-        return self._held_keys(op)
-
-    def _held_keys(self, op: SendOp) -> bool:
-        return time.monotonic() - op.started >= KEYS_HOLD_S
+        asleep_s, unchanged_s = self._front_settle.look(front.pgid, self._session.scope.pids())
+        forked = op.front_at_write is None or front.pgid != op.front_at_write[0]
+        return (forked and asleep_s >= KEYS_SETTLE_S) or unchanged_s >= KEYS_HOLD_S
 
     def _press_keys(self, op: SendOp) -> None:
         keys, op.keys = op.keys, b""
@@ -338,6 +399,7 @@ class SendDriver:
         self.channel.drain()
         await self.channel.rendered()
         text, truncated, lines, compacted = viewport(op, self.terminal)
+        unread = self.view.unread()
         counted = session.limit_counters()
         target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
@@ -349,7 +411,7 @@ class SendDriver:
             alt_screen=self.terminal.alt_screen,
             foreground=self.foreground.describe(session.exited),
             lines=lines,
-            exit_code=op.exit_code,
+            exit_code=unread.commands[-1].exit_code if unread.commands else op.exit_code,
             cwd=session.shell_cwd(),
             password_prompt=self.tracker.password_prompt(target),
             ready_basis=verdict.basis if verdict is not None else None,
@@ -361,11 +423,17 @@ class SendDriver:
             match=op.named.match if op.named is not None else None,
             listening=listening(session.scope.pids()),
             compacted=compacted,
+            commands=list(unread.commands),
+            running=self.view.running(),
+            earlier_lines=max(0, min(op.anchor, lines.end_line - 1) - lines.start_line),
+            lost_lines=unread.lost_lines,
         )
+        op.unread = unread
         if self.active is op:
             self.active = None
             self.terminal.capture = None
         self.last_op = op
+        self._recent.append(op)
         if not op.future.done():
             op.future.set_result(result)
         self.watch.emit("send_settled", operation_id=op.id, result=result)

@@ -14,7 +14,7 @@ import os
 import signal as signals
 import time
 from collections.abc import Callable
-from typing import Literal, cast, final
+from typing import Any, Literal, cast, final
 
 from ptyd import protocol as p
 from ptyd.backends import procfs
@@ -168,10 +168,12 @@ class LocalSession:
     def _on_mark(self, mark: Mark) -> None:
         if mark.kind == "C":
             self._command_running = True
+            self.sends.view.command_started()
             return
         active = self.sends.active
         if self._command_running and active is not None:
             active.exit_code = mark.status
+        self.sends.view.command_ended(mark.status, mark.cwd, self.channel.input_queued())
         self._command_running = False
         self._prompt_cwd = mark.cwd
         if active is not None:
@@ -214,8 +216,10 @@ class LocalSession:
     async def output(self) -> p.TerminalOutputResult:
         return await self.sends.output()
 
-    async def wait(self, timeout_s: float | None) -> p.TerminalWaitResult:
-        return await self.sends.wait(timeout_s)
+    async def wait(
+        self, timeout_s: float | None, follow: SendRequest, operation_id: str | None = None
+    ) -> p.TerminalWaitResult:
+        return await self.sends.wait(timeout_s, follow, operation_id)
 
     def cancel(self) -> p.TerminalCancelResult:
         return self.sends.cancel()
@@ -402,7 +406,14 @@ class LocalSession:
             profile=self.profile,
             limit_paths=self.limits.paths() if self.limits is not None else [],
             workspace=self.workspace,
+            **self._view_state(listing),
         )
+
+    def _view_state(self, listing: bool) -> dict[str, Any]:
+        if listing:
+            return {}
+        line, commands, lost = self.sends.view.to_state()
+        return {"view_line": line, "view_commands": commands, "lost_lines": lost}
 
     def restore(self, state: SessionState, *, child: bool) -> None:
         """Take over ``state`` on this session, built on the same PTY by the next daemon. ``child``: the program
@@ -417,6 +428,8 @@ class LocalSession:
         self.created_at_ms = state.created_at_ms
         self._command_running = state.command_running
         self._prompt_cwd = state.prompt_cwd
+        view_line = state.view_line if state.view_line is not None else self.terminal.cursor_line
+        self.sends.view.restore(view_line, state.view_commands, state.lost_lines, running=state.command_running)
         for kept in state.keyed:
             self.sends.remember(SendOp.from_state(kept, self.loop))
         if state.last is not None:

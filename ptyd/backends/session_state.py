@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
+from ptyd import protocol as p
 from ptyd.config import SandboxProfile
 from ptyd.terminal.replay import TerminalState
 
@@ -38,6 +39,10 @@ class OpState(msgspec.Struct, kw_only=True):
     typed: bool = True  # the named wait's send wrote input (its typed line is not searched)
     compact: bool = False
     join_wrapped: bool = False
+    view_start: int | None = None  # protocol 5: where its result's output starts (None: at the anchor)
+    given: bool = True  # its result was handed to the agent (a state from before protocol 5: as if it was)
+    until_done: bool = False
+    follow_command: bool = False
 
 
 class SessionState(msgspec.Struct, kw_only=True):
@@ -70,3 +75,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     profile: SandboxProfile | None = None
     limit_paths: list[str] = msgspec.field(default_factory=list)  # its limit cgroups (v1 directories, a v2 leaf)
     workspace: str = ""
+    # The agent's view (protocol 5): its unread line, the command ends not yet reported, lines lost in a crash.
+    view_line: int | None = None
+    view_commands: list[p.CommandOutcome] = msgspec.field(default_factory=list)
+    lost_lines: int = 0

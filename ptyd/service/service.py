@@ -294,6 +294,8 @@ class PtyService:
         # A named wait is for programs that print and never read (servers, watchers): silence does not end it,
         # unless the caller asks for that too.
         idle_s = timeout_s + 1 if named and params.idle_ms is None else _seconds(params.idle_ms, cfg.default_idle_ms)
+        # An empty send with a shell command still running waits for that command, not for a pause in its output.
+        wait_only = not params.input and not params.keys and params.idle_ms is None
         return session.start_send(
             SendRequest(
                 # Keys after text wait for the text to be taken: sent at once, a C-c would flush the line unread.
@@ -307,6 +309,8 @@ class PtyService:
                 until_stable_s=None if params.until_stable_ms is None else params.until_stable_ms / 1000,
                 compact=params.compact,
                 join_wrapped=params.join_wrapped,
+                until_done=params.until_done,
+                follow_command=wait_only,
             )
         )
 
@@ -324,8 +328,19 @@ class PtyService:
         )
 
     async def wait(self, agent: Agent, params: p.TerminalWaitParams) -> p.TerminalWaitResult:
+        """The active send's result, or a wait for what the session does next (see TerminalWaitParams)."""
+        cfg = self.config
         timeout = None if params.timeout_ms is None else params.timeout_ms / 1000
-        return await self.session(agent, params.session_id).wait(timeout)
+        session = self.session(agent, params.session_id)
+        follow = SendRequest(
+            input="",
+            timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
+            idle_s=cfg.default_idle_ms / 1000,
+            max_bytes=cfg.default_max_bytes,
+            request_key=None,
+            follow_command=True,
+        )
+        return await session.wait(timeout, follow, params.operation_id)
 
     async def read(self, agent: Agent, params: p.TerminalReadParams) -> p.TerminalReadResult:
         cfg = self.config

@@ -17,7 +17,7 @@ import re
 from typing import NamedTuple
 
 from ptyd.terminal.scrollback import utf8_len
-from ptyd.terminal.viewport import MARKER_RESERVE, cut_utf8_tail
+from ptyd.terminal.viewport import LINE_CUT_MIN, MARKER_RESERVE, cut_line
 
 REPEAT_MIN = 3  # a shorter run of identical lines costs less than its marker
 PROGRESS_MIN = 3
@@ -117,9 +117,10 @@ def compact_bound(
         used += _size(pieces[cut])
     kept = set(range(cut, len(pieces)))
     partial: Piece | None = None
-    if cut == len(pieces) and pieces:  # one huge last line: keep its end
-        last = pieces[-1]
-        partial = Piece(last.first, last.end, cut_utf8_tail(last.text, tail_budget - 1))
+    room = tail_budget - used - 1
+    if cut > 0 and (cut == len(pieces) or room >= LINE_CUT_MIN):  # a huge line: keep both its ends
+        huge = pieces[cut - 1]
+        partial = Piece(huge.first, huge.end, cut_line(huge.text, room))
         used += _size(partial)
         cut -= 1
     # Then what looks like an error, oldest first (a first error is the cause of the next ones), at most a share.
@@ -145,7 +146,7 @@ def compact_bound(
     out: list[str] = []
     position = pieces[0].first if pieces else tail_start
     for k, piece in enumerate(pieces):
-        shown = partial if partial is not None and k == len(pieces) - 1 else (piece if k in kept else None)
+        shown = partial if partial is not None and k == cut else (piece if k in kept else None)
         if shown is None:
             continue
         if piece.first > position:

@@ -10,6 +10,7 @@ from ptyd.terminal.scrollback import utf8_len
 
 HEAD_SHARE = 4  # a quarter of the budget for the head, the rest for the tail
 MARKER_RESERVE = 160
+LINE_CUT_MIN = 256  # room left at which a line too long for it is cut (head and tail kept) rather than left out
 
 
 def cut_utf8_tail(text: str, max_bytes: int) -> str:
@@ -18,6 +19,18 @@ def cut_utf8_tail(text: str, max_bytes: int) -> str:
     if len(data) <= max_bytes:
         return text
     return data[len(data) - max_bytes :].decode("utf-8", errors="ignore")
+
+
+def cut_line(text: str, max_bytes: int) -> str:
+    """``text`` within ``max_bytes`` of UTF-8: its head and its tail, the characters between them counted. A single
+    logical line longer than a budget (a 14 KB JSON answer) keeps both ends rather than disappearing whole."""
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    room = max(max_bytes - 48, 16)  # the count's own text
+    head = data[: room // HEAD_SHARE].decode("utf-8", errors="ignore")
+    tail = cut_utf8_tail(text, room - len(head.encode()))
+    return f"{head}[... {len(text) - len(head) - len(tail)} characters cut ...]{tail}"
 
 
 def bound(
@@ -68,8 +81,9 @@ def bound(
     for line in reversed(rest):
         size = utf8_len(line) + 1
         if used_tail + size > tail_budget:
-            if not kept_tail:  # one huge last line: keep its end
-                kept_tail.append(cut_utf8_tail(line, tail_budget - 1))
+            room = tail_budget - used_tail - 1
+            if not kept_tail or room >= LINE_CUT_MIN:  # a huge line: keep both its ends, count the rest
+                kept_tail.append(cut_line(line, room))
                 partial = True
             break
         kept_tail.append(line)

@@ -6,11 +6,14 @@ from __future__ import annotations
 import msgspec
 
 from ptyd import protocol as p
+from ptyd.backends.base import SendRequest
 from ptyd.backends.local import LocalBackend
 from ptyd.backends.session import LocalSession
 from ptyd.continuity.document import DaemonState, decode, encode
 
 from .conftest import TOKEN, local_service, run, send_params
+
+FOLLOW = SendRequest(input="", timeout_s=1.0, idle_s=1.0, max_bytes=4096, request_key=None)
 
 
 def test_a_session_survives_its_state_document() -> None:
@@ -47,7 +50,7 @@ def test_a_session_survives_its_state_document() -> None:
                 "transcript": (await restored.read(0, 1000, 1 << 20)).lines == transcript,
                 "screen": await restored.screen() == screen,
                 "info": restored.info(agent.agent_id, agent.name) == opened.info(agent.agent_id, agent.name),
-                "waited": (await restored.wait(0)).result == keyed,
+                "waited": (await restored.wait(0, FOLLOW, keyed.operation_id)).result == keyed,
                 # A repeated request_key is answered with the original operation, not typed again.
                 "replayed": await service.send(agent, send_params(sid, "false\n", request_key="k-1")).result() == keyed,
             }

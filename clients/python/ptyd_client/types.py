@@ -128,13 +128,40 @@ class ListeningPort(TypedDict):
     """The process holding the listening socket."""
 
 
+class CommandOutcome(TypedDict):
+    """A shell command that ended (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it
+    was installed into), reported once, in the first result the agent is given after it ended.
+    """
+
+    command: str | None
+    """The line a send typed that started it; null when no send typed it (or it cannot be told)."""
+    exit_code: int | None
+    """Its exit status ($?)."""
+    cwd: str | None
+    """The shell's working directory after it."""
+    duration_ms: int
+    """From the shell starting it to its next prompt."""
+
+
+class RunningCommand(TypedDict):
+    """The shell command still running when a result was made (shell integration): a later call reports its
+    end.
+    """
+
+    command: str | None
+    """The line a send typed that started it, when known."""
+    running_ms: int
+    """How long it has run."""
+
+
 class SendResult(TypedDict, total=False):
     """The settled result of one send (PtySendResult)."""
 
     operation_id: str
     viewport: str
-    """Rendered terminal delta of this send, ending with the cursor line; the visible screen while the
-    alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked.
+    """Rendered terminal delta since the previous result the agent was given (what the session printed between
+    calls first, see earlier_lines), ending with the cursor line; the visible screen while the alternate
+    screen is active. Bounded by max_bytes, head and tail kept, the cut marked.
     """
     wait_reason: WaitReason
     session_status: SessionStatus
@@ -145,8 +172,9 @@ class SendResult(TypedDict, total=False):
     lines: LineRange
     """Transcript lines the viewport covers (for terminal_read)."""
     exit_code: int | None
-    """Exit status of the last shell command that finished during this send (shell integration: bash, zsh and
-    fish sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown.
+    """Exit status of the last shell command that finished since the previous result the agent was given:
+    during this send, or between calls (shell integration: bash, zsh and fish sessions ptyd starts, or a
+    shell it was installed into); null when none finished or it is unknown. Each one: commands.
     """
     cwd: str | None
     """The shell's working directory when the send settled at its prompt; else null."""
@@ -175,6 +203,20 @@ class SendResult(TypedDict, total=False):
     """TCP ports the session's processes listen on when the send settled."""
     compacted: int
     """With compact: lines of the viewport folded into a count or a final state (see terminal_read)."""
+    commands: list[CommandOutcome]
+    """Every shell command that ended since the previous result the agent was given, oldest first."""
+    running: RunningCommand | None
+    """The shell command still running as this result was made (after timeout or inferred_idle):
+    terminal_wait, or an empty send, waits for its end and reports it.
+    """
+    earlier_lines: int
+    """Lines at the head of the viewport that the session printed after the previous result the agent was
+    given and before this call: output no earlier result showed.
+    """
+    lost_lines: int
+    """Lines of output lost in a daemon crash since the previous result (printed after the last saved state);
+    the transcript marks the gap with a line of its own.
+    """
 
 
 class SendStarted(TypedDict):
@@ -196,6 +238,7 @@ class TerminalOutputResult(TypedDict):
 class TerminalWaitResult(TypedDict):
     operation_id: str | None
     done: bool
+    """False: still running when the wait gave up."""
     result: SendResult | None
 
 
@@ -464,5 +507,6 @@ ERROR_CODES: Final[dict[str, int]] = {
     "limit_exceeded": -32007,
     "sandbox_refused": -32018,
     "sandbox_unavailable": -32019,
+    "operation_lost": -32030,
 }
 """``error.data.kind`` of every error the daemon reports (JSON-RPC's own first) and its code."""

@@ -2,7 +2,7 @@
 // Do not edit: change the msgspec Structs and regenerate. Field names are snake_case, as on the wire.
 
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 export interface AgentInfo {
   agent_id: string;
@@ -58,6 +58,21 @@ export interface AgentReleaseParams {
 
 export interface AgentReleaseResult {
   closed_sessions: number;
+}
+
+/**
+ * A shell command that ended (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it was
+ * installed into), reported once, in the first result the agent is given after it ended.
+ */
+export interface CommandOutcome {
+  /** The line a send typed that started it; null when no send typed it (or it cannot be told). */
+  command: string | null;
+  /** Its exit status ($?). */
+  exit_code: number | null;
+  /** The shell's working directory after it. */
+  cwd: string | null;
+  /** From the shell starting it to its next prompt. */
+  duration_ms: number;
 }
 
 /** Describe the daemon. Counts are totals; no other agent's data is returned. */
@@ -144,6 +159,14 @@ export interface Running {
   kind: "running";
 }
 
+/** The shell command still running when a result was made (shell integration): a later call reports its end. */
+export interface RunningCommand {
+  /** The line a send typed that started it, when known. */
+  command: string | null;
+  /** How long it has run. */
+  running_ms: number;
+}
+
 /** What an `until` pattern matched. */
 export interface SendMatch {
   /** The matched text (group 0). */
@@ -155,7 +178,7 @@ export interface SendMatch {
 /** The settled result of one send (PtySendResult). */
 export interface SendResult {
   operation_id: string;
-  /** Rendered terminal delta of this send, ending with the cursor line; the visible screen while the alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked. */
+  /** Rendered terminal delta since the previous result the agent was given (what the session printed between calls first, see earlier_lines), ending with the cursor line; the visible screen while the alternate screen is active. Bounded by max_bytes, head and tail kept, the cut marked. */
   viewport: string;
   wait_reason: "inferred_idle" | "matched" | "session_exit" | "stable" | "stdin_read" | "timeout";
   session_status: Running | Exited;
@@ -165,7 +188,7 @@ export interface SendResult {
   foreground: Foreground | null;
   /** Transcript lines the viewport covers (for terminal_read). */
   lines: LineRange;
-  /** Exit status of the last shell command that finished during this send (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown. */
+  /** Exit status of the last shell command that finished since the previous result the agent was given: during this send, or between calls (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it was installed into); null when none finished or it is unknown. Each one: commands. */
   exit_code?: number | null;
   /** The shell's working directory when the send settled at its prompt; else null. */
   cwd?: string | null;
@@ -210,6 +233,23 @@ export interface SendResult {
    * @defaultValue `0`
    */
   compacted?: number;
+  /**
+   * Every shell command that ended since the previous result the agent was given, oldest first.
+   * @defaultValue `[]`
+   */
+  commands?: CommandOutcome[];
+  /** The shell command still running as this result was made (after timeout or inferred_idle): terminal_wait, or an empty send, waits for its end and reports it. */
+  running?: RunningCommand | null;
+  /**
+   * Lines at the head of the viewport that the session printed after the previous result the agent was given and before this call: output no earlier result showed.
+   * @defaultValue `0`
+   */
+  earlier_lines?: number;
+  /**
+   * Lines of output lost in a daemon crash since the previous result (printed after the last saved state); the transcript marks the gap with a line of its own.
+   * @defaultValue `0`
+   */
+  lost_lines?: number;
 }
 
 /** A background send was started (`wait=false`). */
@@ -752,6 +792,11 @@ export interface TerminalSendParams {
    * @defaultValue `false`
    */
   join_wrapped?: boolean;
+  /**
+   * Run this and tell me when it is done: silence does not end the wait (no inferred_idle), only the program being ready for input again (the shell's prompt after the command, with its exit_code), the session's exit, a named wait, or timeout_ms. For builds and test runs that are quiet for a while. An empty input with a shell command still running waits for that command the same way.
+   * @defaultValue `false`
+   */
+  until_done?: boolean;
 }
 
 /** Signal the verified foreground process group of the terminal. */
@@ -840,7 +885,11 @@ export interface TerminalUnsubscribeResult {
   unsubscribed: boolean;
 }
 
-/** Wait for the active send to settle and return its result (or the most recently settled one). */
+/**
+ * Wait for the active send to settle and return its result. With no send active: the last send's result if the
+ * agent was not given it yet; else a wait for what the session does next (the shell command the last send left
+ * running, output printed since), settling like an empty send with until_done.
+ */
 export interface TerminalWaitParams {
   /**
    * Agent token from agent_register.
@@ -853,14 +902,20 @@ export interface TerminalWaitParams {
    */
   session_id: string;
   /**
-   * Give up after this long and return done=false.
+   * Give up after this long and return done=false (for a wait on a running command: with a result of wait_reason timeout holding what it printed so far). Default: the active send's own bound; default_timeout_ms (30000) for a wait on a running command.
    * Bounds: >= 0, <= 3600000.
    */
   timeout_ms?: number | null;
+  /**
+   * The operation to wait for (from a background send's answer): an operation this daemon does not know (one in flight when a previous daemon crashed) answers operation_lost rather than another one's result.
+   * Bounds: max length 128.
+   */
+  operation_id?: string | null;
 }
 
 export interface TerminalWaitResult {
   operation_id: string | null;
+  /** False: still running when the wait gave up. */
   done: boolean;
   result: SendResult | null;
 }
@@ -884,7 +939,11 @@ export interface Methods {
   terminal_send: { params: TerminalSendParams; result: SendResult | SendStarted };
   /** Consume the rendered output produced since the previous call (for background sends). */
   terminal_output: { params: TerminalOutputParams; result: TerminalOutputResult };
-  /** Wait for the active send to settle and return its result (or the most recently settled one). */
+  /**
+   * Wait for the active send to settle and return its result. With no send active: the last send's result if the
+   * agent was not given it yet; else a wait for what the session does next (the shell command the last send left
+   * running, output printed since), settling like an empty send with until_done.
+   */
   terminal_wait: { params: TerminalWaitParams; result: TerminalWaitResult };
   /** Send SIGINT to the foreground process group of the active send. */
   terminal_cancel: { params: TerminalCancelParams; result: TerminalCancelResult };
@@ -1000,6 +1059,11 @@ export const ERROR_CODES = {
    *     started. `data.reason` says what is missing.
    */
   sandbox_unavailable: -32019,
+  /**
+   * The send operation was in flight when a previous daemon crashed, and its result did not survive: whether its
+   *     input ran is unknown (read the transcript). `data.operation_id` or `data.request_key` names it.
+   */
+  operation_lost: -32030,
 } as const;
 
 /** An `error.data.kind`. */

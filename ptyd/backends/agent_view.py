@@ -1,0 +1,121 @@
+"""What the owning agent has not been shown yet: the unread cursor of a session, and the shell commands that
+ended since its last result (the seed's consuming output cursor, PtySendOperation.readOutput).
+
+Every result an agent is given (a send's, a wait's, the output of a background send) starts where the previous
+one it was given ended, not where its own call started: a command that finishes while the model thinks shows its
+output and its exit status in the next result, whatever call that is. The cursor moves only when a result is
+delivered (returned to a caller), so a result that never reached its agent (its caller went away, a background
+send nobody asked after) is carried into the next one rather than lost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import final
+
+from ptyd import protocol as p
+
+COMMANDS_KEPT = 64  # command ends kept for the next result: an agent away that long reads the rest with terminal_read
+TYPED_KEPT = 64  # lines typed by sends, waiting for the shell to start them
+TYPED_BYTES = 65_536  # the latest input kept, to tell which typed lines the shell has not read yet
+
+
+@dataclass(frozen=True, slots=True)
+class Unread:
+    """Where a result's output starts (a transcript line) and the command ends it reports."""
+
+    line: int
+    commands: tuple[p.CommandOutcome, ...]
+    lost_lines: int
+
+
+@final
+class AgentView:
+    def __init__(self, line: int = 0) -> None:
+        self.line = line  # the first transcript line the agent has not been shown whole
+        self._ended: deque[p.CommandOutcome] = deque(maxlen=COMMANDS_KEPT)
+        self._typed: deque[str] = deque(maxlen=TYPED_KEPT)  # lines a send typed, not yet started by the shell
+        self._input = bytearray()  # the latest input written, to match the lines still unread against
+        self._marked = False  # the shell sends marks: its commands can be told apart
+        self._running: tuple[str | None, float] | None = None  # the command the shell runs now, since when
+        self.lost_lines = 0  # lines a crash lost that no result reported yet
+
+    # --- what the session saw happen ------------------------------------------------------------------
+
+    def typed(self, text: str) -> None:
+        """A send wrote ``text``: each non-empty line it submits is a command the shell may start next (once the
+        shell sends marks: the line that installs them is no command of the agent's)."""
+        if not text:
+            return
+        self._input += text.encode()
+        del self._input[:-TYPED_BYTES]
+        if self._marked:
+            self._typed.extend(_lines(text))
+
+    def command_started(self) -> None:
+        self._marked = True
+        self._running = (self._typed.popleft() if self._typed else None, time.monotonic())
+
+    def command_ended(self, status: int | None, cwd: str | None, unread_input: int) -> None:
+        """The shell's prompt mark: the command before it (if any) ended with ``status``. ``unread_input``: bytes
+        of input the shell has not read. A typed line that started no command (a comment, a syntax error) is
+        dropped here: only the lines still unread can start the next ones."""
+        self._marked = True
+        unread = bytes(self._input[len(self._input) - unread_input :]) if unread_input > 0 else b""
+        still = len(_lines(unread.decode(errors="replace")))
+        while len(self._typed) > still:
+            self._typed.popleft()
+        if self._running is None:
+            return  # a prompt with no command before it: an empty line, a Ctrl-C at the prompt
+        command, started = self._running
+        self._running = None
+        duration = int((time.monotonic() - started) * 1000)
+        self._ended.append(p.CommandOutcome(command=command, exit_code=status, cwd=cwd, duration_ms=duration))
+
+    def running(self) -> p.RunningCommand | None:
+        if self._running is None:
+            return None
+        command, started = self._running
+        return p.RunningCommand(command=command, running_ms=int((time.monotonic() - started) * 1000))
+
+    @property
+    def command_running(self) -> bool:
+        return self._running is not None
+
+    def lost(self, lines: int) -> None:
+        self.lost_lines += lines
+
+    # --- what a result reports, and its delivery -------------------------------------------------------
+
+    def unread(self) -> Unread:
+        return Unread(self.line, tuple(self._ended), self.lost_lines)
+
+    def delivered(self, end_line: int, reported: Unread) -> None:
+        """A result covering output up to ``end_line`` (its cursor line, shown as it was then) and the command
+        ends of ``reported`` reached the agent."""
+        self.line = max(self.line, end_line)
+        for outcome in reported.commands:
+            if self._ended and self._ended[0] is outcome:
+                self._ended.popleft()
+        self.lost_lines = max(0, self.lost_lines - reported.lost_lines)
+
+    # --- continuity ------------------------------------------------------------------------------------
+
+    def to_state(self) -> tuple[int, list[p.CommandOutcome], int]:
+        return self.line, list(self._ended), self.lost_lines
+
+    def restore(self, line: int, ended: list[p.CommandOutcome], lost_lines: int, *, running: bool) -> None:
+        """The view a previous daemon kept; ``running``: a command was running then (since when is unknown)."""
+        self.line = line
+        self._ended.extend(ended)
+        self.lost_lines = lost_lines
+        self._marked = self._marked or running
+        if running and self._running is None:
+            self._running = (None, time.monotonic())
+
+
+def _lines(text: str) -> list[str]:
+    """The non-empty lines ``text`` submits (the part after its last newline is not submitted yet)."""
+    return [line.strip() for line in text.split("\n")[:-1] if line.strip()]
