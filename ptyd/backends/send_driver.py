@@ -198,7 +198,7 @@ class SendDriver:
         op = self.current if operation_id is None else self._known(operation_id)
         if op is None:
             return p.TerminalWaitResult(operation_id=None, done=True, result=None)
-        if op.done and op.given and op is self.current and not self._session.exited:
+        if operation_id is None and op.done and op.given and not self._session.exited:
             last = op.request
             request = replace(
                 request, max_bytes=last.max_bytes, compact=last.compact, join_wrapped=last.join_wrapped, until_done=True
