@@ -514,9 +514,9 @@ class TerminalCancelResult(Base, frozen=True):
 
 
 class TerminalWaitParams(SessionRefParams, frozen=True):
-    """Wait for the active send to settle and return its result. With no send active: the last send's result if the
-    agent was not given it yet; else a wait for what the session does next (the shell command the last send left
-    running, output printed since), settling like an empty send with until_done."""
+    """Wait for the active send to settle and return its result, or with none active the last one's. When the last
+    one was already given and ended in timeout or inferred_idle, or left a shell command running: wait for what it
+    left running instead (settling like an empty send with until_done), and return that result."""
 
     timeout_ms: Annotated[
         TimeoutMs | None,

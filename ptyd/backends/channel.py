@@ -262,6 +262,11 @@ class PtyChannel:
         self._settle_scheduled = False
         self.terminal.settle()
 
+    @property
+    def rendered_bytes(self) -> int:
+        """Bytes read and fully rendered (by a remote engine: acknowledged)."""
+        return self._rendered
+
     def quiet_since(self) -> float:
         """Since when the program has been silent, as far as its readiness goes: now while output it wrote is still
         on its way (unread on the PTY master while the reader waits on the renderer's backlog or on pacing beside

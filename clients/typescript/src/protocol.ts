@@ -886,9 +886,9 @@ export interface TerminalUnsubscribeResult {
 }
 
 /**
- * Wait for the active send to settle and return its result. With no send active: the last send's result if the
- * agent was not given it yet; else a wait for what the session does next (the shell command the last send left
- * running, output printed since), settling like an empty send with until_done.
+ * Wait for the active send to settle and return its result, or with none active the last one's. When the last
+ * one was already given and ended in timeout or inferred_idle, or left a shell command running: wait for what it
+ * left running instead (settling like an empty send with until_done), and return that result.
  */
 export interface TerminalWaitParams {
   /**
@@ -940,9 +940,9 @@ export interface Methods {
   /** Consume the rendered output produced since the previous call (for background sends). */
   terminal_output: { params: TerminalOutputParams; result: TerminalOutputResult };
   /**
-   * Wait for the active send to settle and return its result. With no send active: the last send's result if the
-   * agent was not given it yet; else a wait for what the session does next (the shell command the last send left
-   * running, output printed since), settling like an empty send with until_done.
+   * Wait for the active send to settle and return its result, or with none active the last one's. When the last
+   * one was already given and ended in timeout or inferred_idle, or left a shell command running: wait for what it
+   * left running instead (settling like an empty send with until_done), and return that result.
    */
   terminal_wait: { params: TerminalWaitParams; result: TerminalWaitResult };
   /** Send SIGINT to the foreground process group of the active send. */
