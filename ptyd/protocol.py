@@ -323,7 +323,13 @@ class TerminalSendParams(Base, frozen=True):
     idle_ms: Annotated[
         IdleMs | None, _d(f"Silence that settles as inferred_idle (default {DEFAULTS.default_idle_ms}).")
     ] = None
-    max_bytes: Annotated[MaxBytes | None, _d(f"Viewport bound (default {DEFAULTS.default_max_bytes}).")] = None
+    max_bytes: Annotated[
+        MaxBytes | None,
+        _d(
+            f"Viewport bound (default {DEFAULTS.agent_max_bytes} for an agent's token, agent_max_bytes: a budget "
+            f"sized for a model's context; {DEFAULTS.default_max_bytes} for the operator's)."
+        ),
+    ] = None
     wait: Annotated[bool, _d("False: return an operation_id at once; see terminal_output/terminal_wait.")] = True
     request_key: Annotated[
         Name | None, _d("Client idempotency key: a repeat with the same key returns the original operation.")
@@ -346,13 +352,14 @@ class TerminalSendParams(Base, frozen=True):
         ),
     ] = None
     compact: Annotated[
-        bool,
+        bool | None,
         _d(
             "Output economy for the viewport and terminal_output (the transcript is never changed): runs of "
             "identical lines become one line and a count, progress lines redrawn as new lines keep their last "
-            "state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md."
+            "state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md. "
+            "Default (null): on for an agent's token, on every route (agent_compact); off for the operator's."
         ),
-    ] = False
+    ] = None
     join_wrapped: Annotated[
         bool, _d("Viewport and terminal_output lines are logical lines: rows the terminal soft-wrapped are joined.")
     ] = False
