@@ -349,6 +349,7 @@ class LocalSession:
             self._command_running,
             self._prompt_cwd,
             self._shell_key,
+            self.sends.view.mark,
         )
 
     async def quiesce(self) -> None:
