@@ -329,8 +329,18 @@ ROWS = [
     ),
     Row(
         "a timed wait after a terminal query nothing answered waits for that answer",
-        [send(b"x"), reads(1), prints(b"\x1b[6n"), not_ready(), after(0.2), runs(), not_ready(), after(0.2)]
-        + [runs(), not_ready()],
+        [
+            send(b"x"),
+            reads(1),
+            prints(b"\x1b[6n"),
+            not_ready(),
+            after(0.2),
+            runs(),
+            not_ready(),
+            after(0.2),
+            runs(),
+            not_ready(),
+        ],
         {"wait": timed(100, 0.1)},
     ),
     # --- loops: keys a longer key begins with ------------------------------------------------------------
@@ -357,8 +367,20 @@ ROWS = [
     ),
     Row(
         "vim -u NONE holds a lone ESC for its 1 s 'timeoutlen' (KEY_SEQUENCE_MAX_S)",
-        [send(b"\x1b"), reads(1), waits_(lambda pid: timed(pid, loops.KEY_SEQUENCE_MAX_S)), not_ready()]
-        + [after(0.5), runs(), not_ready(), after(0.5 + TICK), runs(), waits_(direct), not_ready(), ready()],
+        [
+            send(b"\x1b"),
+            reads(1),
+            waits_(lambda pid: timed(pid, loops.KEY_SEQUENCE_MAX_S)),
+            not_ready(),
+            after(0.5),
+            runs(),
+            not_ready(),
+            after(0.5 + TICK),
+            runs(),
+            waits_(direct),
+            not_ready(),
+            ready(),
+        ],
     ),
     Row(
         "an answer to a terminal query keeps the send's ambiguous key and its time",
@@ -520,8 +542,18 @@ ROWS = [
     ),
     Row(
         "a relay seen awake has not copied its program's prompt yet",
-        [send(b"ls\r"), reads(3), relay(asleep=False), not_ready(), after(0.1), not_ready(), relay(asleep=True)]
-        + [not_ready(), after(RELAY_FORWARD_S + TICK), ready()],
+        [
+            send(b"ls\r"),
+            reads(3),
+            relay(asleep=False),
+            not_ready(),
+            after(0.1),
+            not_ready(),
+            relay(asleep=True),
+            not_ready(),
+            after(RELAY_FORWARD_S + TICK),
+            ready(),
+        ],
         local_relay(),
     ),
     Row(
@@ -545,8 +577,15 @@ ROWS = [
     ),
     Row(
         "input queued on the relay's terminal: the program behind it has yet to read it, its next wait is new",
-        [send(b"ls\r"), relay(queued=3), not_ready(), relay(queued=0), not_ready()]
-        + [after(RELAY_FORWARD_S + TICK), ready()],
+        [
+            send(b"ls\r"),
+            relay(queued=3),
+            not_ready(),
+            relay(queued=0),
+            not_ready(),
+            after(RELAY_FORWARD_S + TICK),
+            ready(),
+        ],
         local_relay(),
     ),
     Row(
@@ -579,8 +618,14 @@ ROWS = [
     ),
     Row(
         "ssh: a full-screen program that went quiet is ready",
-        [send(b"top\r"), reads(4), prints(b"\x1b[?1049h"), then(alt=True, text=""), after(RELAY_QUIET_S + TICK)]
-        + [ready("relay_quiet", "ssh")],
+        [
+            send(b"top\r"),
+            reads(4),
+            prints(b"\x1b[?1049h"),
+            then(alt=True, text=""),
+            after(RELAY_QUIET_S + TICK),
+            ready("relay_quiet", "ssh"),
+        ],
         ssh(),
     ),
     Row(
