@@ -7,15 +7,19 @@ stays the net for the evidence itself; these rows pin the decisions, in microsec
 
 from __future__ import annotations
 
+import ast
 import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ptyd.backends.readiness import loops, waits
+from ptyd.backends.readiness import tracker as tracker_module
+from ptyd.backends.readiness.evidence import Evidence
 from ptyd.backends.readiness.tracker import (
     EVENT_LOOP_SETTLE_S,
     MARK_QUIET_S,
@@ -689,3 +693,23 @@ def test_the_table_runs_in_milliseconds() -> None:
     for row in ROWS:
         test_tracker(row)
     assert time.perf_counter() - started < 0.5  # the whole table, on a loaded machine
+
+
+def test_the_tracker_reads_nothing_but_its_evidence() -> None:
+    """The verdict takes no fact from anywhere else: no clock, no /proc, no channel, no termios call."""
+    source = Path(tracker_module.__file__).read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    forbidden = {"time", "os", "ptyd.backends.procfs", "ptyd.backends.channel", "ptyd.backends.spawn"}
+    assert not imported & forbidden
+    assert "termios.tc" not in source  # its termios use is the flag constants
+
+
+def test_the_fake_answers_every_question_the_evidence_protocol_asks() -> None:
+    asked = {name for name in vars(Evidence) if not name.startswith("_")}
+    assert asked, "the protocol names no question"
+    assert asked <= {name for name in dir(FakeEvidence) if callable(getattr(FakeEvidence, name))}
