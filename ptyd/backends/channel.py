@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import final
 
-from ptyd.backends.readiness import waits
 from ptyd.backends.spawn import Spawned
+from ptyd.backends.tty import input_queued
 from ptyd.terminal.engine import TerminalEngine
 
 READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions...
@@ -349,7 +349,7 @@ class PtyChannel:
 
     def input_queued(self) -> int:
         """Input written but not yet read by the program: ours still to write plus the tty's input queue."""
-        return len(self._outbox) + waits.input_queued(self._proc.slave)
+        return len(self._outbox) + input_queued(self._proc.slave)
 
     # --- handover --------------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from ptyd.backends.listening import listening
 from ptyd.backends.live_record import LiveRecord, RecordRead, lost_marker
 from ptyd.backends.paging import page
 from ptyd.backends.readiness.foreground import ForegroundGroup
+from ptyd.backends.readiness.live import LiveEvidence
 from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.sandbox.limits import Counters, LimitScope
@@ -98,9 +99,8 @@ class LocalSession:
             self._record_output(MarkFilter(shell_key, self._on_mark).feed),
         )
         self.foreground = ForegroundGroup(spawned, scope)
-        self.tracker = ReadinessTracker(
-            spawned, self.foreground, scope.pids, self.channel, self.terminal, config.relay_quiet_ms / 1000
-        )
+        evidence = LiveEvidence(spawned, self.foreground, scope.pids, self.channel, self.terminal)
+        self.tracker = ReadinessTracker(evidence, config.relay_quiet_ms / 1000)
         self.canceller = CancelPolicy(spawned.leader, self.foreground, self.channel, lambda: self.exited, self._rewrite)
         self.watch = SessionWatch(
             session_id,
