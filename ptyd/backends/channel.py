@@ -274,7 +274,7 @@ class PtyChannel:
         floods at once, 9 sends settled inferred_idle mid-flood (test_no_early_idle_beside_floods)."""
         if self._raw or not self.terminal.idle:
             return time.monotonic()
-        if not self.closed and not self.held and waits.input_queued(self._proc.master) > 0:
+        if not self.closed and not self.held and input_queued(self._proc.master) > 0:
             return time.monotonic()
         return self.last_output
 
