@@ -262,6 +262,11 @@ class PtyChannel:
         self._settle_scheduled = False
         self.terminal.settle()
 
+    def continue_from(self, count: int) -> None:
+        """Count output on from ``count`` bytes (what a previous daemon had read and rendered of this PTY): the
+        counters a crash's live record and the state file hold stay comparable across daemons."""
+        self.received = self._rendered = count
+
     @property
     def rendered_bytes(self) -> int:
         """Bytes read and fully rendered (by a remote engine: acknowledged)."""

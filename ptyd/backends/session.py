@@ -442,6 +442,7 @@ class LocalSession:
         if state.last is not None:
             self.sends.last_op = SendOp.from_state(state.last, self.loop)
             self.sends.remember(self.sends.last_op)
+        self.channel.continue_from(state.rendered_bytes)
         self.channel.write(state.outbox)
         if state.exited:
             self._status = p.Exited(exit_code=state.exit_code, signal=state.exit_signal)
