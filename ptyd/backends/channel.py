@@ -293,12 +293,16 @@ class PtyChannel:
         """The reader waits for the renderer's backlog to shrink (or for a pacing window): a drain reads nothing."""
         return not self._reading and not self.closed and not self.held
 
-    def drain(self) -> None:
+    def drain(self, *, paused_too: bool = False) -> None:
         """Read everything the PTY holds now (a prompt written just before the program blocked), however many
-        reads that takes: the program is waiting, so what it wrote is all there."""
-        while self._reading:
+        reads that takes: the program is waiting, so what it wrote is all there. ``paused_too``: also while the
+        reader is paused (pacing beside floods, or the renderer's backlog), up to the backlog's bound."""
+        while self._reading or (paused_too and not self.closed and not self.held):
+            before = self.received
             self._on_readable(paced=False)
-            if not self._more:
+            if not self._more or self.received == before:
+                break
+            if len(self._raw) + self.terminal.backlog > self._max_backlog:
                 break
 
     async def rendered(self) -> None:

@@ -44,7 +44,7 @@ KEYS_SETTLE_S = 0.1  # ...or once what it started sat blocked (sleeping, waiting
 KEYS_PROBE_S = 0.01  # probes at least this often while keys wait: they go out soon after the program settled
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 RECENT_OPS = 16  # settled sends kept for a wait that names its operation_id
-DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
+READ_ALL_ROUNDS = 32  # reads (each up to the render backlog's bound, then rendered) before a settle at the prompt
 
 
 class SendingSession(Protocol):
@@ -414,13 +414,19 @@ class SendDriver:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
         answer written now is input the program must first take (it blocked reading it): not ready yet."""
         replies = self._session.replies
-        for _ in range(DRAIN_ROUNDS):
-            paused = self.channel.paused
-            self.channel.drain()
-            await self.channel.rendered()  # a reader paused on its backlog reads again once that is rendered
-            if not paused:
-                break
+        await self._read_all()
         return self._session.replies == replies
+
+    async def _read_all(self, rounds: int = READ_ALL_ROUNDS) -> None:
+        """Read and render what the program wrote, the reader paused or not: a program that waits wrote a finite
+        amount, and a result must not show a screen behind it (12 floods: a send settled at the prompt showed a
+        line 700 lines before the end, the rest still in the PTY behind a paused reader)."""
+        for _ in range(rounds):
+            before = self.channel.received
+            self.channel.drain(paused_too=True)
+            await self.channel.rendered()
+            if self.channel.received == before:
+                return
 
     async def _through_bulk(self, probed: float, deadline: float) -> None:
         """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
@@ -432,8 +438,8 @@ class SendDriver:
 
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         session = self._session
-        self.channel.drain()
-        await self.channel.rendered()
+        finite = reason in ("stdin_read", "session_exit")  # else a flood may go on: what is here now
+        await self._read_all(READ_ALL_ROUNDS if finite else 1)
         text, truncated, lines, compacted = viewport(op, self.terminal)
         unread = self.view.unread()
         counted = session.limit_counters()
