@@ -131,7 +131,8 @@ def between_calls(result: Result) -> str:
     if len(commands) > 1 or (commands and result.get("wait_reason") != "stdin_read"):
         for command in commands:
             text = command.get("command") or "a command"
-            out += f"\n[ended: `{text}` exited with code {command.get('exit_code')} after {command.get('duration_ms')} ms]"
+            code, took = command.get("exit_code"), command.get("duration_ms")
+            out += f"\n[ended: `{text}` exited with code {code} after {took} ms]"
     running = result.get("running")
     if isinstance(running, Mapping) and result.get("wait_reason") in ("timeout", "inferred_idle"):
         text = running.get("command") or "a command"
