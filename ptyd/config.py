@@ -210,6 +210,21 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     sandbox: Literal["auto", "bwrap"] = "auto"
     # The bubblewrap program (looked up on PATH).
     bwrap_program: str = "bwrap"
+    # Where a sandboxed session may write (docs/sandbox.md): its cwd, only if the cwd lies under one of these roots
+    # ("~" is the daemon user's home). The operator grants them, not the agent: an agent that names any other cwd
+    # (or none: ptyd-mcp passes none) works there read-only and writes only its scratch directory. Empty: every
+    # sandboxed session writes only its scratch directory. Never granted whatever the roots: the home directory or
+    # one holding it, a dot-directory of the home (~/.config, ~/.ssh, ~/.local), ptyd's own directories, another
+    # agent's workspace (refused: workspace_refused).
+    sandbox_roots: tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...] = ()
+    # Agent name -> its roots, in place of sandbox_roots (an agent with a registration key: only once it proves it).
+    sandbox_agent_roots: dict[
+        Annotated[str, Meta(max_length=128)], tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...]
+    ] = {}
+    # Each agent's scratch directory is made under this one (0700, kept across restarts so its work is there the
+    # next time; hidden from every other agent's sessions). Empty: $XDG_DATA_HOME/ptyd/workspaces
+    # (~/.local/share/ptyd/workspaces).
+    sandbox_scratch_dir: str = ""
 
     def __post_init__(self) -> None:
         if redefined := sorted(self.sandbox_profiles.keys() & BUILTIN_PROFILES.keys()):

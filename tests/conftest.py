@@ -178,7 +178,7 @@ def sandboxed_config(config: str, profile: str) -> str:
     base = BUILTIN_PROFILES[profile]
     temp = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
     return (
-        f'sandbox_default = "ci-{profile}"\n{config}\n[sandbox_profiles.ci-{profile}]\n'
+        f'sandbox_default = "ci-{profile}"\nsandbox_roots = ["{temp}"]\n{config}\n[sandbox_profiles.ci-{profile}]\n'
         f'filesystem = "{base.filesystem}"\nnetwork = {str(base.network).lower()}\nwritable = ["{temp}"]\n'
     )
 

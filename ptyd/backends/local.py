@@ -15,6 +15,8 @@ from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.sandbox import NoSandbox, Sandbox, SandboxPlan
 from ptyd.backends.sandbox.limits import AgentGroup, Limiter, LimitScope
+from ptyd.backends.sandbox.workspace import WorkspaceRules
+from ptyd.backends.sandbox.workspace import choose as choose_workspace
 from ptyd.backends.session import LocalSession
 from ptyd.backends.session_state import SessionState
 from ptyd.backends.shell_integration import shell_launch
@@ -79,8 +81,13 @@ class LocalBackend:
         profile = spec.profile or SandboxProfile()
         confinement = self._confinement
         prefix: tuple[str, ...] = ()
+        workspace = cwd
         if profile.contained:  # refused here, before anything exists, if it cannot be had
-            prefix = confinement.sandbox.wrap(SandboxPlan(profile, cwd, confinement.private, spec.others))
+            rules = WorkspaceRules(spec.roots, spec.scratch, spec.others, confinement.private, confinement.protected)
+            chosen = choose_workspace(spec.cwd, profile.filesystem == "workspace", rules)
+            cwd, workspace = chosen.cwd, chosen.writable or chosen.cwd
+            plan = SandboxPlan(profile, cwd, confinement.private, spec.others, chosen.writable, spec.scratch_base)
+            prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
         cgroups = isinstance(self._containment, CgroupContainment)  # a v2 leaf for each session
         try:  # before the session's cgroup: in v2 that is made in the group
@@ -131,7 +138,8 @@ class LocalBackend:
             shell_key=shell_key,
             recording=spec.recording,
         )
-        session.sandbox, session.profile, session.limits, session.workspace = spec.sandbox, profile, limits, cwd
+        session.sandbox, session.profile, session.limits = spec.sandbox, profile, limits
+        session.workspace = workspace  # what it writes: hidden from other agents' sandboxes
         session.watch_exit()
         try:
             op = session.start_send(
@@ -198,7 +206,8 @@ class Confinement:
 
     sandbox: Sandbox
     limiter: Limiter
-    private: tuple[str, ...]
+    private: tuple[str, ...]  # hidden: ptyd's runtime and state directories, $XDG_RUNTIME_DIR
+    protected: tuple[str, ...] = ()  # readable, never a writable root: ptyd's config and package directories
 
 
 def build_registry(

@@ -13,6 +13,7 @@ import os
 
 from ptyd.config import Config, SandboxProfile
 from ptyd.errors import SandboxRefused
+from ptyd.service.agents import Agent
 
 _FS_RANK = {"readonly": 0, "workspace": 1, "full": 2}
 OPERATOR_PROFILE = "none"  # the operator (ptyctl) is the user at a terminal: its sessions may be anything
@@ -45,6 +46,17 @@ def agent_profile(config: Config, agent_name: str | None, *, operator: bool = Fa
     if operator:
         return OPERATOR_PROFILE
     return config.sandbox_agents.get(agent_name or "", config.sandbox_default)
+
+
+def agent_roots(config: Config, agent_name: str | None) -> tuple[str, ...]:
+    """Where the operator lets this agent's sandboxed sessions write (docs/sandbox.md)."""
+    return config.sandbox_agent_roots.get(agent_name or "", config.sandbox_roots)
+
+
+def workspace_owner(agent: Agent) -> str:
+    """Whose workspaces and scratch directory: an agent's name (every registration under it shares them), else
+    its id."""
+    return agent.name or agent.agent_id
 
 
 def choose(config: Config, agent_name: str | None, requested: str | None, *, operator: bool = False) -> str:

@@ -25,14 +25,17 @@ from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
+from ptyd.backends.sandbox.workspace import default_scratch_base, scratch_dir
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
-from ptyd.service.sandbox import agent_profile
+from ptyd.service.sandbox import agent_profile, agent_roots, workspace_owner
 from ptyd.service.sandbox import choose as choose_profile
 
 log = logging.getLogger("ptyd.service")
+# Where sessions run when no project is theirs (an unsandboxed session opened without a cwd): no agent's own.
+_COMMON = frozenset({"", "/", str(Path.home())})
 
 
 def _seconds(ms: int | None, default_ms: int) -> float:
@@ -112,6 +115,7 @@ class PtyService:
         self._tasks: set[asyncio.Task[int]] = set()
         self.events = EventHub()
         self.recordings = RecordingStore(config)
+        self._used: dict[str, set[str]] = {}  # workspaces each agent (by workspace_owner) used since start
 
     def reconfigure(self, config: Config, backends: dict[str, PtyBackend]) -> None:
         """A reloaded configuration (SIGHUP): every bound the service applies follows it; live sessions keep the
@@ -202,6 +206,8 @@ class PtyService:
                 value=cfg.max_sessions_per_agent,
             )
         sandbox = choose_profile(cfg, agent.name, params.sandbox, operator=agent.operator)  # refused before a spawn
+        owner = workspace_owner(agent)
+        scratch_base = cfg.sandbox_scratch_dir or default_scratch_base()
         profile = cfg.profiles()[sandbox]
         env = dict(AGENT_PROFILE_ENV) if env_profile(agent, params) == "agent" else {}
         env.update(params.env or {})
@@ -226,6 +232,9 @@ class PtyService:
             agent=agent.name or agent.agent_id,
             agent_profile=cfg.profiles()[agent_profile(cfg, agent.name, operator=agent.operator)],
             others=self._workspaces(agent) if profile.contained else (),
+            roots=agent_roots(cfg, agent.name),
+            scratch=scratch_dir(scratch_base, owner),
+            scratch_base=scratch_base,
             recording=recording,
         )
         self._opening += 1
@@ -241,6 +250,9 @@ class PtyService:
             await session.close("owner released during open")
             raise SessionNotFound(spec.session_id)
         self._sessions[spec.session_id] = Entry(session, agent)
+        workspace = getattr(session, "workspace", "")
+        if not agent.operator and workspace not in _COMMON:  # the operator is the user, not an agent
+            self._used.setdefault(owner, set()).add(workspace)
         agent.session_ids.add(spec.session_id)
         self._listen(spec.session_id)
         self.on_change()
@@ -248,11 +260,14 @@ class PtyService:
         return session
 
     def _workspaces(self, agent: Agent) -> tuple[str, ...]:
-        """Working directories of other agents' live sessions, which a sandboxed session of ``agent`` must not see."""
-        # A session opened without a cwd runs in the home directory: that is no project of its own to hide.
-        common = {"", "/", str(Path.home())}
-        dirs = (getattr(e.session, "workspace", "") for e in self._sessions.values() if e.owner is not agent)
-        return tuple(sorted({d for d in dirs if d not in common}))
+        """Other agents' workspaces, which a sandboxed session of ``agent`` must not see nor work in: every one
+        used since the daemon started (what they wrote is still there after they closed), and those of the live
+        sessions handed over by a previous daemon."""
+        owner = workspace_owner(agent)
+        dirs = {d for key, used in self._used.items() if key != owner for d in used}
+        live = (e for e in self._sessions.values() if not e.owner.operator and workspace_owner(e.owner) != owner)
+        dirs.update(getattr(e.session, "workspace", "") for e in live)
+        return tuple(sorted(dirs - _COMMON))
 
     async def close(self, agent: Agent, session_id: str, reason: str | None) -> tuple[bool, int]:
         if session_id in agent.closed_ids and session_id not in self._sessions:
