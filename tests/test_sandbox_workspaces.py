@@ -78,11 +78,11 @@ def refused(rpc: Rpc, token: str, cwd: Path) -> RpcError:
 
 
 @pytest.fixture
-def home_dir(request: pytest.FixtureRequest) -> Path:
+def home_dir() -> Iterator[Path]:
     """A directory in the home (not under /tmp, which every sandbox has its own of)."""
     path = Path(tempfile.mkdtemp(dir=HOME, prefix="ptyd-test-"))
-    request.addfinalizer(lambda: shutil.rmtree(path))
-    return path
+    yield path
+    shutil.rmtree(path)
 
 
 def test_a_session_opened_without_cwd_writes_its_scratch_directory_never_the_home(
