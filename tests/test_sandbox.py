@@ -28,7 +28,9 @@ from conftest import Daemon, Rpc, RpcError, Shell, pid_alive, wait_until
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 TEMP = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"  # the tests' workspaces are granted
-CONFIG = f'sandbox_roots = ["{TEMP}"]\n' + """
+CONFIG = (
+    f'sandbox_roots = ["{TEMP}"]\n'
+    + """
 sandbox_agents = { "tight-agent" = "tight", "offline-agent" = "workspace-offline", "slow-agent" = "slow" }
 
 [sandbox_profiles.tight]
@@ -51,6 +53,7 @@ network = false
 pids_max = 32
 memory_mib = 128
 """
+)
 SANDBOXED = ["workspace", "workspace-offline", "readonly", "tight"]
 
 
