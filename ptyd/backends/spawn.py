@@ -3,13 +3,13 @@
 No Python runs in the child: ``posix_spawn`` starts util-linux ``setsid -c`` (setsid + TIOCSCTTY on stdin)
 which execs coreutils ``env -C DIR`` which execs a one-line ``sh`` gate which execs the program, so the pid
 returned is the program's pid, and forking a multi-threaded daemon never runs interpreter code between fork and
-exec. The gate holds the program until the daemon has moved it into its cgroup and set its fd limit
-(``release_gate``): moving a process between cgroups takes ~10 ms here, long enough for a program to fork a
-child that would escape. A sandboxed session puts its sandbox (``bwrap ... --``) between the gate and the program,
-so the sandbox itself starts in the cgroup, and the pid returned is the sandbox's; ``Spawned.leader`` finds the
-program below it. Everything that can fail
-(the directory, the program, the fds) is checked before spawning, so a failure is reported with its OS
-reason and leaves nothing behind.
+exec; every descriptor but the terminal (0-2) and the gate's pipe (3) is closed in the child. The gate holds the
+program until the daemon has moved it into its cgroup and set its fd limit (``release_gate``): moving a process
+between cgroups takes ~10 ms here, long enough for a program to fork a child that would escape. A sandboxed
+session puts its sandbox (``bwrap ... --``) between the gate and the program, so the sandbox itself starts in the
+cgroup, and the pid returned is the sandbox's; ``Spawned.leader`` finds the program below it. Everything that can
+fail (the directory, the program, the fds) is checked before spawning, so a failure is reported with its OS reason
+and leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -96,6 +96,22 @@ class Spawned:
             self.gate = -1
 
 
+def _close_inherited() -> list[tuple[int, int]]:
+    """Every inheritable descriptor of the daemon, closed in the child before the terminal and the gate take
+    0-3: what the daemon itself inherited (a descriptor its parent left open, read-write perhaps) and what a
+    handover carries across its exec must reach no session's programs, sandboxed or not. The daemon's own are
+    close-on-exec already. Walking /proc/self/fd costs ~2.4 us a descriptor: 7 ms an open with 3,000 open
+    (a thousand sessions), measured on these machines."""
+    actions = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                if os.get_inheritable(fd):
+                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
+    return actions
+
+
 def set_winsize(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
@@ -160,6 +176,7 @@ def spawn(
             [SETSID, "-c", ENV, "-C", cwd, "--", *GATE, *sandbox, program, *argv[1:]],
             env,
             file_actions=[
+                *_close_inherited(),
                 (os.POSIX_SPAWN_DUP2, slave, 0),
                 (os.POSIX_SPAWN_DUP2, slave, 1),
                 (os.POSIX_SPAWN_DUP2, slave, 2),
