@@ -221,6 +221,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     sandbox_agent_roots: dict[
         Annotated[str, Meta(max_length=128)], tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...]
     ] = {}
+    # Agent name -> the SHA-256 of its registration key ("sha256:HEX"; `ptyd agent-key NAME` makes a key and
+    # prints the line). A profile (sandbox_agents) looser than sandbox_default, and roots (sandbox_agent_roots)
+    # beyond sandbox_roots, are given only to an agent that proves its name: a name listed here by giving its key
+    # to agent_register, a name not listed never. A registration under a listed name without its key is anonymous
+    # (the defaults; its sessions, caps and aggregate limits its own, not the named agent's). Digests only: the
+    # config file is readable inside sandboxes.
+    agent_keys: dict[Annotated[str, Meta(max_length=128)], Annotated[str, Meta(pattern=r"^sha256:[0-9a-f]{64}$")]] = {}
     # Each agent's scratch directory is made under this one (0700, kept across restarts so its work is there the
     # next time; hidden from every other agent's sessions). Empty: $XDG_DATA_HOME/ptyd/workspaces
     # (~/.local/share/ptyd/workspaces).

@@ -129,8 +129,11 @@ class PtyService:
     def authenticate(self, token: str | None) -> Agent:
         return self.agents.authenticate(token)
 
-    def register(self, name: str | None, *, operator: bool = False) -> tuple[Agent, str]:
-        return self.agents.register(name, operator=operator)
+    def register(self, name: str | None, *, operator: bool = False, key: str | None = None) -> tuple[Agent, str]:
+        agent, token = self.agents.register(name, operator=operator, keys=self.config.agent_keys, key=key)
+        if key is not None and not agent.proven:  # said once, so an operator sees a harness with a stale key
+            log.warning("%s registered as %r with a key that does not prove it: anonymous", agent.agent_id, name)
+        return agent, token
 
     async def release(self, agent: Agent) -> int:
         """Revoke the agent's token at once, then close its sessions (awaited)."""
@@ -199,14 +202,14 @@ class PtyService:
         cfg = self.config
         if len(self._sessions) + self._opening >= cfg.max_sessions:
             raise LimitExceeded("the daemon's session limit is reached", limit="max_sessions", value=cfg.max_sessions)
-        if len(agent.session_ids) >= cfg.max_sessions_per_agent:
+        owner = workspace_owner(agent)
+        if self._sessions_of(agent, owner) >= cfg.max_sessions_per_agent:
             raise LimitExceeded(
                 "this agent's session limit is reached",
                 limit="max_sessions_per_agent",
                 value=cfg.max_sessions_per_agent,
             )
-        sandbox = choose_profile(cfg, agent.name, params.sandbox, operator=agent.operator)  # refused before a spawn
-        owner = workspace_owner(agent)
+        sandbox = choose_profile(cfg, agent, params.sandbox)  # refused before a spawn
         scratch_base = cfg.sandbox_scratch_dir or default_scratch_base()
         profile = cfg.profiles()[sandbox]
         env = dict(AGENT_PROFILE_ENV) if env_profile(agent, params) == "agent" else {}
@@ -229,10 +232,10 @@ class PtyService:
             idle_s=(params.idle_ms or cfg.default_idle_ms) / 1000,
             sandbox=sandbox,
             profile=profile,
-            agent=agent.name or agent.agent_id,
-            agent_profile=cfg.profiles()[agent_profile(cfg, agent.name, operator=agent.operator)],
+            agent=owner,
+            agent_profile=cfg.profiles()[agent_profile(cfg, agent)],
             others=self._workspaces(agent) if profile.contained else (),
-            roots=agent_roots(cfg, agent.name),
+            roots=agent_roots(cfg, agent),
             scratch=scratch_dir(scratch_base, owner),
             scratch_base=scratch_base,
             recording=recording,
@@ -258,6 +261,13 @@ class PtyService:
         self.on_change()
         log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
         return session
+
+    def _sessions_of(self, agent: Agent, owner: str) -> int:
+        """The sessions counted against ``max_sessions_per_agent``: every registration of the agent's identity
+        together (a name's own, not reset by registering again), the operator's per registration."""
+        if agent.operator:
+            return len(agent.session_ids)
+        return sum(1 for e in self._sessions.values() if not e.owner.operator and workspace_owner(e.owner) == owner)
 
     def _workspaces(self, agent: Agent) -> tuple[str, ...]:
         """Other agents' workspaces, which a sandboxed session of ``agent`` must not see nor work in: every one
@@ -493,6 +503,8 @@ class PtyService:
                 operator=a.operator,
                 closed_ids=list(a.closed_ids),
                 idle_s=now - a.last_seen,
+                proven=a.proven,
+                identity=a.identity,
             )
             for a in self.agents
         ]
@@ -509,6 +521,8 @@ class PtyService:
                 operator=state.operator,
                 closed_ids=OrderedDict.fromkeys(state.closed_ids),
                 last_seen=now - state.idle_s,
+                proven=state.proven,
+                identity=state.identity if state.identity is not None else state.name or state.agent_id,
             )
             self.agents.adopt(agent)
             by_id[agent.agent_id] = agent

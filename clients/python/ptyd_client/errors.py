@@ -96,6 +96,13 @@ class SandboxUnavailable(PtydError):
     CODE, KIND = -32019, "sandbox_unavailable"
 
 
+class WorkspaceRefused(PtydError):
+    """A sandboxed session may not work in the cwd asked for (the home, ptyd's own directories, another agent's
+    workspace); ``data["path"]`` names it, ``data["reason"]`` the rule."""
+
+    CODE, KIND = -32027, "workspace_refused"
+
+
 class InvalidParams(PtydError):
     """A parameter has the wrong type, bounds or value; ``data["detail"]`` or ``data["field"]`` names it."""
 
@@ -141,6 +148,7 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     LimitExceeded,
     SandboxRefused,
     SandboxUnavailable,
+    WorkspaceRefused,
     InvalidParams,
     MethodNotFound,
     InvalidRequest,
