@@ -85,7 +85,8 @@ class LocalBackend:
         if profile.contained:  # refused here, before anything exists, if it cannot be had
             rules = WorkspaceRules(spec.roots, spec.scratch, spec.others, confinement.private, confinement.protected)
             chosen = choose_workspace(spec.cwd, profile.filesystem == "workspace", rules)
-            cwd, workspace = chosen.cwd, chosen.writable or chosen.cwd
+            # Its workspace is what it may write: a cwd it only reads is no agent's own, to hide or refuse.
+            cwd, workspace = chosen.cwd, chosen.writable or ""
             plan = SandboxPlan(profile, cwd, confinement.private, spec.others, chosen.writable, spec.scratch_base)
             prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
