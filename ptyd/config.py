@@ -221,6 +221,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     sandbox_agent_roots: dict[
         Annotated[str, Meta(max_length=128)], tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...]
     ] = {}
+    # The size of a sandbox's private /tmp: a tmpfs, in memory, that is otherwise half the machine's RAM for each
+    # session (a session's own memory limit, where it has one, also counts what it writes there).
+    sandbox_tmp_mib: Annotated[int, Meta(ge=1, le=1_048_576)] = 1024
     # Agent name -> the SHA-256 of its registration key ("sha256:HEX"; `ptyd agent-key NAME` makes a key and
     # prints the line). A profile (sandbox_agents) looser than sandbox_default, and roots (sandbox_agent_roots)
     # beyond sandbox_roots, are given only to an agent that proves its name: a name listed here by giving its key

@@ -41,6 +41,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, scratch_base: Path) -> Iter
         f'sandbox_roots = ["{TEMP}", "~"]\n'
         f'sandbox_scratch_dir = "{scratch_base}"\n'
         'sandbox_agent_roots = { "ungranted" = [] }\n'
+        "sandbox_tmp_mib = 8\n"
     )
     d = Daemon(directory, config)
     d.start()
@@ -210,3 +211,12 @@ def test_ptyds_state_directory_recordings_and_tokens_is_hidden(
         assert "hunter2" not in result["viewport"].splitlines()
         assert "No such file or directory" in result["viewport"], result["viewport"]
         assert result["viewport"].splitlines()[-2] == "0"
+
+
+def test_a_sandboxs_private_tmp_is_sized_not_half_the_machines_memory(client: Rpc) -> None:
+    with agent(client, "filler") as token:
+        s = shell(client, token)
+        result = s.send("head -c 16M /dev/zero > /tmp/fill; echo status=$?; df -k /tmp | tail -1\n")
+        assert "No space left on device" in result["viewport"], result["viewport"]
+        assert "status=1" in result["viewport"]
+        assert result["viewport"].splitlines()[-2].split()[1] == "8192"  # KiB

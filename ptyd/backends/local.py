@@ -87,7 +87,15 @@ class LocalBackend:
             chosen = choose_workspace(spec.cwd, profile.filesystem == "workspace", rules)
             # Its workspace is what it may write: a cwd it only reads is no agent's own, to hide or refuse.
             cwd, workspace = chosen.cwd, chosen.writable or ""
-            plan = SandboxPlan(profile, cwd, confinement.private, spec.others, chosen.writable, spec.scratch_base)
+            plan = SandboxPlan(
+                profile,
+                cwd,
+                confinement.private,
+                spec.others,
+                chosen.writable,
+                spec.scratch_base,
+                self._config.sandbox_tmp_mib,
+            )
             prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
         cgroups = isinstance(self._containment, CgroupContainment)  # a v2 leaf for each session

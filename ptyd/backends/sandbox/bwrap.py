@@ -86,6 +86,7 @@ class Bubblewrap:
     def __init__(self, program: str, *, disable_userns: bool) -> None:
         self.program = program
         self.disable_userns = disable_userns
+        self.sized_tmpfs = disable_userns  # --size (bubblewrap 0.7) where --disable-userns (0.8) works: one probe
 
     @classmethod
     def detect(cls, program: str) -> Bubblewrap | str:
@@ -125,8 +126,10 @@ class Bubblewrap:
             args.append("--unshare-net")
         if self.disable_userns:
             args.append("--disable-userns")
-        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        args += _system_sockets_hidden()
+        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if plan.tmp_mib is not None and self.sized_tmpfs:
+            args += ["--size", str(plan.tmp_mib << 20)]
+        args += ["--tmpfs", "/tmp", *_system_sockets_hidden()]
         # Each mount lands on top of those of shallower paths: the mounts are made from the shallowest path to
         # the deepest, so a hidden directory can hold a bound one (a scratch directory among every agent's) and a
         # writable root a read-only one (its .git/hooks) or a hidden one (another agent's workspace inside it).

@@ -17,3 +17,4 @@ class SandboxPlan:
     others: tuple[str, ...]  # other agents' workspaces: hidden unless they hold ptyd's package
     writable: str | None = None  # its writable root (workspace.py): the workspace, its scratch directory, or none
     scratch_base: str | None = None  # every agent's scratch directory is under it: hidden, its own bound back
+    tmp_mib: int | None = None  # the size of its private /tmp; None: the kernel's default (half the RAM)
