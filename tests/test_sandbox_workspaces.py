@@ -9,6 +9,7 @@ import contextlib
 import getpass
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,8 +173,10 @@ def test_another_agents_workspace_is_refused_and_hidden_after_it_closed(
 
 def test_startup_files_git_hooks_and_config_stay_read_only_inside_a_workspace(client: Rpc, tmp_path: Path) -> None:
     workspace = tmp_path / "repo"
-    (workspace / ".git").mkdir(parents=True)
-    (workspace / ".git" / "config").write_text("[core]\n")
+    workspace.mkdir()
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    shutil.rmtree(workspace / ".git" / "hooks")  # the attack: a repository without hooks gets some
+    config = (workspace / ".git" / "config").read_text()
     (workspace / ".bashrc").write_text("# theirs\n")
     (workspace / ".ssh").mkdir()
     (workspace / ".config").mkdir()
@@ -189,9 +192,18 @@ def test_startup_files_git_hooks_and_config_stay_read_only_inside_a_workspace(cl
         for path, attack in attacks.items():
             result = s.send(f"{attack}\n")
             assert f"{path}: Read-only file system" in result["viewport"], result["viewport"]
+        result = s.send("mv .git .git-away; mkdir -p x/.git; mv x/.git .git\n")  # nor replace the repository
+        assert "mv: cannot move '.git' to '.git-away': Device or resource busy" in result["viewport"], result
         assert s.send("echo fine > main.c; cat main.c\n")["viewport"].splitlines()[-2] == "fine"
+        assert (
+            s.send("git add main.c && git -c user.name=a -c user.email=a@b commit -qm x; echo git=$?\n")[
+                "viewport"
+            ].splitlines()[-2]
+            == "git=0"
+        )  # git itself still works in it
     assert (workspace / ".bashrc").read_text() == "# theirs\n"
-    assert (workspace / ".git" / "config").read_text() == "[core]\n"
+    assert (workspace / ".git" / "config").read_text() == config
+    assert (workspace / ".git" / "HEAD").exists()
     assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
     assert not (workspace / ".ssh" / "authorized_keys").exists()
     assert (workspace / "main.c").read_text() == "fine\n"

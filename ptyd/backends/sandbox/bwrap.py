@@ -142,7 +142,8 @@ class Bubblewrap:
                 mounts.append((path, ["--tmpfs", path]))
         for path in writable:
             mounts.append((path, ["--bind", path, path]))
-            mounts += [(inner, ["--ro-bind", inner, inner]) for inner in read_only_inside(path)]
+            inside = read_only_inside(path)
+            mounts += [(inner, ["--bind" if rw else "--ro-bind", inner, inner]) for inner, rw in inside]
         for path in (os.path.realpath(os.path.expanduser(path)) for path in profile.hidden):
             if os.path.isdir(path):
                 mounts.append((path, ["--tmpfs", path]))

@@ -12,6 +12,7 @@ ptyd's own directories (its state, config, package).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -137,10 +138,17 @@ def state_directories(config: Config) -> list[str]:
     return found
 
 
-def read_only_inside(root: str) -> list[str]:
-    """The existing paths under a writable root that stay read-only. A repository without hooks gets an empty
-    hooks directory first (git makes one anyway), so none can be put there from inside."""
+def read_only_inside(root: str) -> list[tuple[str, bool]]:
+    """The mounts inside a writable root, (path, writable): the existing paths that stay read-only, and a
+    repository's ``.git`` bound onto itself, so that it cannot be renamed away (a mount point cannot be) and
+    replaced by one with hooks of the session's. A repository without hooks gets an empty hooks directory first
+    (git makes one anyway), so none can be put there from inside."""
     git = os.path.join(root, ".git")
-    if os.path.isdir(git) and not os.path.lexists(os.path.join(git, "hooks")):
-        os.mkdir(os.path.join(git, "hooks"), 0o755)
-    return [path for path in (os.path.join(root, name) for name in READ_ONLY_INSIDE) if os.path.lexists(path)]
+    mounts = []
+    if os.path.isdir(git):
+        with contextlib.suppress(OSError):  # not ours to make: then not the session's either (the same user)
+            os.makedirs(os.path.join(git, "hooks"), 0o755, exist_ok=True)
+        mounts.append((git, True))
+    # Not lexists: a dangling symlink cannot be bound (bubblewrap would refuse the whole sandbox).
+    found = [path for path in (os.path.join(root, name) for name in READ_ONLY_INSIDE) if os.path.exists(path)]
+    return mounts + [(path, False) for path in found]
