@@ -221,6 +221,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     sandbox_agent_roots: dict[
         Annotated[str, Meta(max_length=128)], tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...]
     ] = {}
+    # The network of a sandboxed session whose profile has one: "host" shares the machine's network namespace (every
+    # loopback port and abstract Unix socket of the machine is reachable: X11's, a dev database's, ptyd-mcp's
+    # --http-port); "pasta" gives each its own namespace with outbound access through pasta (Debian's passt),
+    # the machine's loopback out of reach (about 0.1 s more per open). Refused (sandbox_unavailable) without pasta.
+    sandbox_network: Literal["host", "pasta"] = "host"
+    # The pasta program (looked up on PATH).
+    pasta_program: str = "pasta"
     # The size of a sandbox's private /tmp: a tmpfs, in memory, that is otherwise half the machine's RAM for each
     # session (a session's own memory limit, where it has one, also counts what it writes there).
     sandbox_tmp_mib: Annotated[int, Meta(ge=1, le=1_048_576)] = 1024

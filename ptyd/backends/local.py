@@ -15,6 +15,7 @@ from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.sandbox import NoSandbox, Sandbox, SandboxPlan
 from ptyd.backends.sandbox.limits import AgentGroup, Limiter, LimitScope
+from ptyd.backends.sandbox.network import connect, pasta_program, read_child_pid
 from ptyd.backends.sandbox.workspace import WorkspaceRules
 from ptyd.backends.sandbox.workspace import choose as choose_workspace
 from ptyd.backends.session import LocalSession
@@ -82,6 +83,8 @@ class LocalBackend:
         confinement = self._confinement
         prefix: tuple[str, ...] = ()
         workspace = cwd
+        own_network = profile.contained and profile.network and self._config.sandbox_network == "pasta"
+        pasta = pasta_program(self._config.pasta_program) if own_network else ""
         if profile.contained:  # refused here, before anything exists, if it cannot be had
             rules = WorkspaceRules(spec.roots, spec.scratch, spec.others, confinement.private, confinement.protected)
             chosen = choose_workspace(spec.cwd, profile.filesystem == "workspace", rules)
@@ -95,6 +98,7 @@ class LocalBackend:
                 chosen.writable,
                 spec.scratch_base,
                 self._config.sandbox_tmp_mib,
+                own_network=own_network,
             )
             prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
@@ -113,7 +117,7 @@ class LocalBackend:
         try:
             leaf = Path(scope.cgroup) if scope.cgroup is not None else None
             limits = limiter.scope(spec.session_id, profile, leaf, group)
-            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix)
+            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix, network_gate=own_network)
         except BaseException as exc:
             _unmake(scope, limits, group)
             if isinstance(exc, OSError):
@@ -150,6 +154,12 @@ class LocalBackend:
         session.sandbox, session.profile, session.limits = spec.sandbox, profile, limits
         session.workspace = workspace  # what it writes: hidden from other agents' sandboxes
         session.watch_exit()
+        if own_network:
+            try:
+                await self._connect(spawned, scope, pasta, env, spec.timeout_s)
+            except BaseException:
+                await session.close("its network could not be set up")
+                raise
         try:
             op = session.start_send(
                 SendRequest(
@@ -167,6 +177,16 @@ class LocalBackend:
         session.motd = result.viewport
         session.open_wait_reason = result.wait_reason
         return session
+
+    async def _connect(self, spawned: Spawned, scope: Scope, pasta: str, env: dict[str, str], timeout_s: float) -> None:
+        """Give a sandbox held at its network gate its network (pasta), then let its program start. pasta joins the
+        session's cgroup (or carries its marker), so the session's close ends it."""
+        child = await read_child_pid(spawned.info, timeout_s)
+        pid = await connect(pasta, child, env, self._reaper, timeout_s)
+        if scope.cgroup is not None:
+            with contextlib.suppress(OSError):
+                scope.attach(pid)
+        spawned.release_net_gate()
 
     def adopt(self, state: SessionState, master: int, slave: int, *, child: bool) -> LocalSession:
         """The live session ``state`` describes, on the PTY ``master``/``slave`` (after a handover or a crash)."""

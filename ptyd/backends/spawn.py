@@ -70,6 +70,8 @@ class Spawned:
     tty_rdev: int
     gate: int  # write end of the gate's pipe; -1 once released
     sandboxed: bool = False  # pid is the sandbox's (bwrap, then its pid 1), the program runs two levels below
+    net_gate: int = -1  # write end of the gate inside a sandbox with a network of its own (sandbox/network.py)
+    info: int = -1  # read end of bubblewrap's --info-fd, which names the process holding the namespaces
     _leader: int = 0
 
     def leader(self) -> int:
@@ -86,6 +88,16 @@ class Spawned:
                     self._leader = first.pid
                     return first.pid
         return self.pid
+
+    def release_net_gate(self) -> None:
+        """Let the program start inside a sandbox whose network is up (an EOF ends it with status 125)."""
+        for fd in (self.net_gate, self.info):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    if fd == self.net_gate:
+                        os.write(fd, b"\n")
+                os.close(fd)
+        self.net_gate = self.info = -1
 
     def release_gate(self) -> None:
         """Let the program start (an EOF instead of the newline ends it with status 125)."""
@@ -143,9 +155,17 @@ def check_exec_strings(argv: list[str], env: dict[str, str]) -> None:
 
 
 def spawn(
-    argv: list[str], cwd: str, env: dict[str, str], cols: int, rows: int, sandbox: tuple[str, ...] = ()
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    cols: int,
+    rows: int,
+    sandbox: tuple[str, ...] = (),
+    *,
+    network_gate: bool = False,
 ) -> Spawned:
-    """``sandbox``: the argv prefix of the sandbox to run the program in (ending with ``--``), or empty."""
+    """``sandbox``: the argv prefix of the sandbox to run the program in (ending with ``--``), or empty;
+    ``network_gate``: it holds the program at a second gate (fd 4) and reports its namespaces (fd 5)."""
     check_exec_strings(argv, env)
     if not os.path.isdir(cwd):
         raise _fail(f"cwd {cwd}", errno.ENOENT if not os.path.exists(cwd) else errno.ENOTDIR, cwd=cwd)
@@ -162,6 +182,9 @@ def spawn(
         os.close(master)
         os.close(slave)
         raise _fail("pipe", exc.errno or errno.EIO) from None
+    extra: list[tuple[int, int, int]] = []
+    theirs: list[int] = []  # the child's ends of the network gate and info pipes: closed here once it has them
+    mine: list[int] = []  # the daemon's ends: (network gate, info)
     try:
         if gate_read == GATE_FD:  # dup2 onto itself would keep close-on-exec set
             gate_read = os.dup(gate_read)
@@ -171,6 +194,15 @@ def spawn(
         attrs[0] |= IUTF8  # erase whole UTF-8 characters in canonical mode
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         tty_rdev = os.fstat(slave).st_rdev
+        if network_gate:
+            net_read, net_gate = os.pipe()
+            info, info_write = os.pipe()
+            theirs += [net_read, info_write]
+            mine += [net_gate, info]
+            # Above the fds the actions write (0-5), so that no action overwrites one still to be copied.
+            net_read, info_write = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (net_read, info_write))
+            theirs += [net_read, info_write]
+            extra = [(os.POSIX_SPAWN_DUP2, net_read, 4), (os.POSIX_SPAWN_DUP2, info_write, 5)]
         pid = os.posix_spawn(
             SETSID,
             [SETSID, "-c", ENV, "-C", cwd, "--", *GATE, *sandbox, program, *argv[1:]],
@@ -181,6 +213,7 @@ def spawn(
                 (os.POSIX_SPAWN_DUP2, slave, 1),
                 (os.POSIX_SPAWN_DUP2, slave, 2),
                 (os.POSIX_SPAWN_DUP2, gate_read, GATE_FD),
+                *extra,
             ],
             setsigdef=_DEFAULT_SIGNALS,  # the daemon ignores SIGPIPE; its programs must not
             setsigmask=(),
@@ -190,9 +223,14 @@ def spawn(
                 resource.prlimit(pid, resource.RLIMIT_NOFILE, _child_nofile)
         os.set_blocking(master, False)
     except (OSError, ValueError) as exc:  # ValueError: a string posix_spawn cannot pass (checked above too)
-        for fd in (master, slave, gate):
+        for fd in (master, slave, gate, *mine):
             os.close(fd)
         raise _fail("spawn", exc.errno if isinstance(exc, OSError) and exc.errno else errno.EINVAL) from None
     finally:
         os.close(gate_read)
-    return Spawned(pid=pid, master=master, slave=slave, tty_rdev=tty_rdev, gate=gate, sandboxed=bool(sandbox))
+        for fd in theirs:
+            os.close(fd)
+    spawned = Spawned(pid=pid, master=master, slave=slave, tty_rdev=tty_rdev, gate=gate, sandboxed=bool(sandbox))
+    if mine:
+        spawned.net_gate, spawned.info = mine
+    return spawned

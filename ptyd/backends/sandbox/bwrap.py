@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import final
 
 from ptyd.backends import procfs
+from ptyd.backends.sandbox.network import INFO_FD, NET_GATE
 from ptyd.backends.sandbox.plan import SandboxPlan
 from ptyd.backends.sandbox.workspace import read_only_inside, within
 from ptyd.errors import InvalidArgument
@@ -122,8 +123,11 @@ class Bubblewrap:
         if plan.scratch_base is not None:
             hidden.append(os.path.realpath(plan.scratch_base))
         args = [self.program, *_NAMESPACES]
-        if not profile.network:
+        own_network = profile.network and plan.own_network  # connected by pasta while the program waits
+        if not profile.network or own_network:
             args.append("--unshare-net")
+        if own_network:
+            args += ["--info-fd", str(INFO_FD)]
         if self.disable_userns:
             args.append("--disable-userns")
         args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -152,4 +156,6 @@ class Bubblewrap:
         for _, mount in sorted(mounts, key=lambda item: item[0].rstrip("/").count("/")):
             args += mount
         args += ["--chdir", workspace, "--"]
+        if own_network:
+            args += NET_GATE
         return tuple(args)
