@@ -104,3 +104,23 @@ def test_without_pasta_a_session_that_needs_it_is_refused(fresh_daemon: Daemon, 
         assert getattr(refused.value, "kind", None) == "sandbox_unavailable"
         assert "pasta" in str(refused.value)
         assert rpc.call("terminal_open", token=token, sandbox="workspace-offline")["sandbox"] == "workspace-offline"
+
+
+def test_a_pasta_that_fails_leaves_no_session_and_no_process(fresh_daemon: Daemon, tmp_path: Path) -> None:
+    fresh_daemon.config_path.write_text(
+        f'sandbox_network = "pasta"\npasta_program = "false"\nsandbox_scratch_dir = "{tmp_path / "scratch"}"\n'
+    )
+    fresh_daemon.start()
+    assert fresh_daemon.proc is not None
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="networked")["token"]
+        with pytest.raises(Exception) as failed:
+            rpc.call("terminal_open", token=token, sandbox="workspace")
+        assert getattr(failed.value, "kind", None) == "spawn_failed"
+        assert "pasta could not set up the sandbox's network" in str(failed.value)
+        assert rpc.call("daemon_info")["sessions"] == 0
+        daemon_fds = len(os.listdir(f"/proc/{fresh_daemon.proc.pid}/fd"))
+        with pytest.raises(Exception):
+            rpc.call("terminal_open", token=token, sandbox="workspace")
+        assert len(os.listdir(f"/proc/{fresh_daemon.proc.pid}/fd")) == daemon_fds  # nothing left open
+        assert Shell(rpc, token, env={"PS1": "$ "}).send("echo fine\n")["viewport"].splitlines()[-2] == "fine"

@@ -181,12 +181,16 @@ class LocalBackend:
     async def _connect(self, spawned: Spawned, scope: Scope, pasta: str, env: dict[str, str], timeout_s: float) -> None:
         """Give a sandbox held at its network gate its network (pasta), then let its program start. pasta joins the
         session's cgroup (or carries its marker), so the session's close ends it."""
-        child = await read_child_pid(spawned.info, timeout_s)
-        pid = await connect(pasta, child, env, self._reaper, timeout_s)
+        try:
+            child = await read_child_pid(spawned.info, timeout_s)
+            pid = await connect(pasta, child, env, self._reaper, timeout_s)
+        except BaseException:
+            spawned.release_net_gate(start=False)
+            raise
         if scope.cgroup is not None:
             with contextlib.suppress(OSError):
                 scope.attach(pid)
-        spawned.release_net_gate()
+        spawned.release_net_gate(start=True)
 
     def adopt(self, state: SessionState, master: int, slave: int, *, child: bool) -> LocalSession:
         """The live session ``state`` describes, on the PTY ``master``/``slave`` (after a handover or a crash)."""

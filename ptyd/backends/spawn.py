@@ -89,13 +89,14 @@ class Spawned:
                     return first.pid
         return self.pid
 
-    def release_net_gate(self) -> None:
-        """Let the program start inside a sandbox whose network is up (an EOF ends it with status 125)."""
+    def release_net_gate(self, *, start: bool) -> None:
+        """Let the program start inside a sandbox whose network is up, or (``start`` false) end it: the EOF
+        ends the gate with status 125 before the program ran."""
+        if start and self.net_gate >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self.net_gate, b"\n")
         for fd in (self.net_gate, self.info):
             if fd >= 0:
-                with contextlib.suppress(OSError):
-                    if fd == self.net_gate:
-                        os.write(fd, b"\n")
                 os.close(fd)
         self.net_gate = self.info = -1
 
@@ -196,12 +197,16 @@ def spawn(
         tty_rdev = os.fstat(slave).st_rdev
         if network_gate:
             net_read, net_gate = os.pipe()
+            theirs.append(net_read)
+            mine.append(net_gate)
             info, info_write = os.pipe()
-            theirs += [net_read, info_write]
-            mine += [net_gate, info]
+            theirs.append(info_write)
+            mine.append(info)
             # Above the fds the actions write (0-5), so that no action overwrites one still to be copied.
-            net_read, info_write = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (net_read, info_write))
-            theirs += [net_read, info_write]
+            net_read = fcntl.fcntl(net_read, fcntl.F_DUPFD_CLOEXEC, 10)
+            theirs.append(net_read)
+            info_write = fcntl.fcntl(info_write, fcntl.F_DUPFD_CLOEXEC, 10)
+            theirs.append(info_write)
             extra = [(os.POSIX_SPAWN_DUP2, net_read, 4), (os.POSIX_SPAWN_DUP2, info_write, 5)]
         pid = os.posix_spawn(
             SETSID,
