@@ -238,6 +238,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # (the defaults; its sessions, caps and aggregate limits its own, not the named agent's). Digests only: the
     # config file is readable inside sandboxes.
     agent_keys: dict[Annotated[str, Meta(max_length=128)], Annotated[str, Meta(pattern=r"^sha256:[0-9a-f]{64}$")]] = {}
+    # The workspaces one agent (identity) may have used since the daemon started: each stays hidden, by a mount,
+    # from every other agent's sandbox, so their number bounds the daemon's memory and every sandbox's mounts.
+    # Past it, an open that would add one is refused (limit_exceeded); those it used already stay open to it.
+    sandbox_workspaces_per_agent: Size = 256
     # Each agent's scratch directory is made under this one (0700, kept across restarts so its work is there the
     # next time; hidden from every other agent's sessions). Empty: $XDG_DATA_HOME/ptyd/workspaces
     # (~/.local/share/ptyd/workspaces).

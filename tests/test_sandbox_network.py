@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, Shell, pid_alive
+from conftest import Daemon, RpcError, Shell, pid_alive
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("pasta") is None, reason="bubblewrap or pasta is not installed"
@@ -99,7 +99,7 @@ def test_without_pasta_a_session_that_needs_it_is_refused(fresh_daemon: Daemon, 
     fresh_daemon.start()
     with fresh_daemon.rpc() as rpc:
         token = rpc.call("agent_register", name="networked")["token"]
-        with pytest.raises(Exception) as refused:
+        with pytest.raises(RpcError) as refused:
             rpc.call("terminal_open", token=token, sandbox="workspace")
         assert getattr(refused.value, "kind", None) == "sandbox_unavailable"
         assert "pasta" in str(refused.value)
@@ -114,13 +114,13 @@ def test_a_pasta_that_fails_leaves_no_session_and_no_process(fresh_daemon: Daemo
     assert fresh_daemon.proc is not None
     with fresh_daemon.rpc() as rpc:
         token = rpc.call("agent_register", name="networked")["token"]
-        with pytest.raises(Exception) as failed:
+        with pytest.raises(RpcError) as failed:
             rpc.call("terminal_open", token=token, sandbox="workspace")
         assert getattr(failed.value, "kind", None) == "spawn_failed"
         assert "pasta could not set up the sandbox's network" in str(failed.value)
         assert rpc.call("daemon_info")["sessions"] == 0
         daemon_fds = len(os.listdir(f"/proc/{fresh_daemon.proc.pid}/fd"))
-        with pytest.raises(Exception):
+        with pytest.raises(RpcError):
             rpc.call("terminal_open", token=token, sandbox="workspace")
         assert len(os.listdir(f"/proc/{fresh_daemon.proc.pid}/fd")) == daemon_fds  # nothing left open
         assert Shell(rpc, token, env={"PS1": "$ "}).send("echo fine\n")["viewport"].splitlines()[-2] == "fine"

@@ -232,3 +232,24 @@ def test_a_sandboxs_private_tmp_is_sized_not_half_the_machines_memory(client: Rp
         assert "No space left on device" in result["viewport"], result["viewport"]
         assert "status=1" in result["viewport"]
         assert result["viewport"].splitlines()[-2].split()[1] == "8192"  # KiB
+
+
+def test_an_agent_may_use_only_so_many_workspaces_each_hidden_from_every_other(
+    fresh_daemon: Daemon, tmp_path: Path
+) -> None:
+    fresh_daemon.config_path.write_text(
+        f'sandbox_default = "workspace"\nsandbox_roots = ["{TEMP}"]\nsandbox_workspaces_per_agent = 2\n'
+        f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n'
+    )
+    fresh_daemon.start()
+    dirs = [tmp_path / f"ws{i}" for i in range(3)]
+    for path in dirs:
+        path.mkdir()
+    with fresh_daemon.rpc() as rpc, agent(rpc, "hoarder") as token:
+        for path in dirs[:2]:
+            shell(rpc, token, cwd=str(path)).close()
+        with pytest.raises(RpcError) as limited:
+            rpc.call("terminal_open", token=token, cwd=str(dirs[2]))
+        assert limited.value.data["limit"] == "sandbox_workspaces_per_agent"
+        assert str(dirs[2]) in limited.value.message
+        assert shell(rpc, token, cwd=str(dirs[0])).opened["sandbox"] == "workspace"  # one it had: still its own

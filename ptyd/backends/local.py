@@ -23,7 +23,7 @@ from ptyd.backends.session_state import SessionState
 from ptyd.backends.shell_integration import shell_launch
 from ptyd.backends.spawn import Spawned, spawn
 from ptyd.config import Config, SandboxProfile
-from ptyd.errors import InvalidArgument, SpawnFailed
+from ptyd.errors import InvalidArgument, LimitExceeded, SpawnFailed
 
 # Inherited from the daemon's own start-up and meaningless (or harmful) to a session's programs.
 _NOT_INHERITED = ("NOTIFY_SOCKET", "FDSTORE", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "PTYD_TOKEN", "PTYD_SOCKET")
@@ -90,6 +90,13 @@ class LocalBackend:
             chosen = choose_workspace(spec.cwd, profile.filesystem == "workspace", rules)
             # Its workspace is what it may write: a cwd it only reads is no agent's own, to hide or refuse.
             cwd, workspace = chosen.cwd, chosen.writable or ""
+            if spec.used is not None and workspace and workspace not in spec.used:
+                limit = self._config.sandbox_workspaces_per_agent
+                raise LimitExceeded(
+                    f"this agent has used {limit} workspaces since the daemon started; {workspace} would be one more",
+                    limit="sandbox_workspaces_per_agent",
+                    value=limit,
+                )
             plan = SandboxPlan(
                 profile,
                 cwd,

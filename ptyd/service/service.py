@@ -238,6 +238,7 @@ class PtyService:
             roots=agent_roots(cfg, agent),
             scratch=scratch_dir(scratch_base, owner),
             scratch_base=scratch_base,
+            used=self._full(owner),
             recording=recording,
         )
         self._opening += 1
@@ -261,6 +262,11 @@ class PtyService:
         self.on_change()
         log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
         return session
+
+    def _full(self, owner: str) -> frozenset[str] | None:
+        """The workspaces ``owner`` used, if it may use no more (``sandbox_workspaces_per_agent``)."""
+        used = self._used.get(owner, set())
+        return frozenset(used) if len(used) >= self.config.sandbox_workspaces_per_agent else None
 
     def _sessions_of(self, agent: Agent, owner: str) -> int:
         """The sessions counted against ``max_sessions_per_agent``: every registration of the agent's identity
