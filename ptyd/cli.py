@@ -3,7 +3,8 @@
 ``ptyd dial-stdio`` bridges stdin/stdout to the running daemon (what ``ssh host ptyd dial-stdio`` runs for a
 client on another machine), ``ptyd operator-token`` prints the running daemon's operator token (what ``ptyctl
 --host`` fetches), ``ptyd install-user`` installs the systemd user units shipped in the package, ``ptyd
---print-config`` the configuration in effect. The daemon's modules are imported only
+--print-config`` the configuration in effect, ``ptyd agent-key NAME`` a registration key that proves an agent's
+name. The daemon's modules are imported only
 to run it: dial-stdio starts in the time of a bare interpreter.
 """
 
@@ -14,7 +15,14 @@ import sys
 from pathlib import Path
 
 from ptyd import __version__
-from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
+from ptyd.config import (
+    OPERATOR_TOKEN_FILE,
+    Config,
+    ConfigError,
+    default_config_path,
+    default_socket_path,
+    load_config,
+)
 
 WEB_PORT = 8707  # ptyd web's default port on 127.0.0.1: a fixed one, so the printed URL can be bookmarked
 SOCKET_HELP = "socket path (default: $PTYD_SOCKET, $XDG_RUNTIME_DIR/ptyd/ptyd.sock, /tmp/ptyd-$UID/ptyd.sock)"
@@ -53,6 +61,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Print the operator token the running daemon wrote beside its socket. Exit 3 if there is none.",
     )
     token.add_argument("--socket", type=Path, default=argparse.SUPPRESS, help=SOCKET_HELP)
+    issue = sub.add_parser(
+        "agent-key",
+        help="issue a registration key that proves an agent's name (for a profile looser than the default)",
+        description="Print a fresh registration key for the agent NAME, to give its harness (agent_register's "
+        "key), and the config line that makes the daemon accept it (agent_keys, a digest only; SIGHUP reloads). "
+        "Issuing again replaces the key once the line is replaced.",
+    )
+    issue.add_argument("name", metavar="NAME")
     web = sub.add_parser(
         "web",
         help="serve a read-only dashboard of every session in the browser (live screens, recordings)",
@@ -127,6 +143,18 @@ def print_operator_token(socket_path: Path) -> int:
     return 0
 
 
+def print_agent_key(name: str) -> int:
+    from ptyd.service.agents import new_key
+
+    if not name or len(name) > 128 or '"' in name or "\\" in name:
+        print("ptyd agent-key: NAME must be 1-128 characters without quotes or backslashes", file=sys.stderr)
+        return 2
+    key, digest = new_key()
+    print(f"key (give it to the harness; shown once): {key}")
+    print(f'under [agent_keys] in {default_config_path()} (then SIGHUP): "{name}" = "{digest}"')
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     socket_path: Path | None = args.socket
@@ -136,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(dial_stdio(socket_path or default_socket_path()))
     if args.command == "operator-token":
         sys.exit(print_operator_token(socket_path or default_socket_path()))
+    if args.command == "agent-key":
+        sys.exit(print_agent_key(args.name))
     if args.command in ("install-user", "uninstall-user"):
         sys.exit(install_units(args.command.removesuffix("-user")))
     if args.command == "web":

@@ -215,6 +215,42 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     sandbox: Literal["auto", "bwrap"] = "auto"
     # The bubblewrap program (looked up on PATH).
     bwrap_program: str = "bwrap"
+    # Where a sandboxed session may write (docs/sandbox.md): its cwd, only if the cwd lies under one of these roots
+    # ("~" is the daemon user's home). The operator grants them, not the agent: an agent that names any other cwd
+    # (or none: ptyd-mcp passes none) works there read-only and writes only its scratch directory. Empty: every
+    # sandboxed session writes only its scratch directory. Never granted whatever the roots: the home directory or
+    # one holding it, a dot-directory of the home (~/.config, ~/.ssh, ~/.local), ptyd's own directories, another
+    # agent's workspace (refused: workspace_refused).
+    sandbox_roots: tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...] = ()
+    # Agent name -> its roots, in place of sandbox_roots (an agent with a registration key: only once it proves it).
+    sandbox_agent_roots: dict[
+        Annotated[str, Meta(max_length=128)], tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...]
+    ] = {}
+    # The network of a sandboxed session whose profile has one: "host" shares the machine's network namespace (every
+    # loopback port and abstract Unix socket of the machine is reachable: X11's, a dev database's, ptyd-mcp's
+    # --http-port); "pasta" gives each its own namespace with outbound access through pasta (Debian's passt),
+    # the machine's loopback out of reach (about 0.1 s more per open). Refused (sandbox_unavailable) without pasta.
+    sandbox_network: Literal["host", "pasta"] = "host"
+    # The pasta program (looked up on PATH).
+    pasta_program: str = "pasta"
+    # The size of a sandbox's private /tmp: a tmpfs, in memory, that is otherwise half the machine's RAM for each
+    # session (a session's own memory limit, where it has one, also counts what it writes there).
+    sandbox_tmp_mib: Annotated[int, Meta(ge=1, le=1_048_576)] = 1024
+    # Agent name -> the SHA-256 of its registration key ("sha256:HEX"; `ptyd agent-key NAME` makes a key and
+    # prints the line). A profile (sandbox_agents) looser than sandbox_default, and roots (sandbox_agent_roots)
+    # beyond sandbox_roots, are given only to an agent that proves its name: a name listed here by giving its key
+    # to agent_register, a name not listed never. A registration under a listed name without its key is anonymous
+    # (the defaults; its sessions, caps and aggregate limits its own, not the named agent's). Digests only: the
+    # config file is readable inside sandboxes.
+    agent_keys: dict[Annotated[str, Meta(max_length=128)], Annotated[str, Meta(pattern=r"^sha256:[0-9a-f]{64}$")]] = {}
+    # The workspaces one agent (identity) may have used since the daemon started: each stays hidden, by a mount,
+    # from every other agent's sandbox, so their number bounds the daemon's memory and every sandbox's mounts.
+    # Past it, an open that would add one is refused (limit_exceeded); those it used already stay open to it.
+    sandbox_workspaces_per_agent: Size = 256
+    # Each agent's scratch directory is made under this one (0700, kept across restarts so its work is there the
+    # next time; hidden from every other agent's sessions). Empty: $XDG_DATA_HOME/ptyd/workspaces
+    # (~/.local/share/ptyd/workspaces).
+    sandbox_scratch_dir: str = ""
 
     def __post_init__(self) -> None:
         if redefined := sorted(self.sandbox_profiles.keys() & BUILTIN_PROFILES.keys()):

@@ -98,6 +98,15 @@ class SandboxUnavailable(PtydError):
     kind = "sandbox_unavailable"
 
 
+class WorkspaceRefused(PtydError):
+    """A sandboxed session may not work in this directory (the home directory or one holding it, ptyd's own
+    directories, another agent's workspace, a dot-directory of the home); ``data.path`` names it, ``data.reason``
+    says which rule; nothing was started."""
+
+    code = -32027
+    kind = "workspace_refused"
+
+
 class ParseError(PtydError):
     """The line is not JSON."""
 
@@ -184,6 +193,7 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     SandboxRefused,
     SandboxUnavailable,
     OperationLost,
+    WorkspaceRefused,
 )
 """Every error kind the daemon reports, JSON-RPC's own first."""
 

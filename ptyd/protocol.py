@@ -131,11 +131,21 @@ class AgentRegisterParams(Base, frozen=True):
     """Register an agent and mint its token. The token authorizes every terminal_* call of that agent."""
 
     name: Annotated[Name | None, _d("Display name; never used for authorization.")] = None
+    key: Annotated[
+        Annotated[str, Meta(max_length=256)] | None,
+        _d(
+            "The registration key the operator issued for this name (`ptyd agent-key NAME`, the config's "
+            "agent_keys): it proves the agent is that one, which then gets the name's own sandbox profile and "
+            "writable roots where they are looser than the defaults. A name with a key, registered without it, "
+            "is an anonymous agent with the defaults (see docs/sandbox.md)."
+        ),
+    ] = None
 
 
 class AgentRegisterResult(Base, frozen=True):
     agent_id: str
     token: Annotated[str, _d("A daemon-minted secret of 256 bits; keep it private.")]
+    proven: Annotated[bool, _d("The key proved the name (false without a key, or with a wrong one).")] = False
 
 
 class AgentReleaseParams(Base, frozen=True):

@@ -172,13 +172,18 @@ class Rpc:
 
 def sandboxed_config(config: str, profile: str) -> str:
     """``config`` with every agent in a copy of the built-in ``profile`` that may also write the tests' temporary
-    directories (sessions opened without a cwd run in the home directory, and tests write to tmp_path)."""
+    directories (tests write to tmp_path), granted as the root of their workspaces."""
     from ptyd.config import BUILTIN_PROFILES
 
     base = BUILTIN_PROFILES[profile]
     temp = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+    # Sessions opened without a cwd run in their agent's scratch directory, one per unnamed agent: under this run's
+    # temporary directory, which pytest removes, not the home's.
+    current = temp / "pytest-current"
+    scratch = (current.resolve() if current.exists() else temp) / "ptyd-scratch"
     return (
-        f'sandbox_default = "ci-{profile}"\n{config}\n[sandbox_profiles.ci-{profile}]\n'
+        f'sandbox_default = "ci-{profile}"\nsandbox_roots = ["{temp}"]\nsandbox_scratch_dir = "{scratch}"\n'
+        f"{config}\n[sandbox_profiles.ci-{profile}]\n"
         f'filesystem = "{base.filesystem}"\nnetwork = {str(base.network).lower()}\nwritable = ["{temp}"]\n'
     )
 

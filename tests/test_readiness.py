@@ -132,7 +132,7 @@ def test_vim_as_installed_settles_after_its_terminal_queries(shell: Shell, tmp_p
 def test_vim(shell: Shell, tmp_path: Path) -> None:
     path = tmp_path / "note.txt"
     # A lone ESC makes vim wait 'ttimeoutlen' for the rest of a key code, with the screen not yet redrawn.
-    result = shell.send(f"vim -u NONE -N --cmd 'set ttimeout ttimeoutlen=20' {path}\n", idle_ms=10_000)
+    result = shell.send(f"vim -u NONE -i NONE -N --cmd 'set ttimeout ttimeoutlen=20' {path}\n", idle_ms=10_000)
     assert result["wait_reason"] == "stdin_read"
     assert result["alt_screen"] is True
     result = shell.send("ihello from vim")

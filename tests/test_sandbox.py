@@ -8,6 +8,7 @@ and pids controller (root on these machines).
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import shutil
 import signal
@@ -26,7 +27,10 @@ from conftest import Daemon, Rpc, RpcError, Shell, pid_alive, wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
-CONFIG = """
+TEMP = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"  # the tests' workspaces are granted
+CONFIG = (
+    f'sandbox_roots = ["{TEMP}"]\n'
+    + """
 sandbox_agents = { "tight-agent" = "tight", "offline-agent" = "workspace-offline", "slow-agent" = "slow" }
 
 [sandbox_profiles.tight]
@@ -49,6 +53,7 @@ network = false
 pids_max = 32
 memory_mib = 128
 """
+)
 SANDBOXED = ["workspace", "workspace-offline", "readonly", "tight"]
 
 
@@ -75,8 +80,10 @@ def register(rpc: Rpc, name: str) -> str:
 
 @contextlib.contextmanager
 def session(rpc: Rpc, name: str, workspace: Path, **params: Any) -> Iterator[Shell]:
+    """A session of agent ``name`` in ``workspace/name``: two agents never share a workspace (refused)."""
     token = register(rpc, name)
-    s = Shell(rpc, token, cwd=str(workspace), env={"PS1": "$ "}, **params)
+    (workspace / name).mkdir(exist_ok=True)
+    s = Shell(rpc, token, cwd=str(workspace / name), env={"PS1": "$ "}, **params)
     try:
         yield s
     finally:
@@ -122,11 +129,10 @@ def test_a_sandboxed_session_cannot_reach_the_runtime_dir_the_socket_or_other_pr
 def test_writes_outside_the_workspace_fail_with_a_clear_error_and_inside_work(
     client: Rpc, tmp_path: Path, profile: str, request: pytest.FixtureRequest
 ) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
+    workspace = tmp_path / "writer"
     outside = Path(tempfile.mkdtemp(dir=Path.home(), prefix=".ptyd-test-"))  # not under /tmp: visible inside
     request.addfinalizer(lambda: shutil.rmtree(outside))
-    with session(client, "writer", workspace, sandbox=profile) as s:
+    with session(client, "writer", tmp_path, sandbox=profile) as s:
         result = s.send(f"echo in > {workspace}/inside; echo out > {outside}/x; echo t > /tmp/private\n")
         assert f"{outside}/x: Read-only file system" in result["viewport"], result["viewport"]
         assert not (outside / "x").exists()
@@ -302,14 +308,12 @@ def test_an_agent_may_ask_for_a_stricter_profile_never_a_looser_one(client: Rpc,
 
 
 def test_other_agents_workspaces_are_hidden(client: Rpc, tmp_path: Path) -> None:
-    theirs = tmp_path / "theirs"
-    mine = tmp_path / "mine"
-    theirs.mkdir()
-    mine.mkdir()
-    (theirs / "secret").write_text("theirs\n")
-    with session(client, "other", theirs), session(client, "me", mine, sandbox="workspace") as s:
-        result = s.send(f"cat {theirs}/secret\n")
-        assert "No such file or directory" in result["viewport"], result["viewport"]
+    theirs = tmp_path / "other"
+    with session(client, "other", tmp_path):
+        (theirs / "secret").write_text("theirs\n")
+        with session(client, "me", tmp_path, sandbox="workspace") as s:
+            result = s.send(f"cat {theirs}/secret\n")
+            assert "No such file or directory" in result["viewport"], result["viewport"]
 
 
 def test_without_bubblewrap_a_sandboxed_open_is_refused_and_none_still_opens(

@@ -9,7 +9,8 @@ import pytest
 
 from ptyd.config import BUILTIN_PROFILES, Config, ConfigError, SandboxProfile, load_config
 from ptyd.errors import SandboxRefused
-from ptyd.service.sandbox import choose, looser
+from ptyd.service.agents import Agent, AgentRegistry, new_key
+from ptyd.service.sandbox import agent_roots, choose, looser
 
 
 def test_an_unknown_profile_in_the_config_is_an_error_that_names_it(tmp_path: Path) -> None:
@@ -88,21 +89,64 @@ def test_incomparable_profiles_cannot_stand_in_for_each_other() -> None:
     assert looser(offline, low_memory) == ["memory_mib"]
 
 
+def agent(name: str | None, *, operator: bool = False, keys: dict[str, str] | None = None, key: str = "") -> Agent:
+    return AgentRegistry(10).register(name, operator=operator, keys=keys, key=key)[0]
+
+
 def test_an_agent_gets_its_mapped_profile_and_may_only_tighten_it() -> None:
     config = msgspec.convert(
         {
             "sandbox_default": "workspace",
-            "sandbox_agents": {"prod": "none"},
+            "sandbox_agents": {"lean-agent": "lean"},
             "sandbox_profiles": {"lean": {"filesystem": "workspace", "memory_mib": 512}},
         },
         Config,
     )
-    assert choose(config, "someone", None) == "workspace"
-    assert choose(config, None, None) == "workspace"
-    assert choose(config, "prod", None) == "none"
-    assert choose(config, "prod", "readonly") == "readonly"
-    assert choose(config, "someone", "lean") == "lean"
+    assert choose(config, agent("someone"), None) == "workspace"
+    assert choose(config, agent(None), None) == "workspace"
+    assert choose(config, agent("lean-agent"), None) == "lean"  # stricter than the default: no proof needed
+    assert choose(config, agent("someone"), "readonly") == "readonly"
+    assert choose(config, agent("someone"), "lean") == "lean"
     with pytest.raises(SandboxRefused) as refused:
-        choose(config, "someone", "none")
+        choose(config, agent("someone"), "none")
     assert refused.value.data["looser"] == ["filesystem"]
-    assert choose(config, "someone", "none", operator=True) == "none"  # the operator is the user at a terminal
+    assert choose(config, agent("someone", operator=True), "none") == "none"  # the operator is the user
+
+
+def test_a_profile_looser_than_the_default_goes_only_to_an_agent_that_proves_its_name() -> None:
+    key, digest = new_key()
+    _, other = new_key()
+    config = msgspec.convert(
+        {
+            "sandbox_default": "workspace",
+            "sandbox_agents": {"prod": "none", "unkeyed": "none"},
+            "agent_keys": {"prod": digest},
+        },
+        Config,
+    )
+    keys = config.agent_keys
+    assert choose(config, agent("prod", keys=keys, key=key), None) == "none"
+    for wrong in ("", other, key + "x"):
+        impostor = agent("prod", keys=keys, key=wrong)
+        assert not impostor.proven
+        assert impostor.identity == impostor.agent_id  # anonymous: not the named agent's caps, limits, workspaces
+        assert choose(config, impostor, None) == "workspace"
+    assert choose(config, agent("unkeyed", keys=keys), None) == "workspace"  # looser, and nothing proves it
+    assert agent("unkeyed", keys=keys).identity == "unkeyed"
+
+
+def test_an_agents_own_roots_beyond_the_defaults_need_its_key() -> None:
+    key, digest = new_key()
+    config = msgspec.convert(
+        {
+            "sandbox_roots": ["/srv/work"],
+            "sandbox_agent_roots": {"ci": ["/srv/ci"], "narrow": ["/srv/work/narrow"]},
+            "agent_keys": {"ci": digest},
+        },
+        Config,
+    )
+    keys = config.agent_keys
+    assert agent_roots(config, agent("ci", keys=keys, key=key)) == ("/srv/ci",)
+    assert agent_roots(config, agent("ci", keys=keys)) == ("/srv/work",)
+    assert agent_roots(config, agent("narrow", keys=keys)) == ("/srv/work/narrow",)  # within the defaults
+    assert agent_roots(config, agent("other", keys=keys)) == ("/srv/work",)

@@ -34,6 +34,12 @@ class SpawnSpec:
     agent: str = ""  # the owning agent's name (its id when it has none): its sessions share the aggregate limits
     agent_profile: SandboxProfile | None = None  # the agent's own profile, whose agent_* limits those are
     others: tuple[str, ...] = ()  # other agents' workspaces, hidden from a sandboxed session
+    roots: tuple[str, ...] = ()  # where the operator lets this agent's sandboxed sessions write (sandbox_roots)
+    scratch: str = ""  # this agent's scratch directory: where they write when the cwd is not under a root
+    scratch_base: str = ""  # every agent's scratch directory is under it
+    # The workspaces this agent used, once it has used as many as it may (sandbox_workspaces_per_agent): a new one
+    # is refused. None: it may use another.
+    used: frozenset[str] | None = None
     recording: NoRecording = NO_RECORDING  # recorded from its first byte (terminal_open's record)
 
 

@@ -16,12 +16,15 @@ from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.live_record import LiveRecord
 from ptyd.backends.sandbox import NoSandbox, Sandbox, SandboxPlan
 from ptyd.backends.sandbox.limits import AgentGroup, Limiter, LimitScope
+from ptyd.backends.sandbox.network import connect, pasta_program, read_child_pid
+from ptyd.backends.sandbox.workspace import WorkspaceRules
+from ptyd.backends.sandbox.workspace import choose as choose_workspace
 from ptyd.backends.session import LocalSession
 from ptyd.backends.session_state import SessionState
 from ptyd.backends.shell_integration import shell_launch
 from ptyd.backends.spawn import Spawned, spawn
 from ptyd.config import Config, SandboxProfile
-from ptyd.errors import InvalidArgument, SpawnFailed
+from ptyd.errors import InvalidArgument, LimitExceeded, SpawnFailed
 
 # Inherited from the daemon's own start-up and meaningless (or harmful) to a session's programs.
 _NOT_INHERITED = ("NOTIFY_SOCKET", "FDSTORE", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "PTYD_TOKEN", "PTYD_SOCKET")
@@ -82,8 +85,32 @@ class LocalBackend:
         profile = spec.profile or SandboxProfile()
         confinement = self._confinement
         prefix: tuple[str, ...] = ()
+        workspace = cwd
+        own_network = profile.contained and profile.network and self._config.sandbox_network == "pasta"
+        pasta = pasta_program(self._config.pasta_program) if own_network else ""
         if profile.contained:  # refused here, before anything exists, if it cannot be had
-            prefix = confinement.sandbox.wrap(SandboxPlan(profile, cwd, confinement.private, spec.others))
+            rules = WorkspaceRules(spec.roots, spec.scratch, spec.others, confinement.private, confinement.protected)
+            chosen = choose_workspace(spec.cwd, profile.filesystem == "workspace", rules)
+            # Its workspace is what it may write: a cwd it only reads is no agent's own, to hide or refuse.
+            cwd, workspace = chosen.cwd, chosen.writable or ""
+            if spec.used is not None and workspace and workspace not in spec.used:
+                limit = self._config.sandbox_workspaces_per_agent
+                raise LimitExceeded(
+                    f"this agent has used {limit} workspaces since the daemon started; {workspace} would be one more",
+                    limit="sandbox_workspaces_per_agent",
+                    value=limit,
+                )
+            plan = SandboxPlan(
+                profile,
+                cwd,
+                confinement.private,
+                spec.others,
+                chosen.writable,
+                spec.scratch_base,
+                self._config.sandbox_tmp_mib,
+                own_network=own_network,
+            )
+            prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
         cgroups = isinstance(self._containment, CgroupContainment)  # a v2 leaf for each session
         try:  # before the session's cgroup: in v2 that is made in the group
@@ -100,7 +127,7 @@ class LocalBackend:
         try:
             leaf = Path(scope.cgroup) if scope.cgroup is not None else None
             limits = limiter.scope(spec.session_id, profile, leaf, group)
-            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix)
+            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix, network_gate=own_network)
         except BaseException as exc:
             _unmake(scope, limits, group)
             if isinstance(exc, OSError):
@@ -135,8 +162,15 @@ class LocalBackend:
             recording=spec.recording,
             record=self._record(spec.session_id),
         )
-        session.sandbox, session.profile, session.limits, session.workspace = spec.sandbox, profile, limits, cwd
+        session.sandbox, session.profile, session.limits = spec.sandbox, profile, limits
+        session.workspace = workspace  # what it writes: hidden from other agents' sandboxes
         session.watch_exit()
+        if own_network:
+            try:
+                await self._connect(spawned, scope, pasta, env, spec.timeout_s)
+            except BaseException:
+                await session.close("its network could not be set up")
+                raise
         try:
             op = session.start_send(
                 SendRequest(
@@ -154,6 +188,20 @@ class LocalBackend:
         session.motd = result.viewport
         session.open_wait_reason = result.wait_reason
         return session
+
+    async def _connect(self, spawned: Spawned, scope: Scope, pasta: str, env: dict[str, str], timeout_s: float) -> None:
+        """Give a sandbox held at its network gate its network (pasta), then let its program start. pasta joins the
+        session's cgroup (or carries its marker), so the session's close ends it."""
+        try:
+            child = await read_child_pid(spawned.info, timeout_s)
+            pid = await connect(pasta, child, env, self._reaper, timeout_s)
+        except BaseException:
+            spawned.release_net_gate(start=False)
+            raise
+        if scope.cgroup is not None:
+            with contextlib.suppress(OSError):
+                scope.attach(pid)
+        spawned.release_net_gate(start=True)
 
     def adopt(self, state: SessionState, master: int, slave: int, *, child: bool) -> LocalSession:
         """The live session ``state`` describes, on the PTY ``master``/``slave`` (after a handover or a crash)."""
@@ -216,7 +264,8 @@ class Confinement:
 
     sandbox: Sandbox
     limiter: Limiter
-    private: tuple[str, ...]
+    private: tuple[str, ...]  # hidden: ptyd's runtime and state directories, $XDG_RUNTIME_DIR
+    protected: tuple[str, ...] = ()  # readable, never a writable root: ptyd's config and package directories
 
 
 def build_registry(

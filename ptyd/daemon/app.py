@@ -26,9 +26,18 @@ from ptyd.backends.containment import (
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.local import Confinement, build_registry
 from ptyd.backends.sandbox import select_sandbox
+from ptyd.backends.sandbox.bwrap import PACKAGE_DIR
 from ptyd.backends.sandbox.limits import Limiter
+from ptyd.backends.sandbox.workspace import state_directories
 from ptyd.backends.spawn import raise_fd_limit
-from ptyd.config import OPERATOR_TOKEN_FILE, Config, ConfigError, default_socket_path, load_config
+from ptyd.config import (
+    OPERATOR_TOKEN_FILE,
+    Config,
+    ConfigError,
+    default_config_path,
+    default_socket_path,
+    load_config,
+)
 from ptyd.continuity import adoption, handover
 from ptyd.continuity.document import StateFile, remove_leftover_cgroups
 from ptyd.continuity.keeper import Keeper
@@ -319,11 +328,12 @@ class Daemon:
         sandbox = select_sandbox(self.config.sandbox, self.config.bwrap_program)
         leaf_parent = containment.base if isinstance(containment, CgroupContainment) else None
         limiter = Limiter.detect(instance, leaf_parent)
-        private = [str(directory)]
+        private = [str(directory), *state_directories(self.config)]
         if os.environ.get("XDG_RUNTIME_DIR"):  # the user's bus, agent sockets, systemd --user: ways out
             private.append(os.environ["XDG_RUNTIME_DIR"])
         log.info("resource limits: %s", limiter.describe())
-        return Confinement(sandbox, limiter, tuple(private))
+        config_dir = str((self.config_path or default_config_path()).resolve().parent)
+        return Confinement(sandbox, limiter, tuple(private), (config_dir, PACKAGE_DIR))
 
     async def _maintain(self, service: PtyService, reaper: ChildReaper, saver: adoption.StateSaver) -> None:
         """Slow housekeeping: reap orphans handed to the subreaper, save the screens, release idle agents,

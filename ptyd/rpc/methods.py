@@ -46,8 +46,8 @@ class Api:
     # --- agents ----------------------------------------------------------------------------------------
 
     async def agent_register(self, _: Any, params: p.AgentRegisterParams) -> p.AgentRegisterResult:
-        agent, token = self.service.register(params.name)
-        return p.AgentRegisterResult(agent_id=agent.agent_id, token=token)
+        agent, token = self.service.register(params.name, key=params.key)
+        return p.AgentRegisterResult(agent_id=agent.agent_id, token=token, proven=agent.proven)
 
     async def agent_release(self, _: Any, params: p.AgentReleaseParams) -> p.AgentReleaseResult:
         caller = self.service.authenticate(params.token)

@@ -13,6 +13,7 @@ import os
 
 from ptyd.config import Config, SandboxProfile
 from ptyd.errors import SandboxRefused
+from ptyd.service.agents import Agent
 
 _FS_RANK = {"readonly": 0, "workspace": 1, "full": 2}
 OPERATOR_PROFILE = "none"  # the operator (ptyctl) is the user at a terminal: its sessions may be anything
@@ -41,15 +42,39 @@ def looser(a: SandboxProfile, b: SandboxProfile) -> list[str]:
     return out
 
 
-def agent_profile(config: Config, agent_name: str | None, *, operator: bool = False) -> str:
-    if operator:
+def agent_profile(config: Config, agent: Agent) -> str:
+    """The agent's own profile: its name's (sandbox_agents) where that is no looser than sandbox_default or the
+    agent proved its name (agent_keys), else the default; the operator's is ``none``."""
+    if agent.operator:
         return OPERATOR_PROFILE
-    return config.sandbox_agents.get(agent_name or "", config.sandbox_default)
+    default = config.sandbox_default
+    mapped = config.sandbox_agents.get(agent.name or "")
+    if mapped is None or agent.identity != agent.name:  # no mapping, or a keyed name it did not prove
+        return default
+    profiles = config.profiles()
+    return mapped if agent.proven or not looser(profiles[mapped], profiles[default]) else default
 
 
-def choose(config: Config, agent_name: str | None, requested: str | None, *, operator: bool = False) -> str:
+def agent_roots(config: Config, agent: Agent) -> tuple[str, ...]:
+    """Where the operator lets this agent's sandboxed sessions write: its name's roots (sandbox_agent_roots) where
+    they lie within sandbox_roots or the agent proved its name, else sandbox_roots."""
+    default = config.sandbox_roots
+    mine = config.sandbox_agent_roots.get(agent.name or "")
+    if mine is None or agent.identity != agent.name:
+        return default
+    granted = tuple(os.path.expanduser(root) for root in default)
+    return mine if agent.proven or all(_within(os.path.expanduser(r), granted) for r in mine) else default
+
+
+def workspace_owner(agent: Agent) -> str:
+    """Whose workspaces, scratch directory, session cap and aggregate limits: its identity (a name every
+    registration under it shares, unless the name has a key this one did not give), else its id."""
+    return agent.identity or agent.agent_id
+
+
+def choose(config: Config, agent: Agent, requested: str | None) -> str:
     """The profile name a new session of this agent runs under; a request it may not have is refused."""
-    own = agent_profile(config, agent_name, operator=operator)
+    own = agent_profile(config, agent)
     if requested is None or requested == own:
         return own
     profiles = config.profiles()

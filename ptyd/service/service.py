@@ -25,14 +25,17 @@ from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
+from ptyd.backends.sandbox.workspace import default_scratch_base, scratch_dir
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
-from ptyd.service.sandbox import agent_profile
+from ptyd.service.sandbox import agent_profile, agent_roots, workspace_owner
 from ptyd.service.sandbox import choose as choose_profile
 
 log = logging.getLogger("ptyd.service")
+# Where sessions run when no project is theirs (an unsandboxed session opened without a cwd): no agent's own.
+_COMMON = frozenset({"", "/", str(Path.home())})
 
 
 def _seconds(ms: int | None, default_ms: int) -> float:
@@ -112,6 +115,7 @@ class PtyService:
         self._tasks: set[asyncio.Task[int]] = set()
         self.events = EventHub()
         self.recordings = RecordingStore(config)
+        self._used: dict[str, set[str]] = {}  # workspaces each agent (by workspace_owner) used since start
 
     def reconfigure(self, config: Config, backends: dict[str, PtyBackend]) -> None:
         """A reloaded configuration (SIGHUP): every bound the service applies follows it; live sessions keep the
@@ -125,8 +129,11 @@ class PtyService:
     def authenticate(self, token: str | None) -> Agent:
         return self.agents.authenticate(token)
 
-    def register(self, name: str | None, *, operator: bool = False) -> tuple[Agent, str]:
-        return self.agents.register(name, operator=operator)
+    def register(self, name: str | None, *, operator: bool = False, key: str | None = None) -> tuple[Agent, str]:
+        agent, token = self.agents.register(name, operator=operator, keys=self.config.agent_keys, key=key)
+        if key is not None and not agent.proven:  # said once, so an operator sees a harness with a stale key
+            log.warning("%s registered as %r with a key that does not prove it: anonymous", agent.agent_id, name)
+        return agent, token
 
     async def release(self, agent: Agent) -> int:
         """Revoke the agent's token at once, then close its sessions (awaited)."""
@@ -195,13 +202,15 @@ class PtyService:
         cfg = self.config
         if len(self._sessions) + self._opening >= cfg.max_sessions:
             raise LimitExceeded("the daemon's session limit is reached", limit="max_sessions", value=cfg.max_sessions)
-        if len(agent.session_ids) >= cfg.max_sessions_per_agent:
+        owner = workspace_owner(agent)
+        if self._sessions_of(agent, owner) >= cfg.max_sessions_per_agent:
             raise LimitExceeded(
                 "this agent's session limit is reached",
                 limit="max_sessions_per_agent",
                 value=cfg.max_sessions_per_agent,
             )
-        sandbox = choose_profile(cfg, agent.name, params.sandbox, operator=agent.operator)  # refused before a spawn
+        sandbox = choose_profile(cfg, agent, params.sandbox)  # refused before a spawn
+        scratch_base = cfg.sandbox_scratch_dir or default_scratch_base()
         profile = cfg.profiles()[sandbox]
         env = dict(AGENT_PROFILE_ENV) if env_profile(agent, params) == "agent" else {}
         env.update(params.env or {})
@@ -223,9 +232,13 @@ class PtyService:
             idle_s=(params.idle_ms or cfg.default_idle_ms) / 1000,
             sandbox=sandbox,
             profile=profile,
-            agent=agent.name or agent.agent_id,
-            agent_profile=cfg.profiles()[agent_profile(cfg, agent.name, operator=agent.operator)],
+            agent=owner,
+            agent_profile=cfg.profiles()[agent_profile(cfg, agent)],
             others=self._workspaces(agent) if profile.contained else (),
+            roots=agent_roots(cfg, agent),
+            scratch=scratch_dir(scratch_base, owner),
+            scratch_base=scratch_base,
+            used=self._full(owner),
             recording=recording,
         )
         self._opening += 1
@@ -241,18 +254,36 @@ class PtyService:
             await session.close("owner released during open")
             raise SessionNotFound(spec.session_id)
         self._sessions[spec.session_id] = Entry(session, agent)
+        workspace = getattr(session, "workspace", "")
+        if not agent.operator and workspace not in _COMMON:  # the operator is the user, not an agent
+            self._used.setdefault(owner, set()).add(workspace)
         agent.session_ids.add(spec.session_id)
         self._listen(spec.session_id)
         self.on_change()
         log.info("opened %s (%s) pid %s for %s", spec.session_id, params.type, session.pid, agent.agent_id)
         return session
 
+    def _full(self, owner: str) -> frozenset[str] | None:
+        """The workspaces ``owner`` used, if it may use no more (``sandbox_workspaces_per_agent``)."""
+        used = self._used.get(owner, set())
+        return frozenset(used) if len(used) >= self.config.sandbox_workspaces_per_agent else None
+
+    def _sessions_of(self, agent: Agent, owner: str) -> int:
+        """The sessions counted against ``max_sessions_per_agent``: every registration of the agent's identity
+        together (a name's own, not reset by registering again), the operator's per registration."""
+        if agent.operator:
+            return len(agent.session_ids)
+        return sum(1 for e in self._sessions.values() if not e.owner.operator and workspace_owner(e.owner) == owner)
+
     def _workspaces(self, agent: Agent) -> tuple[str, ...]:
-        """Working directories of other agents' live sessions, which a sandboxed session of ``agent`` must not see."""
-        # A session opened without a cwd runs in the home directory: that is no project of its own to hide.
-        common = {"", "/", str(Path.home())}
-        dirs = (getattr(e.session, "workspace", "") for e in self._sessions.values() if e.owner is not agent)
-        return tuple(sorted({d for d in dirs if d not in common}))
+        """Other agents' workspaces, which a sandboxed session of ``agent`` must not see nor work in: every one
+        used since the daemon started (what they wrote is still there after they closed), and those of the live
+        sessions handed over by a previous daemon."""
+        owner = workspace_owner(agent)
+        dirs = {d for key, used in self._used.items() if key != owner for d in used}
+        live = (e for e in self._sessions.values() if not e.owner.operator and workspace_owner(e.owner) != owner)
+        dirs.update(getattr(e.session, "workspace", "") for e in live)
+        return tuple(sorted(dirs - _COMMON))
 
     async def close(self, agent: Agent, session_id: str, reason: str | None) -> tuple[bool, int]:
         if session_id in agent.closed_ids and session_id not in self._sessions:
@@ -493,6 +524,8 @@ class PtyService:
                 operator=a.operator,
                 closed_ids=list(a.closed_ids),
                 idle_s=now - a.last_seen,
+                proven=a.proven,
+                identity=a.identity,
             )
             for a in self.agents
         ]
@@ -509,6 +542,8 @@ class PtyService:
                 operator=state.operator,
                 closed_ids=OrderedDict.fromkeys(state.closed_ids),
                 last_seen=now - state.idle_s,
+                proven=state.proven,
+                identity=state.identity if state.identity is not None else state.name or state.agent_id,
             )
             self.agents.adopt(agent)
             by_id[agent.agent_id] = agent

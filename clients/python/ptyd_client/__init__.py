@@ -27,6 +27,7 @@ from ptyd_client.errors import (
     SessionNotFound,
     SpawnFailed,
     Unauthorized,
+    WorkspaceRefused,
 )
 
 __version__ = "0.1.0"
@@ -54,6 +55,7 @@ __all__ = [
     "SessionNotFound",
     "SpawnFailed",
     "Unauthorized",
+    "WorkspaceRefused",
     "default_socket_path",
     "operator_token_path",
     "read_operator_token",

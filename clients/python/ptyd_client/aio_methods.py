@@ -60,9 +60,11 @@ class AsyncMethods:
 
     # --- agents ----------------------------------------------------------------------------------------
 
-    async def agent_register(self, name: str | None = None) -> AgentRegisterResult:
-        """Register an agent and keep its new token in :attr:`token` for the following calls."""
-        result = cast(AgentRegisterResult, await self.call("agent_register", **core.drop_none({"name": name})))
+    async def agent_register(self, name: str | None = None, key: str | None = None) -> AgentRegisterResult:
+        """Register an agent and keep its new token in :attr:`token` for the following calls; ``key``: the
+        registration key the operator issued for ``name`` (``ptyd agent-key NAME``), which proves it."""
+        params = core.drop_none({"name": name, "key": key})
+        result = cast(AgentRegisterResult, await self.call("agent_register", **params))
         self.token = result["token"]
         return result
 

@@ -7,10 +7,12 @@ A test fails when this file and the daemon's wire types (``ptyd/protocol.py``) d
 from typing import Final, Literal, TypeAlias, TypedDict
 
 
-class AgentRegisterResult(TypedDict):
+class AgentRegisterResult(TypedDict, total=False):
     agent_id: str
     token: str
     """A daemon-minted secret of 256 bits; keep it private."""
+    proven: bool
+    """The key proved the name (false without a key, or with a wrong one)."""
 
 
 class AgentReleaseResult(TypedDict):
@@ -508,5 +510,6 @@ ERROR_CODES: Final[dict[str, int]] = {
     "sandbox_refused": -32018,
     "sandbox_unavailable": -32019,
     "operation_lost": -32030,
+    "workspace_refused": -32027,
 }
 """``error.data.kind`` of every error the daemon reports (JSON-RPC's own first) and its code."""

@@ -61,6 +61,8 @@ export class SandboxRefusedError extends PtydError {}
 export class SandboxUnavailableError extends PtydError {}
 /** `-32030 operation_lost`: the send was in flight when a previous daemon crashed and its result is gone. */
 export class OperationLostError extends PtydError {}
+/** `-32027 workspace_refused`: a sandboxed session may not work in that cwd; `data.path` names it. */
+export class WorkspaceRefusedError extends PtydError {}
 
 // Record<ErrorKind, ...>: a kind added to the daemon (and regenerated into protocol.ts) fails the build here
 // until it has a class.
@@ -83,6 +85,7 @@ const CLASSES: Record<ErrorKind, new (error: WireError) => PtydError> = {
   sandbox_refused: SandboxRefusedError,
   sandbox_unavailable: SandboxUnavailableError,
   operation_lost: OperationLostError,
+  workspace_refused: WorkspaceRefusedError,
 };
 
 const BY_CODE = new Map<number, new (error: WireError) => PtydError>();

@@ -34,12 +34,22 @@ export interface AgentRegisterParams {
    * Bounds: max length 128.
    */
   name?: string | null;
+  /**
+   * The registration key the operator issued for this name (`ptyd agent-key NAME`, the config's agent_keys): it proves the agent is that one, which then gets the name's own sandbox profile and writable roots where they are looser than the defaults. A name with a key, registered without it, is an anonymous agent with the defaults (see docs/sandbox.md).
+   * Bounds: max length 256.
+   */
+  key?: string | null;
 }
 
 export interface AgentRegisterResult {
   agent_id: string;
   /** A daemon-minted secret of 256 bits; keep it private. */
   token: string;
+  /**
+   * The key proved the name (false without a key, or with a wrong one).
+   * @defaultValue `false`
+   */
+  proven?: boolean;
 }
 
 /** Close every session of the agent (awaited, whole process trees) and revoke its token. */
@@ -1061,6 +1071,12 @@ export const ERROR_CODES = {
    *     input ran is unknown (read the transcript). `data.operation_id` or `data.request_key` names it.
    */
   operation_lost: -32030,
+  /**
+   * A sandboxed session may not work in this directory (the home directory or one holding it, ptyd's own
+   *     directories, another agent's workspace, a dot-directory of the home); `data.path` names it, `data.reason`
+   *     says which rule; nothing was started.
+   */
+  workspace_refused: -32027,
 } as const;
 
 /** An `error.data.kind`. */

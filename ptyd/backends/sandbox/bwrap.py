@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import final
 
 from ptyd.backends import procfs
+from ptyd.backends.sandbox.network import INFO_FD, NET_GATE
 from ptyd.backends.sandbox.plan import SandboxPlan
+from ptyd.backends.sandbox.workspace import read_only_inside, within
 from ptyd.errors import InvalidArgument
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # shell integration files are read from here, inside
@@ -47,11 +49,6 @@ def _system_sockets_hidden() -> list[str]:
         directory = os.path.dirname(resolv)
         args += ["--ro-bind", directory, directory]
     return args
-
-
-def within(path: str, root: str) -> bool:
-    root = root.rstrip("/") or "/"
-    return root == "/" or path == root or path.startswith(root + "/")
 
 
 def _probe(argv: list[str]) -> str | None:
@@ -90,6 +87,7 @@ class Bubblewrap:
     def __init__(self, program: str, *, disable_userns: bool) -> None:
         self.program = program
         self.disable_userns = disable_userns
+        self.sized_tmpfs = disable_userns  # --size (bubblewrap 0.7) where --disable-userns (0.8) works: one probe
 
     @classmethod
     def detect(cls, program: str) -> Bubblewrap | str:
@@ -112,7 +110,7 @@ class Bubblewrap:
     def wrap(self, plan: SandboxPlan) -> tuple[str, ...]:
         profile = plan.profile
         workspace = os.path.realpath(plan.workspace)
-        writable = [workspace] if profile.filesystem == "workspace" else []
+        writable = [os.path.realpath(plan.writable)] if plan.writable is not None else []
         writable += [path for path in map(os.path.realpath, profile.writable) if os.path.exists(path)]
         if "/" in writable:
             raise InvalidArgument("a sandbox whose workspace is / would contain nothing", field="cwd")
@@ -120,29 +118,44 @@ class Bubblewrap:
         for directory in private:
             if any(within(path, directory) for path in writable):
                 raise InvalidArgument(f"a sandbox cannot write inside ptyd's private {directory}", field="cwd")
-        needed = [*writable, workspace, PACKAGE_DIR]
         others = [os.path.realpath(path) for path in plan.others]
-        hidden = private + [path for path in others if not any(within(n, path) for n in needed)]
+        hidden = private + [path for path in others if not within(PACKAGE_DIR, path)]
+        if plan.scratch_base is not None:
+            hidden.append(os.path.realpath(plan.scratch_base))
         args = [self.program, *_NAMESPACES]
-        if not profile.network:
+        own_network = profile.network and plan.own_network  # connected by pasta while the program waits
+        if not profile.network or own_network:
             args.append("--unshare-net")
+        if own_network:
+            args += ["--info-fd", str(INFO_FD)]
         if self.disable_userns:
             args.append("--disable-userns")
-        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        if profile.filesystem == "readonly":  # read-only, but there: under /tmp it would be gone
-            args += ["--ro-bind", workspace, workspace]
-        for path in writable:
-            args += ["--bind", path, path]
-        args += _system_sockets_hidden()
+        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if plan.tmp_mib is not None and self.sized_tmpfs:
+            args += ["--size", str(plan.tmp_mib << 20)]
+        args += ["--tmpfs", "/tmp", *_system_sockets_hidden()]
+        # Each mount lands on top of those of shallower paths: the mounts are made from the shallowest path to
+        # the deepest, so a hidden directory can hold a bound one (a scratch directory among every agent's) and a
+        # writable root a read-only one (its .git/hooks) or a hidden one (another agent's workspace inside it).
+        mounts: list[tuple[str, list[str]]] = [(workspace, ["--ro-bind", workspace, workspace])]
         for path in dict.fromkeys(hidden):
             # Under /tmp and /run a directory is gone already (private), unless a bound path brought it back.
-            gone = any(within(path, root) for root in PRIVATE_ROOTS) and not any(within(path, w) for w in writable)
+            bound = [workspace, *writable]
+            gone = any(within(path, root) for root in PRIVATE_ROOTS) and not any(within(path, w) for w in bound)
             if os.path.isdir(path) and not gone:
-                args += ["--tmpfs", path]
+                mounts.append((path, ["--tmpfs", path]))
+        for path in writable:
+            mounts.append((path, ["--bind", path, path]))
+            inside = read_only_inside(path)
+            mounts += [(inner, ["--bind" if rw else "--ro-bind", inner, inner]) for inner, rw in inside]
         for path in (os.path.realpath(os.path.expanduser(path)) for path in profile.hidden):
             if os.path.isdir(path):
-                args += ["--tmpfs", path]
+                mounts.append((path, ["--tmpfs", path]))
             elif os.path.exists(path):
-                args += ["--ro-bind", "/dev/null", path]
+                mounts.append((path, ["--ro-bind", "/dev/null", path]))
+        for _, mount in sorted(mounts, key=lambda item: item[0].rstrip("/").count("/")):
+            args += mount
         args += ["--chdir", workspace, "--"]
+        if own_network:
+            args += NET_GATE
         return tuple(args)
