@@ -17,6 +17,7 @@ import pytest
 from bench.cold_start import PROBE, probe_results
 from conftest import Daemon, Shell, wait_until
 from ptyd.terminal.engines import native_available, open_terminal
+from ptyd.terminal.workers.early import EARLY_BYTES
 from ptyd.terminal.workers.pool import EnginePool
 from ptyd.terminal.workers.proxy import RemoteTerminal
 
@@ -68,6 +69,35 @@ def test_queries_before_the_worker_is_up_are_answered_once_and_at_once(engine: s
             assert len(replies) == len(local_replies) == 4
             assert replies[0] == local_replies[0]
             assert replies[2:] == local_replies[2:] == [b"\x1b[3;8R", b"\x1b[24;5R"]
+        finally:
+            term.close()
+            pool.close()
+
+    asyncio.run(run())
+
+
+def test_past_its_bound_the_daemon_leaves_the_answers_to_the_worker() -> None:
+    """A flood before the worker is up is not rendered in the daemon (pyte on its loop): a query after it is the
+    worker's to answer, late, but once."""
+    flood = b"".join(b"%d\r\n" % i for i in range(EARLY_BYTES // 4))
+    assert len(flood) > EARLY_BYTES
+
+    async def run() -> None:
+        pool = EnginePool(1, asyncio.get_running_loop(), stall_s=2.5, early_answers=True)
+        replies: list[bytes] = []
+        term = RemoteTerminal(
+            80, 24, scrollback_lines=100_000, scrollback_bytes=16 << 20, on_reply=replies.append, pool=pool,
+            engine="pyte", label="test",
+        )  # fmt: skip
+        try:
+            term.feed(b"\x1b[5n")
+            assert replies == [b"\x1b[0n"]  # at once, before the worker is up
+            term.feed(flood + b"\x1b[5n")
+            assert replies == [b"\x1b[0n"]
+            assert not term.link.ready
+            await _until(lambda: term.idle)
+            assert replies == [b"\x1b[0n", b"\x1b[0n"]
+            assert term.transcript(0, 100_000)[-2:] == [str(EARLY_BYTES // 4 - 1), ""]
         finally:
             term.close()
             pool.close()
