@@ -44,11 +44,17 @@ def test_queries_before_the_worker_is_up_are_answered_once_and_at_once(engine: s
             80, 24, scrollback_lines=1000, scrollback_bytes=1 << 20, on_reply=replies.append, pool=pool, engine=engine,
             label="test",
         )  # fmt: skip
+        quiet = RemoteTerminal(
+            80, 24, scrollback_lines=1000, scrollback_bytes=1 << 20, on_reply=replies.append, pool=pool, engine=engine,
+            label="quiet",
+        )  # fmt: skip
         local_replies: list[bytes] = []
         local = open_terminal(
             80, 24, scrollback_lines=1000, scrollback_bytes=1 << 20, on_reply=local_replies.append, emulator=engine
         )
         try:
+            assert term._early is not None
+            assert quiet._early is not None
             started = time.monotonic()
             term.feed(before)
             await _until(lambda: len(replies) == 2)
@@ -57,6 +63,7 @@ def test_queries_before_the_worker_is_up_are_answered_once_and_at_once(engine: s
             assert answered_s < 0.05
             assert replies[0] == b"\x1b[24;3R"
             await _until(lambda: term.idle and term.link.ready)
+            assert quiet._early is None  # dropped at the hello, though it never printed: no idle session keeps it
             term.feed(after)
             await _until(lambda: term.idle)
             for chunk in (before, after):
@@ -71,6 +78,7 @@ def test_queries_before_the_worker_is_up_are_answered_once_and_at_once(engine: s
             assert replies[2:] == local_replies[2:] == [b"\x1b[3;8R", b"\x1b[24;5R"]
         finally:
             term.close()
+            quiet.close()
             pool.close()
 
     asyncio.run(run())

@@ -372,6 +372,8 @@ class EnginePool:
 
     def started(self, link: WorkerLink) -> None:
         self._failures = 0
+        for term in link.sessions.values():  # an idle session must not keep its early answers' terminal
+            term.worker_up()
 
     # --- a worker died ---------------------------------------------------------------------------------
 

@@ -255,9 +255,14 @@ class RemoteTerminal(Terminal):
         assert self._early is not None
         if not self.link.ready and self._early.answer(data, more=more):
             return True
-        self._early.close()
-        self._early = None
+        self.worker_up()
         return False
+
+    def worker_up(self) -> None:
+        """Its worker answers from now on: the daemon's early answers (a pyte terminal) are dropped."""
+        if self._early is not None:
+            self._early.close()
+            self._early = None
 
     def flush(self) -> None:
         if self._holding:
@@ -436,9 +441,7 @@ class RemoteTerminal(Terminal):
     def restore(self, state: TerminalState) -> None:
         """Take over ``state`` (a handover or an adoption): it is this session's first snapshot."""
         restore_scrollback(self.scrollback, state.first, state.lines)
-        if self._early is not None:  # its screen is not this state's: the worker answers, once it is up
-            self._early.close()
-            self._early = None
+        self.worker_up()  # not yet, but the early answers' screen is not this state's: the worker answers
         self._sent += 1
         bare = msgspec.structs.replace(state, lines=[], first=0)
         self._snap = m.Snapshot(sid=self.sid, end=self._sent, state=bare)
@@ -477,9 +480,7 @@ class RemoteTerminal(Terminal):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            if self._early is not None:
-                self._early.close()
-                self._early = None
+            self.worker_up()
             self.link.send(m.Close(sid=self.sid))
             self._pool.detach(self)
             for fut in self._snap_waiters:
