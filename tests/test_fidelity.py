@@ -129,20 +129,23 @@ def open_80x25(engine: str, replies: list[bytes] | None = None) -> Terminal:
     )
 
 
-def push(term: Terminal, output: str) -> tuple[int, int]:
-    term.feed(output.encode())
-    term.process(float("inf"))
+def push(term: Terminal, output: str, *, bytewise: bool = False) -> tuple[int, int]:
+    data = output.encode()
+    for chunk in [data[i : i + 1] for i in range(len(data))] if bytewise else [data]:
+        term.feed(chunk)
+        term.process(float("inf"))
     assert term.idle
     cursor = term.current_screen().cursor
     return cursor.y, cursor.x
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("bytewise", [False, True], ids=["whole", "bytewise"])  # every sequence split
 @pytest.mark.parametrize("case", sorted(CURSOR_CASES))
-def test_cursor_moves_as_in_xterm(case: str, engine: str) -> None:
+def test_cursor_moves_as_in_xterm(case: str, bytewise: bool, engine: str) -> None:
     term = open_80x25(engine)
     for i, (output, expected) in enumerate(CURSOR_CASES[case]):
-        assert push(term, output) == expected, (i, output)
+        assert push(term, output, bytewise=bytewise) == expected, (i, output)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -206,10 +209,11 @@ ENGINE_REPORTS = {
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("bytewise", [False, True], ids=["whole", "bytewise"])
 @pytest.mark.parametrize(("setup", "query", "answer"), REPORTS)
-def test_state_reports_are_truthful(setup: str, query: str, answer: str, engine: str) -> None:
+def test_state_reports_are_truthful(setup: str, query: str, answer: str, bytewise: bool, engine: str) -> None:
     replies: list[bytes] = []
-    push(open_80x25(engine, replies), setup + query)
+    push(open_80x25(engine, replies), setup + query, bytewise=bytewise)
     assert replies == [answer.encode()]
 
 
