@@ -17,7 +17,7 @@ import pytest
 from bench.cold_start import PROBE, probe_results
 from conftest import Daemon, Shell, wait_until
 from ptyd.terminal.engines import native_available, open_terminal
-from ptyd.terminal.workers.early import EARLY_BYTES
+from ptyd.terminal.workers.early import EARLY_BYTES, EarlyAnswers
 from ptyd.terminal.workers.pool import EnginePool
 from ptyd.terminal.workers.proxy import RemoteTerminal
 
@@ -73,15 +73,30 @@ def test_queries_before_the_worker_is_up_are_answered_once_and_at_once(engine: s
             # after its hello: no query was answered twice.
             assert term.transcript(0, 1000) == local.transcript(0, 1000)
             assert term.visible_rows() == local.visible_rows()
-            assert len(replies) == len(local_replies) == 4
-            assert replies[0] == local_replies[0]
-            assert replies[2:] == local_replies[2:] == [b"\x1b[3;8R", b"\x1b[24;5R"]
+            # The same answers as the engine's own, the early ones included: one terminal before the hello and after.
+            assert replies == local_replies
+            assert replies[2:] == [b"\x1b[3;8R", b"\x1b[24;5R"]
         finally:
             term.close()
             quiet.close()
             pool.close()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_early_answers_identify_as_the_sessions_engine(engine: str) -> None:
+    queries = b"\x1b[c\x1b[0c\x1b[>c\x1b[>0c\x1b[>q"
+    own: list[bytes] = []
+    term = open_terminal(80, 24, scrollback_lines=1, scrollback_bytes=1, on_reply=own.append, emulator=engine)
+    term.feed(queries)
+    term.process(float("inf"))
+    early: list[bytes] = []
+    answers = EarlyAnswers(80, 24, early.append, engine)
+    assert answers.answer(queries, more=False)
+    answers.close()
+    assert early == own
+    assert len(own) == 5
 
 
 def test_past_its_bound_the_daemon_leaves_the_answers_to_the_worker() -> None:

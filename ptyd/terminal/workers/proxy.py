@@ -212,7 +212,7 @@ class RemoteTerminal(Terminal):
         self.outbox: list[m.ToWorker] = []  # messages held while another session's output is on probation
         self.link: Link = pool.attach(self)
         self.link.send(m.Open(sid=self.sid, engine=engine, cols=cols, rows=rows, end=0))
-        self._early = EarlyAnswers(cols, rows, on_reply) if pool.early_answers and not self.link.ready else None
+        self._early = EarlyAnswers(cols, rows, on_reply, engine) if pool.early_answers and not self.link.ready else None
 
     # --- output ----------------------------------------------------------------------------------------
 
