@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from bench import (
     client,
+    cold_start,
     profiling,
     readiness,
     recording,
@@ -42,6 +43,7 @@ SCENARIOS: dict[str, Scenario] = {
     "scale": scale.run,
     "rpc": rpc_overhead.run,
     "recording": recording.run,
+    "cold_start": cold_start.run,
 }
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 

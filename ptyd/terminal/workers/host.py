@@ -79,9 +79,10 @@ class Hosted:
         self.size = (msg.cols, msg.rows)
         self.main: list[str] | None = None
         self.main_wraps: list[int] = []
+        self.answered = False  # rendering output whose queries the daemon answered: no answer is sent
 
     def _reply(self, data: bytes) -> None:
-        if not self.relay.muted:
+        if not self.relay.muted and not self.answered:
             self.replies.append(data)
 
 
@@ -129,6 +130,17 @@ class EngineHost:
                     engine.current_screen()
                 finally:
                     rec.relay.muted = False
+            elif msg.answered:
+                # Only its own queries are answered already: those of the output before it are this engine's.
+                engine.process(float("inf"))
+                rec.answered = True
+                try:
+                    engine.feed(msg.data, more=msg.more)
+                    if msg.flush:
+                        engine.flush()
+                    engine.process(float("inf"))
+                finally:
+                    rec.answered = False
             else:
                 if msg.data:
                     engine.feed(msg.data, more=msg.more)

@@ -45,6 +45,7 @@ class Feed(Base, tag="feed"):
     more: bool  # more output is on its way: a partial last line may be held for it
     flush: bool = False  # release what was held (the daemon has nothing more for it)
     muted: bool = False  # a replay of output acknowledged already: its rows and answers were delivered
+    answered: bool = False  # the daemon answered its queries (its worker was not up yet): its answers are dropped
 
 
 class Resize(Base, tag="resize"):

@@ -27,6 +27,7 @@ from collections import deque
 from typing import final
 
 from ptyd.terminal.workers import messages as m
+from ptyd.terminal.workers.early import preload
 from ptyd.terminal.workers.host import EngineHost
 from ptyd.terminal.workers.proxy import Link, RemoteTerminal
 
@@ -81,6 +82,10 @@ class WorkerLink:
         self._progress = 0.0  # loop time of the last frame from the worker, or of the work sent since
         self._watchdog: asyncio.TimerHandle | None = None  # armed only while work may be outstanding
         self.loop.add_reader(ours.fileno(), self._readable)
+
+    @property
+    def ready(self) -> bool:
+        return self.hello
 
     # --- sending ---------------------------------------------------------------------------------------
 
@@ -267,6 +272,10 @@ class LocalLink:
         self._queue: list[m.ToWorker] = []
         self.dead = False
 
+    @property
+    def ready(self) -> bool:
+        return True
+
     def may_send(self, term: RemoteTerminal) -> bool:
         return True
 
@@ -295,9 +304,12 @@ class LocalLink:
 
 @final
 class EnginePool:
-    def __init__(self, size: int, loop: asyncio.AbstractEventLoop, *, stall_s: float) -> None:
+    def __init__(
+        self, size: int, loop: asyncio.AbstractEventLoop, *, stall_s: float, early_answers: bool = False
+    ) -> None:
         self.size = size if size > 0 else (os.cpu_count() or 1)
         self.loop = loop
+        self.early_answers = early_answers  # the daemon answers a session's queries until its worker is up
         self.stall_s = stall_s  # a worker with work outstanding and no frame back this long hangs: killed
         self.links: list[WorkerLink] = []
         self.local: LocalLink | None = None  # set once workers cannot start
@@ -317,9 +329,12 @@ class EnginePool:
         return self._next_sid
 
     def warm(self) -> None:
-        """Start every worker now (their interpreters start while the daemon does)."""
+        """Start every worker now (their interpreters start while the daemon does), and load what answers the
+        first sessions' queries until they are up."""
         while not self.broken and len(self.links) < self.size:
             self._spawn()
+        if self.early_answers:
+            preload()  # what answers meanwhile
 
     def _spawn(self) -> WorkerLink | None:
         try:
@@ -357,6 +372,8 @@ class EnginePool:
 
     def started(self, link: WorkerLink) -> None:
         self._failures = 0
+        for term in link.sessions.values():  # an idle session must not keep its early answers' terminal
+            term.worker_up()
 
     # --- a worker died ---------------------------------------------------------------------------------
 
@@ -495,6 +512,6 @@ def shared_pool(size: int, stall_ms: int) -> EnginePool:
     if _pool is None or _pool.loop is not loop:
         if _pool is not None:
             _pool.abandon()
-        _pool = EnginePool(size, loop, stall_s=stall_ms / 1000)
+        _pool = EnginePool(size, loop, stall_s=stall_ms / 1000, early_answers=True)
     _pool.stall_s = stall_ms / 1000
     return _pool

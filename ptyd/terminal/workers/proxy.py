@@ -8,7 +8,8 @@ rendering is told). So every read the daemon does stays synchronous and exact as
 For a worker's death, every message since the last snapshot the worker sent is journaled (bounded: a snapshot is
 asked for when the journal passes ``JOURNAL_SNAPSHOT_BYTES``, or a second after output last changed it). A new
 worker gets the snapshot, then the journal: acknowledged messages muted (their rows and answers were delivered),
-the rest as new. ``pool`` decides on which worker, in what order, and on which engine.
+the rest as new. ``pool`` decides on which worker, in what order, and on which engine. Until a session's worker
+is up, the daemon answers its queries (``early``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,18 @@ import msgspec
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.replay import TerminalState, restore_scrollback, scrollback_state
 from ptyd.terminal.workers import messages as m
+from ptyd.terminal.workers.early import EarlyAnswers
 
 
 class Link(Protocol):
     """One worker (or the in-daemon fallback) as a terminal sees it."""
 
     sessions: dict[int, RemoteTerminal]
+
+    @property
+    def ready(self) -> bool:
+        """It renders now (a worker said hello): the daemon answers no query of its sessions."""
+        ...
 
     def send(self, msg: m.ToWorker) -> None: ...
     def may_send(self, term: RemoteTerminal) -> bool: ...
@@ -38,6 +45,7 @@ class Placement(Protocol):
     """What a terminal asks of the pool that placed it (``pool.EnginePool``)."""
 
     loop: asyncio.AbstractEventLoop
+    early_answers: bool  # the daemon answers a session's queries until its worker is up (``early``)
 
     def new_sid(self) -> int: ...
     def attach(self, term: RemoteTerminal) -> Link: ...
@@ -204,6 +212,7 @@ class RemoteTerminal(Terminal):
         self.outbox: list[m.ToWorker] = []  # messages held while another session's output is on probation
         self.link: Link = pool.attach(self)
         self.link.send(m.Open(sid=self.sid, engine=engine, cols=cols, rows=rows, end=0))
+        self._early = EarlyAnswers(cols, rows, on_reply, engine) if pool.early_answers and not self.link.ready else None
 
     # --- output ----------------------------------------------------------------------------------------
 
@@ -233,12 +242,27 @@ class RemoteTerminal(Terminal):
         if not data:
             return
         self._holding = more
+        answered = self._early is not None and self._answered_early(data, more)
         piece = PYTE_FEED_BYTES if self.engine == "pyte" else FEED_BYTES
         for start in range(0, len(data), piece):
             chunk = data[start : start + piece]
             self._sent += len(chunk)
             last = start + piece >= len(data)
-            self._push(m.Feed(sid=self.sid, end=self._sent, data=chunk, more=more if last else True))
+            self._push(m.Feed(sid=self.sid, end=self._sent, data=chunk, more=more if last else True, answered=answered))
+
+    def _answered_early(self, data: bytes, more: bool) -> bool:
+        """The daemon answered ``data``'s queries itself: its worker is not up yet."""
+        assert self._early is not None
+        if not self.link.ready and self._early.answer(data, more=more):
+            return True
+        self.worker_up()
+        return False
+
+    def worker_up(self) -> None:
+        """Its worker answers from now on: the daemon's early answers (a pyte terminal) are dropped."""
+        if self._early is not None:
+            self._early.close()
+            self._early = None
 
     def flush(self) -> None:
         if self._holding:
@@ -267,6 +291,8 @@ class RemoteTerminal(Terminal):
     def resize(self, cols: int, rows: int) -> None:
         self._sent += 1
         self._push(m.Resize(sid=self.sid, end=self._sent, cols=cols, rows=rows))
+        if self._early is not None:
+            self._early.resize(cols, rows)
         self._screen.resize(cols, rows)
         self._generation += 1
         self._used_cache = None
@@ -415,6 +441,7 @@ class RemoteTerminal(Terminal):
     def restore(self, state: TerminalState) -> None:
         """Take over ``state`` (a handover or an adoption): it is this session's first snapshot."""
         restore_scrollback(self.scrollback, state.first, state.lines)
+        self.worker_up()  # not yet, but the early answers' screen is not this state's: the worker answers
         self._sent += 1
         bare = msgspec.structs.replace(state, lines=[], first=0)
         self._snap = m.Snapshot(sid=self.sid, end=self._sent, state=bare)
@@ -453,6 +480,7 @@ class RemoteTerminal(Terminal):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            self.worker_up()
             self.link.send(m.Close(sid=self.sid))
             self._pool.detach(self)
             for fut in self._snap_waiters:

@@ -17,7 +17,7 @@ pyte needed a sanitizer for (strings, C0 inside CSI, NEL, intermediates). What s
   main screen (``clear``) and RIS first move the screen's rows into scrollback, ED 3 from the program erases
   nothing of the transcript, and entering the alternate screen keeps a copy of the main screen's rows (Ghostty
   only reads the active screen) for the transcript while a full-screen program runs. DECSTR (soft reset), which
-  Ghostty ignores, becomes the sequences it stands for.
+  Ghostty ignores, becomes the sequences it stands for; so does TBC with its parameter omitted.
 
 The queue of output is ``output``'s; reading rows and the screen is ``screen``'s; the handover's redraw is
 ``redraw``'s; freeing dropped terminals is ``lifetime``'s.
@@ -169,6 +169,9 @@ class GhosttyTerminal(Terminal):
                 count -= most
             return
         if seq in (b"\x1b[?3h", b"\x1b[?3l"):
+            return
+        if seq == b"\x1b[g":  # TBC 0 with its parameter omitted, which Ghostty ignores (see ``output``)
+            self._write(b"\x1b[0g")
             return
         if seq.endswith(b"t"):
             self._on_reply(reports.size_report(int(seq[2:-1]), self._cols, self._rows).encode())

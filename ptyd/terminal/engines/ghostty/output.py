@@ -13,8 +13,12 @@ from ptyd.terminal.plain import all_simple
 # The sequences acted on before Ghostty sees them (see the engine's docstring; DECCOLM is ignored, as by pyte and
 # by xterm unless told otherwise: it would resize the screen behind the PTY's back), and two written alone because
 # a few bytes of them scroll many rows: SU (up to a screenful; any C0 inside it runs) and REP (up to 65535 cells).
+# TBC with its parameter omitted (``CSI g``) is ignored by libghostty-vt (pyghostty 0.1.3; ``CSI 0 g`` and
+# ``CSI ; g`` work): it is written as ``CSI 0 g``. Upstream report, input and expectation: after
+# ``printf '\e[9G\e[g\r\tX'`` the X is in column 17 (the stop at 9 cleared, as xterm, VT100 and libvterm's
+# t/21state_tabstops.test), Ghostty draws it in column 9 (tests/test_fidelity.py "TBC, parameter omitted").
 _SPECIAL = re.compile(
-    rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|[^@-~\x1b]*S|[0-9]*b|1[4689]t|\?6n)|\x1bc"
+    rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|[^@-~\x1b]*S|[0-9]*b|1[4689]t|\?6n|g)|\x1bc"
     rb"|\x1bP\+q" + reports.CAPABILITY_NAMES.encode() + rb"\x1b\\"  # the queries Ghostty leaves unanswered
 )
 # A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.

@@ -4,7 +4,8 @@ pyte draws DCS/APC/PM/SOS payloads, colon SGR (``ESC[4:3m``), ``ESC[>4;2m``, kit
 of escapes with intermediates it does not know (``ESC SP F``, ``ESC[2 q``) as garbage, accumulates unterminated
 OSC strings without bound, and raises on digit runs longer than CPython's int-string limit. This filter hands pyte
 only complete, well-formed sequences it understands, answers the queries pyte does not (secondary device
-attributes, OSC 10/11 colour queries, DECRQM, XTVERSION and those in ``reports``), and carries an incomplete
+attributes, OSC 10/11 colour queries, DECRQM and DECRQSS (by the screen, ``queries``), XTVERSION and those in
+``reports``), and carries an incomplete
 sequence over to the next chunk. It works on
 decoded text and costs nothing on chunks without ESC.
 
@@ -55,6 +56,10 @@ MAX_OSC = 512
 # Stands in the text for a query answered here; the screen sends the oldest answer when it reaches one. A program's
 # own CSI ... y (DECTST, a hardware self-test) is dropped, so every marker is ours.
 ANSWER_MARKER = "\x1b[y"
+# DECSTR's "no scroll region" leaves the cursor where it is, where DECSTBM (CSI r) homes it: the soft reset unsets
+# the region by a marker of its own.
+MARGINS_OFF_MARKER = "\x1b[1y"
+_SOFT_RESET = SOFT_RESET.replace("\x1b[r", MARGINS_OFF_MARKER)
 MAX_CARRY = 4096  # an unterminated sequence longer than this is discarded up to its end
 
 _CAPABILITY_NAMES = re.compile(CAPABILITY_NAMES)
@@ -64,8 +69,11 @@ _ESC_INTERMEDIATES = ("(", ")", "#", "%")  # the only ones pyte parses: charset 
 DA2_REPLY = "\x1b[>1;10;0c"  # "VT220, firmware 10": what xterm-compatible programs expect
 DECRQSS_UNKNOWN = "\x1bP0$r\x1b\\"  # a setting pyte cannot report
 XTVERSION_REPLY = "\x1bP>|ptyd(pyte)\x1b\\"
-# An answer the screen computes when it reaches the marker: a size report (code), or the cursor (DECXCPR, 6).
+# An answer the screen computes when it reaches the marker: a size report (code), the cursor (DECXCPR, 6), a mode
+# (DECRQM: "mode" or "private_mode", its number) or a setting (DECRQSS: an index into SETTINGS).
 Report = tuple[str, int]
+SETTINGS = ("m", "r")  # SGR, DECSTBM
+_SETTINGS = {name: i for i, name in enumerate(SETTINGS)}
 OSC_COLOR_REPLIES = {"10;?": "\x1b]10;rgb:e5e5/e5e5/e5e5\x1b\\", "11;?": "\x1b]11;rgb:0000/0000/0000\x1b\\"}
 
 
@@ -138,9 +146,10 @@ class Sanitizer:
             params = m.group("params")
             inter = m.group("inter")
             if inter == "!" and final == "p" and not params:
-                return SOFT_RESET
+                return _SOFT_RESET
             if inter == "$" and final == "p" and len(params) <= 8 and params.lstrip("?").isdigit():
-                return self._answer(f"\x1b[{params};0$y")  # DECRQM: a mode pyte does not report on
+                private = params.startswith("?")  # DECRQM: answered from the modes as they are at the query
+                return self._answer(("private_mode" if private else "mode", int(params.lstrip("?"))))
             if inter or len(params) > MAX_CSI_PARAMS or ":" in params or final == "y":
                 return ""
             if params[:1] in ("<", "=", ">"):
@@ -167,8 +176,9 @@ class Sanitizer:
             return ""
         if seq.startswith("\x1bP+q") and _CAPABILITY_NAMES.fullmatch(seq, 4, len(seq) - 2):
             return self._answer(capabilities_report(seq[4:-2]))  # hex only: the answer is the program's input
-        if seq.startswith("\x1bP$q"):
-            return self._answer(DECRQSS_UNKNOWN)
+        if seq.startswith("\x1bP$q"):  # DECRQSS: the pen and the scroll region are pyte's; nothing else is
+            setting = seq[4:-2]
+            return self._answer(("setting", _SETTINGS[setting]) if setting in _SETTINGS else DECRQSS_UNKNOWN)
         if seq[1] in "P_^X" or len(seq) > 3 or (len(seq) == 3 and seq[1] not in _ESC_INTERMEDIATES):
             return ""
         return seq

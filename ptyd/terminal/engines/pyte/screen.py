@@ -13,14 +13,16 @@
   into scrollback, resets the scroll region and extends the tab stops.
 - Cursor reports (DSR) never name a column past the last; CUU/CUD end a pending wrap; the saved cursor (DECSC) is
   one slot, as in xterm.
-- Sequences pyte lacks: SU, SD, REP, SCOSC/SCORC, CHT, CBT (see ``stream``). DECCOLM is ignored: the PTY's
-  size is the screen's size.
+- Sequences pyte lacks: SU, SD, REP, SCOSC/SCORC, CHT, CBT, HPA, HPB, VPB (see ``stream``), mode 1048 (save and
+  restore the cursor). DECCOLM is ignored: the PTY's size is the screen's size.
+- Scroll regions as xterm: LF, RI, CUU and CUD outside the region move to the screen's edge (pyte pulled the cursor
+  into the region), and DECSTBM homes the cursor, ``CSI r`` too.
 - Soft wraps: a row the cursor wrapped from at the right margin carries ``wrapped`` (an attribute of the row
   object, so it moves with the row through scrolling, inserted and deleted lines and the alternate screen), and
   rows handed to ``on_scroll_off`` say which wrapped. Erasing a row's end clears it; so does a width change
   (pyte does not reflow).
 - Answers to terminal queries (DSR, DA) go to ``on_reply``, in the order of the queries, those the sanitizer
-  answers included.
+  answers included; DECRQM and DECRQSS from the state at the query (``queries``).
 - Cells are interned per attribute set, so a full screen costs a few hundred kB rather than a namedtuple a cell.
 """
 
@@ -38,12 +40,15 @@ from pyte.screens import Char, Cursor, Margins, StaticDefaultDict
 from wcwidth import wcwidth
 
 from ptyd.terminal import reports
+from ptyd.terminal.engines.pyte import queries
 from ptyd.terminal.engines.pyte.cells import MAX_CLUSTER, ZWJ, joined_width, may_join, render_line
-from ptyd.terminal.engines.pyte.sanitize import Report
+from ptyd.terminal.engines.pyte.sanitize import SETTINGS, Report
 
 _ALT_MODES = frozenset({1049 << 5, 1047 << 5, 47 << 5})
 _ALT_WITH_CURSOR = 1049 << 5
 _IGNORED_MODES = frozenset({3 << 5})  # DECCOLM would resize the screen to 132 columns behind the PTY's back
+_SAVE_CURSOR = 1048 << 5  # set: DECSC, reset: DECRC (xterm); an action, not a state
+_UNRECORDED_MODES = _ALT_MODES | _IGNORED_MODES | {_SAVE_CURSOR}
 _CHARSETS = {"B": cs.LAT1_MAP, "0": cs.VT100_MAP}  # other national sets are drawn as ASCII
 _MAX_INTERNED = 8192
 
@@ -77,6 +82,7 @@ class TerminalScreen(pyte.Screen):
         self._cells: dict[Char, dict[str, Char]] = {}
         self._ready = False  # pyte's __init__ calls reset() before the screen exists
         self.alt = False
+        self.alt_mode: int | None = None  # the mode (47, 1047, 1049) that entered the alternate screen
         # (buffer, cursor, restore cursor on exit) of the main screen while the alternate one is active
         self._main: tuple[Buffer, Cursor, bool] | None = None
         self.phantom_rows = 0  # rows at the top that must not reach scrollback when they scroll off
@@ -236,16 +242,21 @@ class TerminalScreen(pyte.Screen):
     # --- scrolling -------------------------------------------------------------------------------------
 
     def index(self) -> None:
-        if (
-            self.cursor.y == self.lines - 1
-            and not self.alt
-            and (self.margins is None or (self.margins.top == 0 and self.margins.bottom == self.lines - 1))
-        ):
+        if self.margins is not None and self.cursor.y > self.margins.bottom:  # below the region: down to the last row
+            self.cursor.y = min(self.cursor.y + 1, self.lines - 1)
+            return
+        if self.cursor.y == self.lines - 1 and not self.alt and self.margins is None:
             if self.phantom_rows:
                 self.phantom_rows -= 1
             else:
                 self._on_scroll_off([self.row_text(0)], self._wrap_list(self.buffer, range(1)))
         super().index()
+
+    def reverse_index(self) -> None:
+        if self.margins is not None and self.cursor.y < self.margins.top:  # above the region: up to the first row
+            self.cursor.y = max(self.cursor.y - 1, 0)
+            return
+        super().reverse_index()
 
     def next_line(self) -> None:
         self.index()
@@ -323,6 +334,28 @@ class TerminalScreen(pyte.Screen):
     def restore_cursor_ansi(self, *_params: int) -> None:
         self.restore_cursor()
 
+    # The margins stop CUU and CUD only for a cursor inside the scroll region (pyte moved a cursor below it up to
+    # its bottom): outside, the screen's edge does, as in xterm.
+    def cursor_up(self, count: int | None = None) -> None:
+        top = self.margins.top if self.margins is not None and self.cursor.y >= self.margins.top else 0
+        self.cursor.y = max(self.cursor.y - (count or 1), top)
+
+    def cursor_down(self, count: int | None = None) -> None:
+        inside = self.margins is not None and self.cursor.y <= self.margins.bottom
+        bottom = self.margins.bottom if self.margins is not None and inside else self.lines - 1
+        self.cursor.y = min(self.cursor.y + (count or 1), bottom)
+
+    def set_margins(self, top: int | None = None, bottom: int | None = None, *_params: int) -> None:
+        """DECSTBM as xterm: an omitted or 0 margin is the screen's edge (pyte kept the old one), the whole screen
+        is no region at all (the fast path stays open), and a valid region, ``CSI r`` included, homes the cursor
+        (pyte did not for ``CSI r``)."""
+        top = max(1, min(top or 1, self.lines)) - 1
+        bottom = max(1, min(bottom or self.lines, self.lines)) - 1
+        if bottom <= top:
+            return  # a region of one row or less is ignored, cursor and all
+        self.margins = None if (top, bottom) == (0, self.lines - 1) else Margins(top, bottom)
+        self.cursor_position()
+
     # CUU and CUD end a pending wrap (as tmux and xterm do); LF and RI, which pyte also moves with, keep it.
     def move_up(self, count: int | None = None, *_params: int) -> None:
         self.cursor.x = min(self.cursor.x, self.columns - 1)
@@ -354,7 +387,10 @@ class TerminalScreen(pyte.Screen):
                 self._main = (self.buffer, copy.copy(self.cursor), _ALT_WITH_CURSOR in shifted)
                 self.buffer = defaultdict(lambda: StaticDefaultDict(self.default_char))
                 self.alt = True
-            modes = tuple(m for m in modes if (m << 5) not in _ALT_MODES | _IGNORED_MODES)
+                self.alt_mode = next(m for m in modes if m << 5 in _ALT_MODES)
+            if _SAVE_CURSOR in shifted:
+                self.save_cursor()
+            modes = tuple(m for m in modes if (m << 5) not in _UNRECORDED_MODES)
         super().set_mode(*modes, **kwargs)
 
     def reset_mode(self, *modes: int, **kwargs: Any) -> None:
@@ -362,7 +398,9 @@ class TerminalScreen(pyte.Screen):
             shifted = {m << 5 for m in modes}
             if shifted & _ALT_MODES and self._main is not None:
                 self._leave_alt(restore_cursor=True)
-            modes = tuple(m for m in modes if (m << 5) not in _ALT_MODES | _IGNORED_MODES)
+            if _SAVE_CURSOR in shifted:
+                self.restore_cursor()
+            modes = tuple(m for m in modes if (m << 5) not in _UNRECORDED_MODES)
         super().reset_mode(*modes, **kwargs)
 
     def _leave_alt(self, *, restore_cursor: bool) -> None:
@@ -373,6 +411,7 @@ class TerminalScreen(pyte.Screen):
             self.cursor = saved_cursor
         self._main = None
         self.alt = False
+        self.alt_mode = None
         self.cursor.y = min(self.cursor.y, self.lines - 1)
 
     # --- size ------------------------------------------------------------------------------------------
@@ -439,16 +478,25 @@ class TerminalScreen(pyte.Screen):
             y -= self.margins.top
         return y, min(self.cursor.x, self.columns - 1) + 1
 
-    def send_answer(self, *_params: int) -> None:
-        """The sanitizer answered a query here; its answer goes out now, after those of earlier queries."""
-        if self._answers:
+    def send_answer(self, marker: int | None = None, *_params: int) -> None:
+        """The sanitizer answered a query here; its answer goes out now, after those of earlier queries. (Or, for
+        ``sanitize.MARGINS_OFF_MARKER``, a soft reset unsets the scroll region here, the cursor staying.)"""
+        if marker == 1:
+            self.margins = None
+        elif self._answers:
             answer = self._answers.popleft()
-            if isinstance(answer, tuple):  # computed now: the size and cursor as they are at the query
+            if isinstance(answer, tuple):  # computed now: the state as it is at the query
                 kind, code = answer
                 if kind == "size":
                     answer = reports.size_report(code, self.columns, self.lines)
-                else:
+                elif kind == "cursor":
                     answer = reports.cursor_report(*self._cursor_report())
+                elif kind == "setting" and SETTINGS[code] == "m":
+                    answer = queries.sgr_report(self.cursor.attrs)
+                elif kind == "setting":
+                    answer = queries.margins_report(self)
+                else:
+                    answer = queries.mode_report(self, code, private=kind == "private_mode")
             self.write_process_input(answer)
 
     def write_process_input(self, data: str) -> None:

@@ -17,9 +17,12 @@ import pyte
 class TerminalStream(pyte.Stream):
     csi = {
         **pyte.Stream.csi,
-        "A": "move_up",  # CUU, CUD and VPR: pyte's cursor_up/down minus the pending wrap
+        "A": "move_up",  # CUU, CUD, VPR and VPB: pyte's cursor_up/down minus the pending wrap
         "B": "move_down",
         "e": "move_down",
+        "k": "move_up",  # VPB
+        "`": "cursor_to_column",  # HPA (pyte maps it to "'", which is no final byte)
+        "j": "cursor_back",  # HPB
         "S": "scroll_up",  # SU
         "T": "scroll_down",  # SD
         "b": "repeat_last",  # REP: ncurses draws runs of one character with it (terminfo ``rep``)
