@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import mcp_types as types
 
 from ptyd import protocol as p
+from ptyd_mcp.config import READ_DEFAULTS, SEND_DEFAULTS
 from ptyd_mcp.schemas import JsonSchema, input_schema, output_schema
 
 INSTRUCTIONS = """\
@@ -94,6 +95,7 @@ SEND_PARAMS = input_schema(
     p.TerminalSendParams,
     drop=("wait", "request_key"),  # this server runs every send in the background, with its own request_key
     describe={**_session, "input": SEND_INPUT, "keys": SEND_KEYS, **SEND_WAITS, **SEND_BOUNDS},
+    defaults=SEND_DEFAULTS,  # this server's, not the daemon's (ptyd_mcp.terminals applies them)
 )
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -194,6 +196,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "max_lines": "Most lines to return (default 200).",
                 "join_wrapped": "Join lines the terminal wrapped at its width into one (default true).",
             },
+            defaults=READ_DEFAULTS,
         ),
         output_schema(p.TerminalReadResult),
         _hints(read_only=True, idempotent=True),

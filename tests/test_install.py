@@ -170,6 +170,7 @@ def test_installed_ptyd_installs_the_units_it_carries(installed: tuple[Path, Pat
     assert f"\nExecStart={bin_dir / 'ptyd'} " in service
     assert (home / "config" / "systemd" / "user" / "ptyd.socket").exists()
     assert "systemctl --user enable --now ptyd.socket" in done.stdout or "'make run'" in done.stdout
+    assert "fd_keeper = true" not in done.stdout  # the default already: nothing to add to a config file
     removed = subprocess.run(["ptyd", "uninstall-user"], env=env, cwd=home, capture_output=True, text=True)
     assert removed.returncode == 0, removed.stderr
     assert not (home / "config" / "systemd" / "user" / "ptyd.service").exists()
