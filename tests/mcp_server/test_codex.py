@@ -4,6 +4,7 @@ parse it."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,10 +118,11 @@ def test_a_long_command_is_polled_until_it_exits(daemon: Daemon) -> None:
 
 
 def test_a_command_that_ends_between_polls_reports_its_output_and_code(daemon: Daemon, tmp_path: Path) -> None:
-    gate = tmp_path / "gate"
-    done = tmp_path / "done"
-    # It waits for the test's gate file, prints, and exits 5 while nobody polls.
-    script = f"echo waiting; while [ ! -e {gate} ]; do sleep 0.05; done; echo finished; touch {done}; exit 5"
+    gate, done = tmp_path / "gate", tmp_path / "done"
+    os.mkfifo(gate)
+    os.mkfifo(done)
+    # It waits for the test to open its gate, prints, says so through a FIFO, and exits 5 while nobody polls.
+    script = f"echo waiting; read -r _ < {gate}; echo finished; echo > {done}; exit 5"
 
     async def scenario() -> None:
         async with codex(daemon) as client:
@@ -131,10 +133,8 @@ def test_a_command_that_ends_between_polls_reports_its_output_and_code(daemon: D
                 poll = await call(client, "write_stdin", session_id=first.session_id, chars="", yield_time_ms=300)
                 assert poll.session_id == first.session_id
                 seen += poll.output
-            gate.touch()
-            with anyio.fail_after(20):
-                while not done.exists():
-                    await anyio.sleep(0.02)
+            await anyio.to_thread.run_sync(gate.write_text, "go\n")
+            await anyio.to_thread.run_sync(done.read_text)
             last = await call(client, "write_stdin", session_id=first.session_id, chars="", yield_time_ms=5000)
             assert (last.exit_code, last.session_id) == (5, None)
             assert last.output == "finished\n"
