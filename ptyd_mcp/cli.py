@@ -19,9 +19,8 @@ from ptyd_mcp.config import DEFAULT_AGENT, DEFAULT_MAX_BYTES, PROFILES
 # The distributions the ``mcp`` extra brings, by the top-level module a missing one shows up as.
 EXTRA_MODULES = frozenset({"mcp", "mcp_types", "anyio", "pydantic", "starlette", "uvicorn", "httpx2", "sse_starlette"})
 MISSING_EXTRA = (
-    "ptyd-mcp: the MCP SDK is not installed ({missing} is missing): it is the 'mcp' extra of ptyd. Install it with "
-    "`pip install 'ptyd[mcp]'` (from a checkout: `pip install '.[mcp]'`; with pipx: `pipx install --force "
-    "'ptyd[mcp]'`, or `pipx inject ptyd mcp`)."
+    "ptyd-mcp: the MCP SDK is not installed ({missing} is missing): it is ptyd's 'mcp' extra. Install it with "
+    "`pip install 'ptyd[mcp]'`, from a checkout `pip install '.[mcp]'` (or `pipx install --force '.[mcp]'`)."
 )
 
 
