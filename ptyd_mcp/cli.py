@@ -7,11 +7,14 @@ This module imports nothing but the standard library: ``--help`` and ``--version
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
+import importlib.util
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ptyd_mcp import __version__
 from ptyd_mcp.config import DEFAULT_AGENT, DEFAULT_MAX_BYTES, PROFILES
@@ -52,6 +55,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     http = parser.add_mutually_exclusive_group()
     http.add_argument("--http-socket", type=Path, help="serve streamable HTTP on this Unix socket (mode 0600)")
     http.add_argument("--http-port", type=int, help="serve streamable HTTP on 127.0.0.1:PORT (see the README)")
+    parser.add_argument(
+        "--no-early-initialize",
+        action="store_true",
+        help="over stdio, let the MCP SDK answer initialize once it is loaded, rather than at once (ptyd_mcp.early)",
+    )
     parser.add_argument("--version", action="version", version=f"ptyd-mcp {__version__}")
     args = parser.parse_args(argv)
     args.profiles = tuple(dict.fromkeys(name.strip() for name in args.tools.split(",") if name.strip()))
@@ -61,19 +69,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    # stdout is the MCP channel over stdio: every diagnostic goes to stderr.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="ptyd-mcp: %(levelname)s %(message)s")
+def _load_serving() -> Any:
+    """ptyd_mcp.serve (the SDK), or the message naming the extra when it is not installed."""
     try:
-        from ptyd_mcp.serve import StartupError, serve
+        from ptyd_mcp import serve
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").partition(".")[0]
         if missing not in EXTRA_MODULES:
             raise
         sys.exit(MISSING_EXTRA.format(missing=missing))
+    return serve
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    # stdout is the MCP channel over stdio: every diagnostic goes to stderr.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="ptyd-mcp: %(levelname)s %(message)s")
+    early = None
+    if args.http_socket is None and args.http_port is None and not args.no_early_initialize:
+        if importlib.util.find_spec("mcp") is None:  # answer no initialize for a server that cannot serve
+            sys.exit(MISSING_EXTRA.format(missing="mcp"))
+        # The SDK loads in a thread while the host's initialize is answered (ptyd_mcp.early).
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="load-sdk") as loader:
+            loading = loader.submit(_load_serving)
+            from ptyd_mcp.early import answer_initialize
+
+            early = answer_initialize(args.profiles)
+            serving = loading.result()
+    else:
+        serving = _load_serving()
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            serve(args)
-    except StartupError as exc:  # from --http-socket: a live server holds the path
+            serving.serve(args, early)
+    except serving.StartupError as exc:  # from --http-socket: a live server holds the path
         sys.exit(f"ptyd-mcp: {exc}")

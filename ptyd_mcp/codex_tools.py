@@ -102,10 +102,3 @@ WRITE_STDIN = ToolSpec(
 )
 
 CODEX_TOOLS = (EXEC_COMMAND, WRITE_STDIN)
-
-CODEX_INSTRUCTIONS = """\
-Commands run in terminals owned by ptyd, a daemon outside this server. exec_command runs one command and returns \
-its output once it ends (Process exited with code N), or after yield_time_ms with a session ID while it still runs \
-(Process running with session ID N): then write_stdin with that session_id types into it (chars, '\\u0003' is \
-Ctrl-C) or, with empty chars, polls for more output until it exits. A person can watch a session live with \
-`ptyctl watch` (ptyctl ls lists them)."""

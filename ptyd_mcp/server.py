@@ -15,12 +15,13 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from ptyd_client import AsyncClient, DaemonUnavailable, PtydError
-from ptyd_mcp import __version__, text
+from ptyd_mcp import text
 from ptyd_mcp.codex import CodexExec, UnknownSession
-from ptyd_mcp.codex_tools import CODEX_INSTRUCTIONS, CODEX_TOOLS
+from ptyd_mcp.codex_tools import CODEX_TOOLS
 from ptyd_mcp.config import DEFAULT_MAX_BYTES
+from ptyd_mcp.instructions import SERVER_NAME, SERVER_TITLE, SERVER_VERSION, instructions
 from ptyd_mcp.terminals import Outcome, Progress, Terminals
-from ptyd_mcp.tools import INSTRUCTIONS, TOOLS, ToolSpec
+from ptyd_mcp.tools import TOOLS, ToolSpec
 
 log = logging.getLogger("ptyd_mcp")
 
@@ -63,13 +64,8 @@ def build_server(
     terminals = Terminals(client, agent, max_bytes=max_bytes)
     codex = CodexExec(terminals.rpc)
     specs: list[ToolSpec] = []
-    instructions: list[str] = []
-    if "ptyd" in profiles:
-        specs += TOOLS
-        instructions.append(INSTRUCTIONS)
-    if "codex" in profiles:
-        specs += CODEX_TOOLS
-        instructions.append(CODEX_INSTRUCTIONS)
+    for profile in profiles:
+        specs += {"ptyd": TOOLS, "codex": CODEX_TOOLS}[profile]
     by_name = {spec.name: spec for spec in specs}
     tools = [spec.tool() for spec in specs]
 
@@ -109,10 +105,10 @@ def build_server(
         return _result(outcome, terminals.take_notices())
 
     return Server(
-        "ptyd-mcp",
-        version=__version__,
-        title="ptyd terminals",
-        instructions="\n\n".join(instructions),
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        title=SERVER_TITLE,
+        instructions=instructions(profiles),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -10,13 +10,6 @@ from ptyd import protocol as p
 from ptyd_mcp.config import READ_DEFAULTS, SEND_DEFAULTS
 from ptyd_mcp.schemas import JsonSchema, input_schema, output_schema
 
-INSTRUCTIONS = """\
-Persistent terminals owned by ptyd, a daemon outside this server: sessions survive restarts of this server and of \
-the host, so reuse them (terminal_list shows them again) instead of opening a new one per command. \
-terminal_send types input and returns the moment the program waits for input again (asked of the kernel, not \
-guessed from the prompt), with what the terminal showed and why it returned. A person can watch any session live \
-with `ptyctl watch ID` and type into it with `ptyctl attach ID`."""
-
 SESSION_ID = "The session id from terminal_open (or terminal_list)."
 
 WAIT_REASONS = """\
