@@ -237,7 +237,8 @@ def handshake(daemon: Daemon, version: str, *extra: str) -> tuple[dict[str, obje
     proc = subprocess.Popen(
         argv, env=server_env(), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     try:
         proc.stdin.write(json.dumps(initialize).encode() + b"\n")
         proc.stdin.flush()
