@@ -39,6 +39,7 @@ from ptyd_mcp.config import (
 )
 
 Rpc = Callable[..., Awaitable[dict[str, Any]]]
+NAME_PREFIX = "exec-"  # a command's session is named exec-N after its Codex session id N
 
 
 class UnknownSession(LookupError):
@@ -127,6 +128,20 @@ class CodexExec:
     def __init__(self, rpc: Rpc) -> None:
         self.rpc = rpc
         self._processes: dict[int, _Process] = {}
+        self._found = False  # the sessions an earlier server of this agent left were looked up
+
+    async def _find_earlier(self) -> None:
+        """Adopt the commands an earlier ptyd-mcp of this agent started (sessions named exec-N outlive it): their
+        ids stay valid, and their retained output is returned again from its start, as nothing says what that
+        server returned."""
+        if self._found:
+            return
+        for info in (await self.rpc("terminal_list"))["sessions"]:
+            name = info.get("name") or ""
+            if name.startswith(NAME_PREFIX) and name[len(NAME_PREFIX) :].isdigit():
+                number = int(name[len(NAME_PREFIX) :])
+                self._processes.setdefault(number, _Process(info["session_id"], lock=anyio.Lock()))
+        self._found = True
 
     def _new_id(self) -> int:
         low, high = CODEX_SESSION_IDS
@@ -143,12 +158,15 @@ class CodexExec:
         shell = args.get("shell") if isinstance(args.get("shell"), str) and args.get("shell") else CODEX_SHELL
         login = args.get("login") is not False
         wait_ms = clamp_yield(args.get("yield_time_ms"), CODEX_EXEC_YIELD_MS, CODEX_MAX_YIELD_MS)
+        await self._find_earlier()
         number = self._new_id()
         options: dict[str, Any] = {"type": "exec", "argv": [shell, "-lc" if login else "-c", cmd]}
         if isinstance(args.get("workdir"), str) and args["workdir"]:
             options["cwd"] = args["workdir"]
         # idle_ms = the wait: silence alone never ends it (Codex waits for the end or the yield time).
-        opened = await self.rpc("terminal_open", **options, name=f"exec-{number}", timeout_ms=wait_ms, idle_ms=wait_ms)
+        opened = await self.rpc(
+            "terminal_open", **options, name=f"{NAME_PREFIX}{number}", timeout_ms=wait_ms, idle_ms=wait_ms
+        )
         process = _Process(opened["session_id"], lock=anyio.Lock())
         self._processes[number] = process
         return await self._report(number, process, opened["status"], begun, _tokens(args.get("max_output_tokens")))
@@ -160,6 +178,7 @@ class CodexExec:
             number = int(number)
         if not isinstance(number, int) or isinstance(number, bool):
             raise UnknownSession(number)
+        await self._find_earlier()
         process = self._processes.get(number)
         if process is None or process.lock is None:
             raise UnknownSession(number)

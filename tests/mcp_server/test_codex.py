@@ -173,3 +173,24 @@ def test_output_over_the_budget_keeps_head_and_tail(daemon: Daemon) -> None:
             assert answer.structured["original_token_count"] == -(-full // 4)
 
     anyio.run(scenario)
+
+
+def test_a_command_outlives_the_server_and_its_id_stays_valid(daemon: Daemon, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    agent = new_agent()
+
+    async def scenario() -> None:
+        async with mcp_client(daemon.socket, agent, "--tools", "codex") as client:
+            started = await call(
+                client, "exec_command", cmd=f"echo before; read -r _ < {gate}; echo after; exit 4", yield_time_ms=300
+            )
+            assert started.session_id is not None
+        # The host restarted its server; the command ran on in ptyd.
+        await anyio.to_thread.run_sync(gate.write_text, "go\n")
+        async with mcp_client(daemon.socket, agent, "--tools", "codex") as client:
+            last = await call(client, "write_stdin", session_id=started.session_id, chars="", yield_time_ms=5000)
+            assert last.exit_code == 4
+            assert last.output.endswith("after\n")  # from the start of what the terminal kept, as said
+
+    anyio.run(scenario)
