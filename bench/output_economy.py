@@ -22,8 +22,9 @@ from bench.harness import DaemonProcess, private_dir, register, shell_env
 from ptyd.terminal.economy import LOOKS_LIKE_ERROR
 
 VARIANTS = {
-    "before: 32 KiB": {"compact": False},
+    "before: 32 KiB": {"compact": False, "max_bytes": 32 * 1024},
     "8 KiB": {"compact": False, "max_bytes": 8192},
+    "agent defaults (16 KiB compact)": {},  # protocol 5: what an agent's token gets when it names nothing
     "after: 8 KiB compact": {"compact": True, "join_wrapped": True, "max_bytes": 8192},
 }
 
@@ -58,6 +59,12 @@ def _setup(work: Path) -> list[Scenario]:
             """
         )
     )
+    build_log = work / "build.log"
+    with build_log.open("w") as f:  # a long build with one error in its middle
+        for i in range(20_000):
+            f.write(f"[{i:5}/20000] CC src/module_{i}.o\n")
+            if i == 9_000:
+                f.write("src/module_9000.c:42:7: error: 'sizes' undeclared (first use in this function)\n")
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     src = work / "src"
     for name in ("email", "json", "http", "xml", "asyncio", "unittest", "logging", "importlib", "concurrent"):
@@ -70,6 +77,7 @@ def _setup(work: Path) -> list[Scenario]:
         ),
         Scenario("pytest -v (601 tests, 3 failures)", f"{python} -m pytest -v -p no:cacheprovider {tests}\n"),
         Scenario("build: python3 -m compileall (9 stdlib packages)", f"python3 -m compileall -f {src}\n"),
+        Scenario("a 20,000-line build log with one error", f"cat {build_log}\n"),
         Scenario("yes for 1 s", "timeout 1 yes\n"),
         Scenario(
             "a 200k-line loop",

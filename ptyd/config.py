@@ -129,6 +129,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_render_backlog_bytes: Size = 1024 * 1024
     # Viewport bound of a send result when the caller gives none; the tail is kept, it matters most.
     default_max_bytes: Annotated[int, Meta(ge=256)] = 32 * 1024
+    # What an agent's send gets when it names no bound or economy (a person at ptyctl gets the two above): about
+    # 4,000 tokens, and compact output, which keeps a 20,000-line build log's one error line where a plain cut of
+    # 32 KiB dropped it (docs/output-economy.md). A harness asks for more with max_bytes and compact=false.
+    agent_max_bytes: Annotated[int, Meta(ge=256)] = 16 * 1024
+    agent_compact: bool = True
     # Lines in one terminal_read page at most; a longer transcript is read in pages.
     max_read_lines: Size = 10_000
     # Bytes of text in one terminal_read page, so one answer stays a reasonable frame.

@@ -323,7 +323,13 @@ class TerminalSendParams(Base, frozen=True):
     idle_ms: Annotated[
         IdleMs | None, _d(f"Silence that settles as inferred_idle (default {DEFAULTS.default_idle_ms}).")
     ] = None
-    max_bytes: Annotated[MaxBytes | None, _d(f"Viewport bound (default {DEFAULTS.default_max_bytes}).")] = None
+    max_bytes: Annotated[
+        MaxBytes | None,
+        _d(
+            f"Viewport bound (default {DEFAULTS.agent_max_bytes} for an agent's token, agent_max_bytes: a budget "
+            f"sized for a model's context; {DEFAULTS.default_max_bytes} for the operator's)."
+        ),
+    ] = None
     wait: Annotated[bool, _d("False: return an operation_id at once; see terminal_output/terminal_wait.")] = True
     request_key: Annotated[
         Name | None, _d("Client idempotency key: a repeat with the same key returns the original operation.")
@@ -346,13 +352,14 @@ class TerminalSendParams(Base, frozen=True):
         ),
     ] = None
     compact: Annotated[
-        bool,
+        bool | None,
         _d(
             "Output economy for the viewport and terminal_output (the transcript is never changed): runs of "
             "identical lines become one line and a count, progress lines redrawn as new lines keep their last "
-            "state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md."
+            "state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md. "
+            "Default (null): on for an agent's token, on every route (agent_compact); off for the operator's."
         ),
-    ] = False
+    ] = None
     join_wrapped: Annotated[
         bool, _d("Viewport and terminal_output lines are logical lines: rows the terminal soft-wrapped are joined.")
     ] = False
@@ -514,9 +521,9 @@ class TerminalCancelResult(Base, frozen=True):
 
 
 class TerminalWaitParams(SessionRefParams, frozen=True):
-    """Wait for the active send to settle and return its result. With no send active: the last send's result if the
-    agent was not given it yet; else a wait for what the session does next (the shell command the last send left
-    running, output printed since), settling like an empty send with until_done."""
+    """Wait for the active send to settle and return its result, or with none active the last one's. When the last
+    one was already given and ended in timeout or inferred_idle, or left a shell command running: wait for what it
+    left running instead (settling like an empty send with until_done), and return that result."""
 
     timeout_ms: Annotated[
         TimeoutMs | None,

@@ -111,13 +111,41 @@ def why(result: Result, session_id: str) -> str:
         notes.append(f"output was cut: terminal_read{where} shows the rest")
     if result.get("unread_input"):
         notes.append(f"{result['unread_input']} bytes of the input are not read by the program yet")
+    if result.get("earlier_lines"):
+        notes.append(f"the first {result['earlier_lines']} lines above were printed between your calls")
     if notes:
         line += " (" + "; ".join(notes) + ")"
+    line += between_calls(result)
     if result.get("password_prompt"):
         line += "\n" + password_callout(session_id)
     for callout in sandbox_callouts(result, session_id):
         line += "\n" + callout
     return line
+
+
+def between_calls(result: Result) -> str:
+    """Lines for what the session did that the model was not told yet (protocol 5): every shell command that ended
+    since its previous result (one may have ended while it thought), the one still running, a crash's gap."""
+    out = ""
+    commands = [c for c in result.get("commands") or () if isinstance(c, Mapping)]
+    if len(commands) > 1 or (commands and result.get("wait_reason") != "stdin_read"):
+        for command in commands:
+            text = command.get("command") or "a command"
+            code, took = command.get("exit_code"), command.get("duration_ms")
+            out += f"\n[ended: `{text}` exited with code {code} after {took} ms]"
+    running = result.get("running")
+    if isinstance(running, Mapping) and result.get("wait_reason") in ("timeout", "inferred_idle"):
+        text = running.get("command") or "a command"
+        out += (
+            f"\n[running: `{text}` for {running.get('running_ms')} ms. terminal_send input '' (or terminal_wait) "
+            "waits for it to end and reports its exit code; until_done=true makes that one call next time]"
+        )
+    if result.get("lost_lines"):
+        out += (
+            f"\n[{result['lost_lines']} lines of output were lost in a daemon crash (marked in the transcript): "
+            "check the state before relying on what ran then]"
+        )
+    return out
 
 
 # What programs print when the sandbox stopped them (strerror of EROFS, EACCES/EPERM, ENETUNREACH, resolvers).

@@ -174,7 +174,7 @@ def test_keys_after_input_act_on_what_the_input_started(shell: Shell, tmp_path: 
 def test_no_early_idle_beside_floods(rpc: Rpc, token: str) -> None:
     shells = [Shell(rpc, token, env={"PS1": "$ "}) for _ in range(12)]
     try:
-        ops = [s.send("seq 1 150000; echo FLOOD-END\n", wait=False, idle_ms=300) for s in shells]
+        ops = [s.send("seq 1 200000; echo FLOOD-END\n", wait=False, idle_ms=1000) for s in shells]
         for s, op in zip(shells, ops, strict=True):
             waited = s.call("terminal_wait", operation_id=op["operation_id"], timeout_ms=120_000)
             result = waited["result"]

@@ -3,7 +3,7 @@ while the transcript keeps every line. Real programs through a real daemon."""
 
 from __future__ import annotations
 
-from conftest import Shell
+from conftest import Daemon, Rpc, Shell
 
 ERRORY = (
     'for i in $(seq 1 3000); do echo "compiling unit $i"; '
@@ -19,11 +19,23 @@ def test_identical_lines_fold_into_a_count_and_the_transcript_keeps_them(shell: 
     assert lines[-1] == "$"
     assert result["compacted"] == 7999
     assert len(result["viewport"]) < 200
-    plain = shell.send("yes | head -8000\n")
+    plain = shell.send("yes | head -8000\n", compact=False)
     assert plain["compacted"] == 0
     assert plain["viewport"].count("\ny") > 1000  # without compact: every line as drawn, as before
     page = shell.call("terminal_read", start_line=start + 1, max_lines=5)
     assert page["lines"] == ["y"] * 5  # the transcript is untouched
+    assert shell.send("yes | head -8000\n")["compacted"] == 7999  # an agent's send names nothing: compact
+
+
+def test_the_operator_gets_plain_output_and_the_larger_budget(daemon: Daemon, rpc: Rpc) -> None:
+    operator = (daemon.directory / "operator.token").read_text().strip()  # ptyctl's token: a person's
+    s = Shell(rpc, operator, env={"PS1": "$ "})
+    try:
+        result = s.send("python3 -c \"print(('x' * 70 + chr(10)) * 600, end='')\"\n")  # 42.6 KB, all alike
+        assert result["compacted"] == 0
+        assert 30_000 < len(result["viewport"].encode()) <= 32 * 1024  # default_max_bytes, not agent_max_bytes
+    finally:
+        s.close()
 
 
 def test_progress_lines_keep_their_final_state(shell: Shell) -> None:
@@ -52,7 +64,7 @@ def test_a_cut_keeps_the_tail_and_the_errors_before_the_head(shell: Shell) -> No
     assert "src/unit1200.c:7:3: error: expected ; before }" in lines
     assert lines[-2:] == ["built", "$"]
     assert len(compact["viewport"].encode()) <= 4096
-    plain = shell.send(ERRORY, max_bytes=4096)
+    plain = shell.send(ERRORY, max_bytes=4096, compact=False)
     assert (
         "src/unit1200.c:7:3: error: expected ; before }" not in plain["viewport"].splitlines()
     )  # a plain cut loses it

@@ -235,6 +235,16 @@ def notify(fresh_daemon: Daemon) -> Iterator[NotifySocket]:
     receiver.close()
 
 
+def listening(path: Path) -> bool:
+    """A Unix socket bound at ``path`` accepts connections (/proc/net/unix: the __SO_ACCEPTCON flag, 0x10000)."""
+    with open("/proc/net/unix") as table:
+        for line in table.read().splitlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 8 and fields[7] == str(path) and int(fields[3], 16) & 0x10000:
+                return True
+    return False
+
+
 def start_socket_activated(daemon: Daemon, notify: NotifySocket) -> None:
     """Run ptyd the way ptyd.socket + ptyd.service do: systemd binds the socket and execs the daemon on the
     first connection, with ``LISTEN_FDS``/``LISTEN_PID`` and a ``NOTIFY_SOCKET``."""
@@ -259,8 +269,9 @@ def start_socket_activated(daemon: Daemon, notify: NotifySocket) -> None:
         env={**{k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}, "NOTIFY_SOCKET": str(notify.path)},
     )
     log.close()
-    # The tool binds at once and execs ptyd in its own place (same pid) when the first client connects.
-    wait_until(daemon.socket.exists, message="systemd-socket-activate to bind the socket")
+    # The tool binds at once and execs ptyd in its own place (same pid) when the first client connects. The file
+    # appears at bind(), before listen(): a connect in between is refused, so wait for the listening socket.
+    wait_until(lambda: listening(daemon.socket), message="systemd-socket-activate to listen on the socket")
 
 
 def listener_inode(pid: int) -> int:

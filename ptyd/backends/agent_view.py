@@ -89,6 +89,11 @@ class AgentView:
 
     # --- what a result reports, and its delivery -------------------------------------------------------
 
+    @property
+    def mark(self) -> tuple[int, int, int]:
+        """Changes whenever what ``to_state`` returns does (for the state saver)."""
+        return self.line, len(self._ended), self.lost_lines
+
     def unread(self) -> Unread:
         return Unread(self.line, tuple(self._ended), self.lost_lines)
 

@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import final
 
-from ptyd.backends.readiness import waits
 from ptyd.backends.spawn import Spawned
+from ptyd.backends.tty import input_queued
 from ptyd.terminal.engine import TerminalEngine
 
 READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions...
@@ -262,6 +262,16 @@ class PtyChannel:
         self._settle_scheduled = False
         self.terminal.settle()
 
+    def continue_from(self, count: int) -> None:
+        """Count output on from ``count`` bytes (what a previous daemon had read and rendered of this PTY): the
+        counters a crash's live record and the state file hold stay comparable across daemons."""
+        self.received = self._rendered = count
+
+    @property
+    def rendered_bytes(self) -> int:
+        """Bytes read and fully rendered (by a remote engine: acknowledged)."""
+        return self._rendered
+
     def quiet_since(self) -> float:
         """Since when the program has been silent, as far as its readiness goes: now while output it wrote is still
         on its way (unread on the PTY master while the reader waits on the renderer's backlog or on pacing beside
@@ -269,7 +279,7 @@ class PtyChannel:
         floods at once, 9 sends settled inferred_idle mid-flood (test_no_early_idle_beside_floods)."""
         if self._raw or not self.terminal.idle:
             return time.monotonic()
-        if not self.closed and not self.held and waits.input_queued(self._proc.master) > 0:
+        if not self.closed and not self.held and input_queued(self._proc.master) > 0:
             return time.monotonic()
         return self.last_output
 
@@ -283,12 +293,16 @@ class PtyChannel:
         """The reader waits for the renderer's backlog to shrink (or for a pacing window): a drain reads nothing."""
         return not self._reading and not self.closed and not self.held
 
-    def drain(self) -> None:
+    def drain(self, *, paused_too: bool = False) -> None:
         """Read everything the PTY holds now (a prompt written just before the program blocked), however many
-        reads that takes: the program is waiting, so what it wrote is all there."""
-        while self._reading:
+        reads that takes: the program is waiting, so what it wrote is all there. ``paused_too``: also while the
+        reader is paused (pacing beside floods, or the renderer's backlog), up to the backlog's bound."""
+        while self._reading or (paused_too and not self.closed and not self.held):
+            before = self.received
             self._on_readable(paced=False)
-            if not self._more:
+            if not self._more or self.received == before:
+                break
+            if len(self._raw) + self.terminal.backlog > self._max_backlog:
                 break
 
     async def rendered(self) -> None:
@@ -344,7 +358,7 @@ class PtyChannel:
 
     def input_queued(self) -> int:
         """Input written but not yet read by the program: ours still to write plus the tty's input queue."""
-        return len(self._outbox) + waits.input_queued(self._proc.slave)
+        return len(self._outbox) + input_queued(self._proc.slave)
 
     # --- handover --------------------------------------------------------------------------------------
 

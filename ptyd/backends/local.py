@@ -13,6 +13,7 @@ from typing import final
 from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
 from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, Scope
 from ptyd.backends.containment.reaper import ChildReaper
+from ptyd.backends.live_record import LiveRecord
 from ptyd.backends.sandbox import NoSandbox, Sandbox, SandboxPlan
 from ptyd.backends.sandbox.limits import AgentGroup, Limiter, LimitScope
 from ptyd.backends.session import LocalSession
@@ -56,8 +57,10 @@ class LocalBackend:
         containment: Containment,
         default_argv: tuple[str, ...] | None,
         confinement: Confinement | None = None,
+        records: Path | None = None,
     ) -> None:
         self.type = type
+        self._records = records  # where each session's live record is kept (live_record), if anywhere
         self._config = config
         self._reaper = reaper
         self._containment = containment
@@ -130,6 +133,7 @@ class LocalBackend:
             rows=spec.rows,
             shell_key=shell_key,
             recording=spec.recording,
+            record=self._record(spec.session_id),
         )
         session.sandbox, session.profile, session.limits, session.workspace = spec.sandbox, profile, limits, cwd
         session.watch_exit()
@@ -160,6 +164,11 @@ class LocalBackend:
             scope = self._containment.scope(state.session_id)
             scope.attach(state.pid)
         terminal = state.terminal
+        record, before = (
+            LiveRecord.reopen(self._records / state.session_id)
+            if self._records is not None
+            else (LiveRecord.disabled(), None)
+        )
         session = LocalSession(
             session_id=state.session_id,
             type=state.type,
@@ -178,9 +187,18 @@ class LocalBackend:
             cols=terminal.cols if terminal is not None else self._config.default_cols,
             rows=terminal.rows if terminal is not None else self._config.default_rows,
             shell_key=state.shell_key,
+            record=record,
         )
-        session.restore(state, child=child)
+        session.restore(state, child=child, record=before)
         return session
+
+    def _record(self, session_id: str) -> LiveRecord:
+        if self._records is None:
+            return LiveRecord.disabled()
+        try:
+            return LiveRecord(self._records / session_id)
+        except OSError:  # a full runtime directory: the session runs, a crash may cost more
+            return LiveRecord.disabled()
 
 
 def _unmake(scope: Scope, limits: LimitScope | None, group: AgentGroup | None) -> None:
@@ -202,9 +220,13 @@ class Confinement:
 
 
 def build_registry(
-    config: Config, reaper: ChildReaper, containment: Containment, confinement: Confinement | None = None
+    config: Config,
+    reaper: ChildReaper,
+    containment: Containment,
+    confinement: Confinement | None = None,
+    records: Path | None = None,
 ) -> dict[str, PtyBackend]:
     return {
-        "shell": LocalBackend("shell", config, reaper, containment, config.shell_argv, confinement),
-        "exec": LocalBackend("exec", config, reaper, containment, None, confinement),
+        "shell": LocalBackend("shell", config, reaper, containment, config.shell_argv, confinement, records),
+        "exec": LocalBackend("exec", config, reaper, containment, None, confinement, records),
     }

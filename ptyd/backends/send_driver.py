@@ -23,6 +23,7 @@ from ptyd.backends.channel import PtyChannel
 from ptyd.backends.containment import Scope
 from ptyd.backends.input_bounds import SHELLS, check_deliverable, check_room
 from ptyd.backends.listening import listening
+from ptyd.backends.live_record import LiveRecord
 from ptyd.backends.named_wait import NamedWait, line_text
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.front_settle import FrontSettle
@@ -30,6 +31,7 @@ from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
 from ptyd.backends.recording.recorder import NoRecording
 from ptyd.backends.sandbox.limits import Counters
 from ptyd.backends.send import SendOp, consume_output, viewport
+from ptyd.backends.session_state import OpState
 from ptyd.backends.watch import SessionWatch
 from ptyd.config import Config
 from ptyd.errors import InternalError, OperationLost, SessionBusy, SessionExited
@@ -42,7 +44,7 @@ KEYS_SETTLE_S = 0.1  # ...or once what it started sat blocked (sleeping, waiting
 KEYS_PROBE_S = 0.01  # probes at least this often while keys wait: they go out soon after the program settled
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 RECENT_OPS = 16  # settled sends kept for a wait that names its operation_id
-DRAIN_ROUNDS = 3  # drains before a wait counts, while the reader was paused on its backlog
+READ_ALL_ROUNDS = 32  # reads (each up to the render backlog's bound, then rendered) before a settle at the prompt
 
 
 class SendingSession(Protocol):
@@ -52,6 +54,7 @@ class SendingSession(Protocol):
     sandbox: str
     scope: Scope
     recording: NoRecording
+    record: LiveRecord
 
     @property
     def exited(self) -> bool: ...
@@ -97,6 +100,7 @@ class SendDriver:
         self.active: SendOp | None = None
         self.last_op: SendOp | None = None
         self._keys: OrderedDict[str, SendOp] = OrderedDict()
+        self._lost: dict[str, str] = {}  # request keys of sends a crash lost (their op ids): never typed again
         self._recent: deque[SendOp] = deque(maxlen=RECENT_OPS)  # settled ops an agent may still wait on by id
         self._tasks: set[asyncio.Task[None]] = set()
         self._activity: asyncio.Future[bool] | None = None
@@ -110,6 +114,13 @@ class SendDriver:
         session = self._session
         if request.request_key is not None and request.request_key in self._keys:
             return self._keys[request.request_key]
+        if request.request_key is not None and request.request_key in self._lost:
+            raise OperationLost(
+                "a send with this request_key was started before a daemon crash and its result did not survive; "
+                "it is not typed again: read the transcript (terminal_read) for what it did",
+                request_key=request.request_key,
+                operation_id=self._lost[request.request_key],
+            )
         if self.active is not None:
             raise SessionBusy("a send is already active on this session", operation_id=self.active.id)
         if session.exited:
@@ -141,6 +152,7 @@ class SendDriver:
             front = self.foreground.describe(session.exited)
             op.front_at_write = (front.pgid, front.name) if front is not None else None
             self._front_settle = FrontSettle()  # measured from this send's input on
+        session.record.started(op.to_state(taken=False))  # before the write: a crash after it knows the key
         self.channel.write(data)
         self._start_drive(op)
         return op
@@ -153,6 +165,23 @@ class SendDriver:
         self.terminal.capture = op.capture
         self.tracker.begin(wrote_input=b"" if taken else op.request.input.encode())
         self._start_drive(op)
+
+    def adopt_in_flight(self, state: OpState) -> None:
+        """A send the crashed daemon started after its last save and had not settled: driven to its result here
+        (its input was written; the transcript lines it started on may be numbered otherwise now)."""
+        op = SendOp.from_state(state, self.loop)
+        op.anchor = min(op.anchor, self.terminal.cursor_line)
+        op.view_start = op.output_line = min(op.view_start, self.view.line, op.anchor)
+        op.capture.lines, op.capture.end_line = [], op.anchor
+        self.remember(op)
+        self.resume(op, taken=True)
+
+    def lose(self, op_id: str, request_key: str | None) -> None:
+        """A send the crashed daemon started whose result is gone: its key is not typed again."""
+        if request_key is not None and request_key not in self._keys:
+            self._lost[request_key] = op_id
+            while len(self._lost) > self._config.request_keys_remembered:
+                self._lost.pop(next(iter(self._lost)))
 
     def remember(self, op: SendOp) -> None:
         """Keep ``op`` for a repeat of its request key (a send the previous daemon kept)."""
@@ -198,7 +227,7 @@ class SendDriver:
         op = self.current if operation_id is None else self._known(operation_id)
         if op is None:
             return p.TerminalWaitResult(operation_id=None, done=True, result=None)
-        if operation_id is None and op.done and op.given and not self._session.exited:
+        if operation_id is None and op.done and op.given and self._follows(op):
             last = op.request
             request = replace(
                 request, max_bytes=last.max_bytes, compact=last.compact, join_wrapped=last.join_wrapped, until_done=True
@@ -215,6 +244,13 @@ class SendDriver:
         except TimeoutError:
             return p.TerminalWaitResult(operation_id=op.id, done=False, result=None)
         return p.TerminalWaitResult(operation_id=op.id, done=True, result=result)
+
+    def _follows(self, op: SendOp) -> bool:
+        """A wait after ``op``'s result was given follows what ``op`` left running: it settled before the program
+        was ready (timeout, inferred_idle), or a shell command runs. After a plain settle it answers ``op`` again."""
+        if self._session.exited or op.future.exception() is not None:
+            return False
+        return self.view.command_running or op.future.result().wait_reason in ("timeout", "inferred_idle")
 
     def _known(self, operation_id: str) -> SendOp:
         """The operation ``operation_id``, if this daemon knows it; else it was lost (in flight at a crash)."""
@@ -378,13 +414,19 @@ class SendDriver:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
         answer written now is input the program must first take (it blocked reading it): not ready yet."""
         replies = self._session.replies
-        for _ in range(DRAIN_ROUNDS):
-            paused = self.channel.paused
-            self.channel.drain()
-            await self.channel.rendered()  # a reader paused on its backlog reads again once that is rendered
-            if not paused:
-                break
+        await self._read_all()
         return self._session.replies == replies
+
+    async def _read_all(self, rounds: int = READ_ALL_ROUNDS) -> None:
+        """Read and render what the program wrote, the reader paused or not: a program that waits wrote a finite
+        amount, and a result must not show a screen behind it (12 floods: a send settled at the prompt showed a
+        line 700 lines before the end, the rest still in the PTY behind a paused reader)."""
+        for _ in range(rounds):
+            before = self.channel.received
+            self.channel.drain(paused_too=True)
+            await self.channel.rendered()
+            if self.channel.received == before:
+                return
 
     async def _through_bulk(self, probed: float, deadline: float) -> None:
         """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
@@ -396,8 +438,8 @@ class SendDriver:
 
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         session = self._session
-        self.channel.drain()
-        await self.channel.rendered()
+        finite = reason in ("stdin_read", "session_exit")  # else a flood may go on: what is here now
+        await self._read_all(READ_ALL_ROUNDS if finite else 1)
         text, truncated, lines, compacted = viewport(op, self.terminal)
         unread = self.view.unread()
         counted = session.limit_counters()
@@ -434,6 +476,8 @@ class SendDriver:
             self.terminal.capture = None
         self.last_op = op
         self._recent.append(op)
+        session.record.progress(self.channel.received, self.terminal.total_lines)  # rendered by now
+        session.record.settled(op.id)
         if not op.future.done():
             op.future.set_result(result)
         self.watch.emit("send_settled", operation_id=op.id, result=result)

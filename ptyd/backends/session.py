@@ -25,8 +25,10 @@ from ptyd.backends.containment import Scope, terminate
 from ptyd.backends.containment import remove as remove_scope
 from ptyd.backends.containment.reaper import ChildReaper
 from ptyd.backends.listening import listening
+from ptyd.backends.live_record import LiveRecord, RecordRead, lost_marker
 from ptyd.backends.paging import page
 from ptyd.backends.readiness.foreground import ForegroundGroup
+from ptyd.backends.readiness.live import LiveEvidence
 from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.sandbox.limits import Counters, LimitScope
@@ -60,8 +62,10 @@ class LocalSession:
         rows: int,
         shell_key: str,
         recording: NoRecording = NO_RECORDING,
+        record: LiveRecord | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
+        self.record = record or LiveRecord.disabled()  # what a daemon crash must not lose (live_record)
         self.recording = recording  # asciicast events at the read and write points (recording/)
         recording.hide(shell_key.encode())
         self.session_id = session_id
@@ -95,9 +99,8 @@ class LocalSession:
             self._record_output(MarkFilter(shell_key, self._on_mark).feed),
         )
         self.foreground = ForegroundGroup(spawned, scope)
-        self.tracker = ReadinessTracker(
-            spawned, self.foreground, scope.pids, self.channel, self.terminal, config.relay_quiet_ms / 1000
-        )
+        evidence = LiveEvidence(spawned, self.foreground, scope.pids, self.channel, self.terminal)
+        self.tracker = ReadinessTracker(evidence, config.relay_quiet_ms / 1000)
         self.canceller = CancelPolicy(spawned.leader, self.foreground, self.channel, lambda: self.exited, self._rewrite)
         self.watch = SessionWatch(
             session_id,
@@ -202,6 +205,7 @@ class LocalSession:
         self.watch.emit("session_exit", status=self._status)
 
     def _output_arrived(self) -> None:
+        self.record.progress(self.channel.received, self.terminal.total_lines)
         self.sends.wake(True)
         self.watch.output_arrived()
 
@@ -345,6 +349,7 @@ class LocalSession:
             self._command_running,
             self._prompt_cwd,
             self._shell_key,
+            self.sends.view.mark,
         )
 
     async def quiesce(self) -> None:
@@ -407,6 +412,8 @@ class LocalSession:
             limit_paths=self.limits.paths() if self.limits is not None else [],
             workspace=self.workspace,
             **self._view_state(listing),
+            rendered_bytes=self.channel.rendered_bytes,
+            total_lines=self.terminal.total_lines,
         )
 
     def _view_state(self, listing: bool) -> dict[str, Any]:
@@ -415,7 +422,7 @@ class LocalSession:
         line, commands, lost = self.sends.view.to_state()
         return {"view_line": line, "view_commands": commands, "lost_lines": lost}
 
-    def restore(self, state: SessionState, *, child: bool) -> None:
+    def restore(self, state: SessionState, *, child: bool, record: RecordRead | None = None) -> None:
         """Take over ``state`` on this session, built on the same PTY by the next daemon. ``child``: the program
         is this process's child (an exec kept the pid); after a crash it is not, and its exit status is unknown."""
         if state.terminal is not None:
@@ -435,6 +442,7 @@ class LocalSession:
         if state.last is not None:
             self.sends.last_op = SendOp.from_state(state.last, self.loop)
             self.sends.remember(self.sends.last_op)
+        self.channel.continue_from(state.rendered_bytes)
         self.channel.write(state.outbox)
         if state.exited:
             self._status = p.Exited(exit_code=state.exit_code, signal=state.exit_signal)
@@ -444,6 +452,28 @@ class LocalSession:
             op = SendOp.from_state(state.active, self.loop)
             self.sends.remember(op)
             self.sends.resume(op, taken=state.active.taken)
+        elif record is not None and not child:
+            self._after_crash(state, record)
+
+    def _after_crash(self, state: SessionState, record: RecordRead) -> None:
+        """What the crashed daemon did after its last save, from its live record: the lines it read and lost are
+        counted and marked in the transcript, and the sends it started are known: the newest, if it had not
+        settled, is driven to its result; a retry of any other key answers operation_lost."""
+        lost_bytes = record.received - state.rendered_bytes
+        if state.rendered_bytes and lost_bytes > 0:
+            lines = max(0, record.total_lines - state.total_lines)
+            if not self.terminal.alt_screen:  # a full-screen program's screen is redrawn, not a transcript
+                self.terminal.feed(lost_marker(lines, lost_bytes))
+                self.terminal.flush()
+            self.sends.view.lost(max(lines, 1))
+        saved = {op.id for op in (state.last, *state.keyed) if op is not None}
+        unsaved = [send for send in record.sends if send.op_id not in saved]
+        for send in unsaved:
+            newest = send is unsaved[-1]
+            if newest and not send.settled and send.op is not None and not self.exited:
+                self.sends.adopt_in_flight(send.op)
+            else:
+                self.sends.lose(send.op_id, send.request_key)
 
     # --- teardown --------------------------------------------------------------------------------------
 
@@ -469,6 +499,7 @@ class LocalSession:
         await self.recording.finished()  # a closed session's recording is complete on disk
         await self.sends.close()
         self.channel.close()
+        self.record.close()
         await remove_scope(self.scope)
         for _ in range(50 if self.limits is not None else 0):  # its last tasks leave it a moment after the reap
             if self.limits is not None and self.limits.remove():

@@ -79,3 +79,5 @@ class SessionState(msgspec.Struct, kw_only=True):
     view_line: int | None = None
     view_commands: list[p.CommandOutcome] = msgspec.field(default_factory=list)
     lost_lines: int = 0
+    rendered_bytes: int = 0  # output bytes read and rendered when the state was taken (0: unknown)
+    total_lines: int = 0  # transcript lines then

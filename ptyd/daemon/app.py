@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 
 from ptyd import __version__
+from ptyd.backends import live_record
 from ptyd.backends.containment import (
     CgroupContainment,
     Containment,
@@ -143,9 +144,10 @@ class Daemon:
             remove_leftover_cgroups(containment, keep=keep)
             confinement.limiter.sweep(keep=set(saved.sessions))
         reaper = ChildReaper(loop)
+        records = live_record.records_directory(directory)
         service = PtyService(
             self.config,
-            build_registry(self.config, reaper, containment, confinement),
+            build_registry(self.config, reaper, containment, confinement, records),
             containment.name,
             sandbox_name=confinement.sandbox.describe,
             limits_name=confinement.limiter.describe(),
@@ -174,6 +176,7 @@ class Daemon:
             holder = "the fd keeper" if keeper is not None else "systemd"
             log.warning("adopted %d of the %d sessions %s kept for a daemon that died", count, held, holder)
         self._stored = {}
+        live_record.sweep(records, keep={sid for sid, _ in service.entries()})
         service.on_change()
         if not any(agent.operator for agent in service.agents):
             write_operator_token(directory, service)
@@ -194,7 +197,7 @@ class Daemon:
                 log.error("reload failed, keeping the running configuration: %s", exc)
                 return
             self.config = config
-            service.reconfigure(config, build_registry(config, reaper, containment, confinement))
+            service.reconfigure(config, build_registry(config, reaper, containment, confinement, records))
             server.reconfigure(config)
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
 

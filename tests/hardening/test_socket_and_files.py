@@ -26,8 +26,12 @@ def test_socket_directory_and_every_file_in_it_are_private(fresh_daemon: Daemon)
         assert stat.S_IMODE(fresh_daemon.directory.stat().st_mode) == 0o700
         assert stat.S_IMODE(fresh_daemon.socket.stat().st_mode) == 0o600
         assert stat.S_ISSOCK(fresh_daemon.socket.stat().st_mode)
-        written = {p.name for p in fresh_daemon.directory.iterdir()} - {"config.toml", "daemon.log"}
-        assert {"ptyd.sock", "ptyd.lock", "operator.token", "sessions.json"} <= written
+        written = {str(p.relative_to(fresh_daemon.directory)) for p in fresh_daemon.directory.rglob("*")} - {
+            "config.toml",
+            "daemon.log",
+        }
+        assert {"ptyd.sock", "ptyd.lock", "operator.token", "sessions.json", "records"} <= written
+        assert any(name.startswith("records/") for name in written)  # the session's live record
         for name in written:
             try:
                 st = (fresh_daemon.directory / name).lstat()
@@ -189,8 +193,8 @@ def test_sigkilled_daemon_leaves_no_secret_on_disk(fresh_daemon: Daemon) -> None
         shell.send(f"echo {mark}\n")
         pid = proc_id(shell.opened["pid"])
     fresh_daemon.stop(signal.SIGKILL)
-    for path in fresh_daemon.directory.iterdir():
-        if path.name in ("daemon.log", "config.toml") or path.is_socket():
+    for path in fresh_daemon.directory.rglob("*"):  # the sessions' live records (records/) too
+        if path.name in ("daemon.log", "config.toml") or path.is_socket() or path.is_dir():
             continue
         data = path.read_bytes()
         assert token.encode() not in data, path.name

@@ -38,6 +38,9 @@ def run(main: Callable[[], Awaitable[T]], timeout: float = 20.0) -> T:
 async def local_service(**overrides: Any) -> AsyncIterator[PtyService]:
     """A PtyService over the real local backends (subreaper containment: no cgroup is made for the test)."""
     overrides.setdefault("shell_integration", False)
+    # The emulator in this process: a worker process costs 0.3-2 s to start per service, which was most of this
+    # tier's time; workers have tests of their own (test_engine_workers.py, test_worker_inbox.py).
+    overrides.setdefault("engine_process", "daemon")
     config = Config(containment="subreaper", **overrides)
     reaper = ChildReaper(asyncio.get_running_loop())
     service = PtyService(config, build_registry(config, reaper, SubreaperContainment()), "subreaper")

@@ -178,7 +178,8 @@ class SendOptions(TypedDict, total=False):
     ``keys`` pressed after the input, by name (``["Down", "Enter"]``, ``["C-c"]``), encoded as the program's
     terminal modes want them (daemon protocol 3). Named waits (protocol 4): ``until`` (a regular expression the
     output since the send must show: wait_reason ``matched``), ``until_stable_ms`` (the screen unchanged that
-    long: ``stable``); ``compact`` (output economy) and ``join_wrapped`` (logical lines) for the viewport."""
+    long: ``stable``); ``compact`` (output economy) and ``join_wrapped`` (logical lines) for the viewport.
+    ``until_done`` (protocol 5): wait for the command's end however quiet it is, bounded by ``timeout_ms``."""
 
     timeout_ms: int
     idle_ms: int
@@ -188,6 +189,7 @@ class SendOptions(TypedDict, total=False):
     until_stable_ms: int
     compact: bool
     join_wrapped: bool
+    until_done: bool
 
 
 def send_params(

@@ -96,6 +96,13 @@ class SandboxUnavailable(PtydError):
     CODE, KIND = -32019, "sandbox_unavailable"
 
 
+class OperationLost(PtydError):
+    """The send was in flight when a previous daemon crashed and its result did not survive; it is not typed again.
+    ``data["request_key"]`` or ``data["operation_id"]`` names it (daemon protocol 5)."""
+
+    CODE, KIND = -32030, "operation_lost"
+
+
 class InvalidParams(PtydError):
     """A parameter has the wrong type, bounds or value; ``data["detail"]`` or ``data["field"]`` names it."""
 
@@ -141,6 +148,7 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     LimitExceeded,
     SandboxRefused,
     SandboxUnavailable,
+    OperationLost,
     InvalidParams,
     MethodNotFound,
     InvalidRequest,

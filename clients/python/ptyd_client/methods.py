@@ -135,9 +135,16 @@ class Methods:
         """Consume the output of the current background send produced since the previous call."""
         return cast(TerminalOutputResult, self._session_call("terminal_output", session_id))
 
-    def terminal_wait(self, session_id: str, timeout_ms: int | None = None) -> TerminalWaitResult:
-        """Wait for the active send to settle (``done=False`` after ``timeout_ms``); or the last settled one."""
-        return cast(TerminalWaitResult, self._session_call("terminal_wait", session_id, timeout_ms=timeout_ms))
+    def terminal_wait(
+        self, session_id: str, timeout_ms: int | None = None, *, operation_id: str | None = None
+    ) -> TerminalWaitResult:
+        """Wait for the active send to settle (``done=False`` after ``timeout_ms``), or the last settled one; after a
+        ``timeout`` or ``inferred_idle`` already returned, for the command it left running (daemon protocol 5).
+        ``operation_id``: that operation's result (``OperationLost`` if a daemon crash took it)."""
+        return cast(
+            TerminalWaitResult,
+            self._session_call("terminal_wait", session_id, timeout_ms=timeout_ms, operation_id=operation_id),
+        )
 
     def terminal_cancel(self, session_id: str) -> TerminalCancelResult:
         """Interrupt the active send: SIGINT to its foreground process group, typeahead dropped."""
@@ -272,9 +279,9 @@ class Session:
         """Output of the background send since the previous call (``done`` and ``result`` once it settled)."""
         return self.client.terminal_output(self.id)
 
-    def wait(self, timeout_ms: int | None = None) -> TerminalWaitResult:
-        """Wait for the background send to settle."""
-        return self.client.terminal_wait(self.id, timeout_ms)
+    def wait(self, timeout_ms: int | None = None, *, operation_id: str | None = None) -> TerminalWaitResult:
+        """Wait for the background send (``operation_id``: that one) to settle, or for what it left running."""
+        return self.client.terminal_wait(self.id, timeout_ms, operation_id=operation_id)
 
     def cancel(self) -> TerminalCancelResult:
         """Interrupt the active send (SIGINT to its foreground group)."""

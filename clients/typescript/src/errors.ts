@@ -59,6 +59,8 @@ export class LimitExceededError extends PtydError {}
 export class SandboxRefusedError extends PtydError {}
 /** `-32019 sandbox_unavailable`: the session's profile needs a sandbox or limit this system cannot set up. */
 export class SandboxUnavailableError extends PtydError {}
+/** `-32030 operation_lost`: the send was in flight when a previous daemon crashed and its result is gone. */
+export class OperationLostError extends PtydError {}
 
 // Record<ErrorKind, ...>: a kind added to the daemon (and regenerated into protocol.ts) fails the build here
 // until it has a class.
@@ -80,6 +82,7 @@ const CLASSES: Record<ErrorKind, new (error: WireError) => PtydError> = {
   limit_exceeded: LimitExceededError,
   sandbox_refused: SandboxRefusedError,
   sandbox_unavailable: SandboxUnavailableError,
+  operation_lost: OperationLostError,
 };
 
 const BY_CODE = new Map<number, new (error: WireError) => PtydError>();

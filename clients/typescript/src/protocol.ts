@@ -758,7 +758,7 @@ export interface TerminalSendParams {
    */
   idle_ms?: number | null;
   /**
-   * Viewport bound (default 32768).
+   * Viewport bound (default 16384 for an agent's token, agent_max_bytes: a budget sized for a model's context; 32768 for the operator's).
    * Bounds: >= 256, <= 4194304.
    */
   max_bytes?: number | null;
@@ -782,11 +782,8 @@ export interface TerminalSendParams {
    * Bounds: >= 1, <= 3600000.
    */
   until_stable_ms?: number | null;
-  /**
-   * Output economy for the viewport and terminal_output (the transcript is never changed): runs of identical lines become one line and a count, progress lines redrawn as new lines keep their last state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md.
-   * @defaultValue `false`
-   */
-  compact?: boolean;
+  /** Output economy for the viewport and terminal_output (the transcript is never changed): runs of identical lines become one line and a count, progress lines redrawn as new lines keep their last state, and a cut keeps the lines that look like errors besides the tail. See docs/output-economy.md. Default (null): on for an agent's token, on every route (agent_compact); off for the operator's. */
+  compact?: boolean | null;
   /**
    * Viewport and terminal_output lines are logical lines: rows the terminal soft-wrapped are joined.
    * @defaultValue `false`
@@ -886,9 +883,9 @@ export interface TerminalUnsubscribeResult {
 }
 
 /**
- * Wait for the active send to settle and return its result. With no send active: the last send's result if the
- * agent was not given it yet; else a wait for what the session does next (the shell command the last send left
- * running, output printed since), settling like an empty send with until_done.
+ * Wait for the active send to settle and return its result, or with none active the last one's. When the last
+ * one was already given and ended in timeout or inferred_idle, or left a shell command running: wait for what it
+ * left running instead (settling like an empty send with until_done), and return that result.
  */
 export interface TerminalWaitParams {
   /**
@@ -940,9 +937,9 @@ export interface Methods {
   /** Consume the rendered output produced since the previous call (for background sends). */
   terminal_output: { params: TerminalOutputParams; result: TerminalOutputResult };
   /**
-   * Wait for the active send to settle and return its result. With no send active: the last send's result if the
-   * agent was not given it yet; else a wait for what the session does next (the shell command the last send left
-   * running, output printed since), settling like an empty send with until_done.
+   * Wait for the active send to settle and return its result, or with none active the last one's. When the last
+   * one was already given and ended in timeout or inferred_idle, or left a shell command running: wait for what it
+   * left running instead (settling like an empty send with until_done), and return that result.
    */
   terminal_wait: { params: TerminalWaitParams; result: TerminalWaitResult };
   /** Send SIGINT to the foreground process group of the active send. */

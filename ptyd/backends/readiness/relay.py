@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ptyd.backends import procfs
+from ptyd.backends import procfs, tty
 from ptyd.backends.readiness import sockets, waits
 from ptyd.backends.readiness.waits import TtyWait, Wait
 
@@ -59,13 +59,13 @@ class Target:
         A local relay's slave is opened just for the question and closed at once: holding it would keep the
         relay from seeing its program's terminal close."""
         if self.pts_index is None:
-            return 0, waits.local_flags(master_fd)
+            return 0, tty.local_flags(master_fd)
         try:
             fd = _open_pts(self.pts_index, self.relays[-1] if self.relays else 0)
         except OSError:
             return 0, None
         try:
-            return waits.input_queued(fd), waits.local_flags(fd)
+            return tty.input_queued(fd), tty.local_flags(fd)
         finally:
             os.close(fd)
 

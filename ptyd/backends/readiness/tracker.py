@@ -18,26 +18,25 @@ once the local relays in between have copied its last output here:
   its prompt again, or has nothing of its own pending (a new timer, a child) (``loops``);
 - behind an opaque relay (ssh): on the far shell's signed prompt mark followed by ``MARK_QUIET_S`` of quiet, else
   once the far side answered, drew a prompt (or a full-screen program) and went quiet for ``relay_quiet_s``.
+
+The tracker only decides: every fact it reads, the clock included, comes from its ``Evidence`` (``evidence``;
+the kernel's and the session's in ``live``), so each case above is a row of ``tests/unit/test_tracker.py``.
 """
 
 from __future__ import annotations
 
 import re
 import termios
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, final
 
 from ptyd import protocol as p
-from ptyd.backends import procfs
-from ptyd.backends.channel import PtyChannel
-from ptyd.backends.readiness import loops, relay, waits
-from ptyd.backends.readiness.foreground import ForegroundGroup, RunCounts, ran_since
+from ptyd.backends.readiness import loops, waits
+from ptyd.backends.readiness.evidence import Evidence
+from ptyd.backends.readiness.foreground import RunCounts, ran_since
 from ptyd.backends.readiness.relay import Target
 from ptyd.backends.readiness.waits import Wait
-from ptyd.backends.spawn import Spawned
-from ptyd.terminal.engine import TerminalEngine
 from ptyd.terminal.reports import ends_in_query
 
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
@@ -64,189 +63,180 @@ class Verdict:
 NOT_READY = Verdict(False)
 
 
+@dataclass(frozen=True, slots=True)
+class WriteMark:
+    """The state at the last write (input, a signal, or an answer to a terminal query), replaced whole by the
+    next: what "since the write" compares with."""
+
+    expect_answer: bool = False  # input was written: a relay's far side must answer before it can be ready
+    received: int = 0  # output received by then
+    target: tuple[int, int] | None = None  # (terminal, group) that was to read it
+    reads: bool = False  # taking it shows as having read since (input), else as having run (a signal)
+    activity: Mapping[Any, int] = field(default_factory=dict)  # the group's reads (or runs) then
+    output_is_evidence: bool = True  # output after the write shows the program read it (not an echo, a relay's)
+    after_signal: bool = False  # the mark was a signal's, not written input
+    relay_read: tuple[int, int] | None = None  # the innermost local relay, and its rchar then
+    written_at: float = 0.0  # when the send's own input (or the signal) was written; an answer keeps it
+    ambiguous: bool = False  # the input ended in a key a longer one begins with (a lone ESC)
+    line_prompt: tuple[int, str] | None = None  # a line given to an event loop: the prompt's line, shape
+    loop_due: float | None = None  # ...and when the timer of its wait then was due (None: no timer)
+
+
 @final
 class ReadinessTracker:
-    def __init__(
-        self,
-        proc: Spawned,
-        foreground: ForegroundGroup,
-        session_pids: Callable[[], list[int]],
-        channel: PtyChannel,
-        terminal: TerminalEngine,
-        relay_quiet_s: float,
-    ) -> None:
-        self._proc = proc
-        self._foreground = foreground
-        self._session_pids = session_pids
-        self._channel = channel
-        self._terminal = terminal
+    def __init__(self, evidence: Evidence, relay_quiet_s: float) -> None:
+        self._evidence = evidence
         self._relay_quiet_s = relay_quiet_s
+        self._mark = WriteMark()
+        # What is seen during a send, after its write:
         self.taken = True
-        self._expect_answer = False  # input was written: a relay's far side must answer before it can be ready
-        self._received_at_write = 0
-        self._target_at_write: tuple[int, int] | None = None
-        self._activity_at_write: dict[int, int] | RunCounts = {}
-        self._activity: Callable[[list[int], int], dict[int, int] | RunCounts] = procfs.group_run_counts
         self._weak: tuple[float, tuple[int, int]] | None = None  # an event-loop wait: since when, and its mark
         self._poll: tuple[float, RunCounts, int, float] | None = None  # a short poll: since, runs, cpu, timeout
         self._prompt_mark_at: float | None = None
-        self.last_target: Target | None = None  # what the last check() saw
-        self._output_is_evidence = True
-        self._relays = relay.Known()
         self._forwarded: tuple[float, tuple[int, int]] | None = None  # relays seen asleep: since, and the mark
-        self._after_signal = False  # the last mark was a signal's, not written input
-        self._relay_read_at_write: tuple[int, int] | None = None  # the innermost local relay, and its rchar then
-        self._written_at = 0.0
-        self._ambiguous = False  # the input ended in a key a longer one begins with (a lone ESC)
-        self._key_wait: tuple[RunCounts, float] | None = None  # the timed wait entered after it: runs, timeout
-        self._line_prompt: tuple[int, str] | None = None  # a line given to an event loop: the prompt's line, shape
-        self._loop_due: float | None = None  # ...and when the timer of its wait then was due (None: no timer)
+        self._key_wait: tuple[RunCounts, float] | None = None  # the timed wait entered after an ambiguous key
+        self.last_target: Target | None = None  # what the last check() saw
         self._checked_at = 0.0  # when last_target was seen
 
     # --- what the program is doing -----------------------------------------------------------------------
 
     def target(self) -> Target | None:
         """The group that reads the input: the foreground group, or the one behind local relays."""
-        pgid = self._foreground.pgid()
-        if pgid is None:
-            return None
-        return relay.innermost(
-            pgid,
-            self._foreground.candidates(pgid),
-            self._proc.tty_rdev,
-            self._proc.master,
-            self._session_pids,
-            self._relays,
-        )
+        return self._evidence.target()
 
     def password_prompt(self, target: Target | None) -> bool:
         """The target waits for input with echo off: canonical (getpass, sudo, ssh-keygen, ``read -s``), or raw
         with a password question on the cursor line (a readline-style prompt, or one behind ssh)."""
         if target is None or target.wait.kind == Wait.NONE:
             return False
-        _, lflag = target.flags(self._proc.master)
+        _, lflag = self._evidence.flags(target)
         if lflag is None or lflag & termios.ECHO:
             return False
         if waits.secret_prompt(lflag):
             return True
-        return not self._terminal.alt_screen and bool(PASSWORD_TEXT.search(self.cursor_text()))
+        return not self._evidence.alt_screen() and bool(PASSWORD_TEXT.search(self._evidence.cursor_text()))
 
     def password_prompt_now(self) -> bool:
         """``password_prompt`` for status calls, which must stay cheap: the terminal's flags and the cursor line
         rule most cases out (a shell at its prompt, a full-screen program) before the program is probed. Behind
         a local relay (this terminal raw), a secret prompt is seen here only by its text; a send's result probes."""
-        lflag = waits.local_flags(self._proc.master)
+        ev = self._evidence
+        lflag = ev.local_flags()
         if lflag is None or lflag & termios.ECHO:
             return False
-        if not waits.secret_prompt(lflag) and (
-            self._terminal.alt_screen or not PASSWORD_TEXT.search(self.cursor_text())
-        ):
+        if not waits.secret_prompt(lflag) and (ev.alt_screen() or not PASSWORD_TEXT.search(ev.cursor_text())):
             return False
         return self.password_prompt(self.target())
-
-    def cursor_text(self) -> str:
-        """The cursor's row, up to the cursor (only that row is rendered)."""
-        screen = self._terminal.current_screen()
-        y, x = int(screen.cursor.y), int(screen.cursor.x)
-        if not self._terminal.alt_screen:
-            row = screen.main_rows(y, y + 1)
-            return row[0][:x] if row else ""
-        rows = screen.visible_rows()
-        return rows[y][:x] if y < len(rows) else ""
 
     # --- one send ----------------------------------------------------------------------------------------
 
     def begin(self, wrote_input: bytes) -> None:
         self.taken = True
-        self._expect_answer = False
         self._prompt_mark_at = None
         self._weak = self._poll = None
-        self._after_signal = False
-        self._ambiguous = False
-        self._key_wait = self._line_prompt = None
+        self._key_wait = None
+        self._mark = replace(self._mark, expect_answer=False, after_signal=False, ambiguous=False, line_prompt=None)
         if wrote_input:
             self.mark_write(wrote_input)
 
     def mark_write(self, data: bytes = b"", *, answer: bool = False) -> None:
         """From now on a wait counts only once the program is seen to have woken (see the module doc). An
         ``answer`` to a terminal query keeps what the send's own input left open (an ambiguous key, a line)."""
+        ev, before = self._evidence, self._mark
         self.taken = False
-        self._expect_answer = True
-        self._received_at_write = self._channel.received
+        received = ev.received()
         self._prompt_mark_at = None
         self._weak = self._poll = None
         self._forwarded = None
         # Evidence of taking input is having read something since; after a signal (data empty), having run.
-        self._activity = procfs.group_rchar if data else procfs.group_run_counts
-        # After a signal, even a direct wait must hold a moment: bash, interrupted at its prompt, echoes ^C and
-        # reads the terminal again for an instant before its own handler takes it to a new prompt.
-        self._after_signal = not data
-        self._relay_read_at_write = None
-        if not answer:
-            self._written_at = time.monotonic()
-            self._ambiguous = loops.ambiguous(data)
-            self._key_wait = self._line_prompt = None
-        pgid = self._foreground.pgid()
+        reads = bool(data)
+        written_at, ambiguous, line_prompt, loop_due = before.written_at, before.ambiguous, None, None
+        if answer:
+            line_prompt, loop_due = before.line_prompt, before.loop_due
+        else:
+            written_at, ambiguous = ev.now(), loops.ambiguous(data)
+            self._key_wait = None
+        pgid = ev.foreground()
         same = self._same_plain_group(pgid)
         relayed = False
+        relay_read: tuple[int, int] | None = None
         if same is not None and pgid is not None:
             # The same group as at the last probe, with no relay in front: no need to look for one again.
-            key: tuple[int, int] | None = (self._proc.tty_rdev, pgid)
-            self._activity_at_write = self._activity(same, pgid)
-            lflag = waits.local_flags(self._proc.master)
+            key: tuple[int, int] | None = (ev.own_tty(), pgid)
+            activity = self._activity(reads, same, pgid)
+            lflag = ev.local_flags()
             target, seen_at = self.last_target, self._checked_at
         else:
-            target, seen_at = self.target(), time.monotonic()
+            target, seen_at = ev.target(), ev.now()
             key = _key(target)
-            self._activity_at_write = self._activity(target.pids, target.pgid) if target is not None else {}
-            lflag = target.flags(self._proc.master)[1] if target is not None else None
+            activity = self._activity(reads, target.pids, target.pgid) if target is not None else {}
+            lflag = ev.flags(target)[1] if target is not None else None
             relayed = target is not None and bool(target.relays)
             if relayed and data and target is not None:
-                read = procfs.rchar(target.relays[-1])
-                self._relay_read_at_write = (target.relays[-1], read) if read is not None else None
-        self._target_at_write = key
+                read = ev.relay_read(target.relays[-1])
+                relay_read = (target.relays[-1], read) if read is not None else None
         if (
             not answer
             and data[-1:] in (b"\r", b"\n")
             and target is not None
             and _event_loop(target)
-            and not self._terminal.alt_screen
+            and not ev.alt_screen()
         ):
             # A line for an event loop's REPL: it answers by drawing this prompt again (see _loop_answered).
-            self._line_prompt = (self._terminal.cursor_line, loops.prompt_shape(self.cursor_text()))
+            line_prompt = (ev.cursor_line(), loops.prompt_shape(ev.cursor_text()))
             timeout = target.wait.timeout
-            self._loop_due = None if timeout is None else seen_at + timeout
+            loop_due = None if timeout is None else seen_at + timeout
         # A canonical terminal with echo on echoes what it receives, before the program reads it: output is no
         # evidence then, while a written line is still on its way through the line discipline (the tty's queue
         # counts complete lines only, so a half-processed line reads as empty).
         echoing = lflag is not None and lflag & termios.ECHO and lflag & termios.ICANON
-        self._output_is_evidence = not (echoing and data[-1:] in (b"\n", b"\r", b"\x04"))
-        if relayed and self._activity_at_write:
+        output_is_evidence = not (echoing and data[-1:] in (b"\n", b"\r", b"\x04"))
+        if relayed and activity:
             # Behind local relays, output arriving now may be what they were still copying from before the write;
             # the program's own reads, which can be seen here, are the evidence.
-            self._output_is_evidence = False
+            output_is_evidence = False
+        self._mark = WriteMark(
+            expect_answer=True,
+            received=received,
+            target=key,
+            reads=reads,
+            activity=activity,
+            output_is_evidence=output_is_evidence,
+            # After a signal, even a direct wait must hold a moment: bash, interrupted at its prompt, echoes ^C and
+            # reads the terminal again for an instant before its own handler takes it to a new prompt.
+            after_signal=not data,
+            relay_read=relay_read,
+            written_at=written_at,
+            ambiguous=ambiguous,
+            line_prompt=line_prompt,
+            loop_due=loop_due,
+        )
+
+    def _activity(self, reads: bool, pids: list[int], pgid: int) -> Mapping[Any, int]:
+        return self._evidence.rchar(pids, pgid) if reads else self._evidence.run_counts(pids, pgid)
 
     def _same_plain_group(self, pgid: int | None) -> list[int] | None:
         """The candidates of ``pgid`` when it is the group the last probe found reading this terminal directly."""
         last = self.last_target
         if pgid is None or last is None or last.pts_index is not None or last.relay is not None or last.pgid != pgid:
             return None
-        return self._foreground.candidates(pgid)
+        return self._evidence.candidates(pgid)
 
     def prompt_mark(self) -> None:
         """The shell's signed prompt mark arrived (it precedes the prompt it announces)."""
-        self._prompt_mark_at = time.monotonic()
+        self._prompt_mark_at = self._evidence.now()
 
     def check(self) -> Verdict:
         """Is the program ready for more input now?"""
-        queued = self._channel.input_queued()
-        pgid = self._foreground.pgid()
+        ev = self._evidence
+        queued = ev.input_queued()
+        pgid = ev.foreground()
         # Evidence is read before the wait, or a wait seen before the program read would pass for one after it.
         # With the same group in front as last time and no relay, that order is cheap; otherwise look twice.
         same = self._same_plain_group(pgid) if not (self.taken or queued) else None
-        read_first = same is not None and _grew(self._activity_at_write, self._activity(same, pgid or 0))
-        target = self.last_target = self.target()
-        self._checked_at = time.monotonic()
+        read_first = same is not None and _grew(self._mark.activity, self._activity(self._mark.reads, same, pgid or 0))
+        target = self.last_target = ev.target()
+        self._checked_at = ev.now()
         if target is None:
             return NOT_READY
         if queued:
@@ -254,20 +244,21 @@ class ReadinessTracker:
             # so there the input is not even on the program's terminal yet.
             self.taken = self.taken or target.pts_index is None
             return NOT_READY
-        if target.pts_index is not None and target.flags(self._proc.master)[0]:
+        if target.pts_index is not None and ev.flags(target)[0]:
             self.taken = True  # still queued on the relay's terminal
             return NOT_READY
+        mark = self._mark
         if not self.taken and (
-            read_first
-            or (self._output_is_evidence and self._channel.received > self._received_at_write)
-            or _key(target) != self._target_at_write
+            read_first or (mark.output_is_evidence and ev.received() > mark.received) or _key(target) != mark.target
         ):
             self.taken = True
         elif (
-            not self.taken and same is None and _grew(self._activity_at_write, self._activity(target.pids, target.pgid))
+            not self.taken
+            and same is None
+            and _grew(mark.activity, self._activity(mark.reads, target.pids, target.pgid))
         ):
             self.taken = True
-            target = self.last_target = self.target()  # the wait seen above may predate the evidence
+            target = self.last_target = ev.target()  # the wait seen above may predate the evidence
             if target is None:
                 return NOT_READY
         if target.relay is not None:
@@ -280,22 +271,23 @@ class ReadinessTracker:
                 return Verdict(True, "kernel")
             self.taken = kind == Wait.NONE  # seen out of its wait: the next wait is a new one
             return NOT_READY
-        if self._ambiguous and not self._key_sequence_over(target):
+        if self._mark.ambiguous and not self._key_sequence_over(target):
             return NOT_READY
-        if kind not in (Wait.EVENT_LOOP, Wait.TIMED) and not (kind == Wait.DIRECT and self._after_signal):
+        after_signal = self._mark.after_signal
+        if kind not in (Wait.EVENT_LOOP, Wait.TIMED) and not (kind == Wait.DIRECT and after_signal):
             self._weak = None
         if kind not in (Wait.TIMED, Wait.NONE):
             # A short poll's cycle survives the program being seen awake (that is the cycle: it woke, redrew and
             # went back); another kind of wait starts over.
             self._poll = None
         waiting = (
-            (kind == Wait.DIRECT and (not self._after_signal or self._held_event_loop(target)))
+            (kind == Wait.DIRECT and (not after_signal or self._held_event_loop(target)))
             or (kind == Wait.EVENT_LOOP and self._held_event_loop(target))
             or (kind == Wait.TIMED and self._timed_wait_over(target))
         )
         if not waiting or not self._relays_forwarded(target):
             return NOT_READY
-        if self._line_prompt is not None and _event_loop(target) and not self._loop_answered(target):
+        if self._mark.line_prompt is not None and _event_loop(target) and not self._loop_answered(target):
             return NOT_READY
         # What the program wrote just before it waited (its prompt, a query it waits to have answered) may still
         # be in the kernel's flip buffer: the session's drain before a wait counts reads it (a read of an empty
@@ -307,12 +299,11 @@ class ReadinessTracker:
         dropped it (seen with bash at its prompt, about one cancel in forty right after a send). Seen as the same
         direct wait a while after the signal: the program is where it was, waiting for input, and run counts will
         never show it taking the signal."""
-        if not self._after_signal or target.wait.kind != Wait.DIRECT:
+        if not self._mark.after_signal or target.wait.kind != Wait.DIRECT:
             return False
-        if time.monotonic() - self._written_at < SIGNAL_UNSEEN_S:
+        if self._evidence.now() - self._mark.written_at < SIGNAL_UNSEEN_S:
             return False
-        pending = [procfs.signals_pending(pid) for pid in procfs.group_members(target.pids, target.pgid)]
-        return bool(pending) and not any(pending)
+        return self._evidence.signal_pending(target.pids, target.pgid) is False
 
     def _key_sequence_over(self, target: Target) -> bool:
         """After a key that longer keys begin with, the program's first timed wait short enough for a key-sequence
@@ -323,18 +314,19 @@ class ReadinessTracker:
         wait = target.wait
         if wait.kind == Wait.NONE:
             return False  # busy with the key, or between waits
-        now = time.monotonic()
+        ev = self._evidence
+        now = ev.now()
         if self._key_wait is None:
             if wait.kind != Wait.TIMED or wait.timeout is None or wait.timeout > loops.KEY_SEQUENCE_MAX_S:
-                self._ambiguous = False
+                self._mark = replace(self._mark, ambiguous=False)
                 return True
-            self._key_wait = (procfs.group_run_counts(target.pids, target.pgid), wait.timeout)
+            self._key_wait = (ev.run_counts(target.pids, target.pgid), wait.timeout)
             return False
         runs, timeout = self._key_wait
-        if now - self._written_at < timeout or not ran_since(runs, procfs.group_run_counts(target.pids, target.pgid)):
+        if now - self._mark.written_at < timeout or not ran_since(runs, ev.run_counts(target.pids, target.pgid)):
             return False
         # Timed out and awake: from here its waits are judged as any others, the short-poll cycle from scratch.
-        self._ambiguous = False
+        self._mark = replace(self._mark, ambiguous=False)
         self._weak = self._poll = None
         return False
 
@@ -342,9 +334,10 @@ class ReadinessTracker:
         """An event loop given a line has answered when it drew its prompt again, on a later line (a REPL: node,
         IPython, an asyncio app), or, with no prompt to go by, when nothing of its own is pending: no timer due
         that it did not have before the line (its wait's timeout, an armed timerfd) and no child process running."""
-        assert self._line_prompt is not None
-        line, shape = self._line_prompt
-        if shape and self._terminal.cursor_line > line and loops.prompt_shape(self.cursor_text()) == shape:
+        ev = self._evidence
+        assert self._mark.line_prompt is not None
+        line, shape = self._mark.line_prompt
+        if shape and ev.cursor_line() > line and loops.prompt_shape(ev.cursor_text()) == shape:
             return True
         wait = target.wait
         if wait.call is None:
@@ -352,12 +345,12 @@ class ReadinessTracker:
         if wait.timeout is not None:
             # The deadline of a timer armed before the line (node's, for 8 s after it starts) is where it was; one
             # the line armed is sooner. Both deadlines are seen from outside, late by up to a probe's lag.
-            due_before = self._loop_due
-            if due_before is None or time.monotonic() + wait.timeout < due_before - LOOP_TIMER_SLACK_S:
+            due_before = self._mark.loop_due
+            if due_before is None or ev.now() + wait.timeout < due_before - LOOP_TIMER_SLACK_S:
                 return False
-        if loops.timer_armed(wait.pid, wait.call.args[0]):
+        if ev.timer_armed(wait.pid, wait.call.args[0]):
             return False
-        return not loops.running_child(procfs.group_members(target.pids, target.pgid))
+        return not ev.running_child(target.pids, target.pgid)
 
     def _kept_by_relay(self, target: Target) -> bool:
         """A local relay that is a program of its own (mc, whose subshell is behind it) may keep the keys: it read
@@ -366,12 +359,12 @@ class ReadinessTracker:
         Held for RELAY_KEPT_S (a forwarded key reaches the inner terminal a worker's turn after the relay's write),
         the relay's own wait on this terminal is the one that counts. A command running behind a relay (``sleep``
         with typed-ahead keys) is in no wait, so never passes."""
-        at_write = self._relay_read_at_write
+        at_write = self._mark.relay_read
         if at_write is None or not target.relays or target.relays[-1] != at_write[0] or target.wait.kind == Wait.NONE:
             return False
-        if self._channel.received == self._received_at_write:
+        if self._evidence.received() == self._mark.received:
             return False  # it answered nothing on screen: it may be holding the keys for its program
-        read = procfs.rchar(at_write[0])
+        read = self._evidence.relay_read(at_write[0])
         return read is not None and read > at_write[1]
 
     def _relays_forwarded(self, target: Target, hold: float = RELAY_FORWARD_S) -> bool:
@@ -380,19 +373,20 @@ class ReadinessTracker:
         each relay must be seen asleep in its wait, and stay so with no output arriving, for ``hold``."""
         if not target.relays:
             return True
-        if not all(relay.asleep(pid) for pid in target.relays):
+        ev = self._evidence
+        if not all(ev.relay_asleep(pid) for pid in target.relays):
             self._forwarded = None
             return False
-        mark = (self._channel.received, target.pgid)
-        now = time.monotonic()
+        mark = (ev.received(), target.pgid)
+        now = ev.now()
         if self._forwarded is None or self._forwarded[1] != mark:
             self._forwarded = (now, mark)
             return False
         return now - self._forwarded[0] >= hold
 
     def _held_event_loop(self, target: Target) -> bool:
-        now = time.monotonic()
-        mark = (self._channel.received, target.pgid)
+        now = self._evidence.now()
+        mark = (self._evidence.received(), target.pgid)
         if self._weak is None or self._weak[1] != mark:
             self._weak = (now, mark)
             return False
@@ -404,8 +398,8 @@ class ReadinessTracker:
         the input on screen, with a timeout long enough for a refresh timer (htop's 1.5 s, an asyncio app's
         0.5 s), is its idle wait: held with no output, it counts like an event loop's. One entered after a terminal
         query that nothing answered waits for that answer."""
-        output = self._channel.received > self._received_at_write
-        if output and ends_in_query(self._channel.tail):
+        output = self._evidence.received() > self._mark.received
+        if output and ends_in_query(self._evidence.output_tail()):
             self._weak = self._poll = None
             return False  # nothing was written since: the query waits for an answer that will not come
         timeout = target.wait.timeout
@@ -415,9 +409,10 @@ class ReadinessTracker:
         return self._short_poll_cycled(target)
 
     def _short_poll_cycled(self, target: Target) -> bool:
-        now = time.monotonic()
-        runs = procfs.group_run_counts(target.pids, target.pgid)
-        cpu = procfs.group_busy_ns(target.pids, target.pgid)  # runnable counts: load is not idleness
+        ev = self._evidence
+        now = ev.now()
+        runs = ev.run_counts(target.pids, target.pgid)
+        cpu = ev.busy_ns(target.pids, target.pgid)  # runnable counts: load is not idleness
         if self._poll is None:
             self._poll = (now, runs, cpu, target.wait.timeout or 0.0)
             return False
@@ -430,16 +425,17 @@ class ReadinessTracker:
     def _through_relay(self, target: Target) -> Verdict:
         if not self.taken:
             return NOT_READY
-        quiet = time.monotonic() - self._channel.last_output
+        ev = self._evidence
+        quiet = ev.now() - ev.last_output()
         if self._prompt_mark_at is not None and (
-            (quiet >= MARK_QUIET_S and self.cursor_text().strip()) or quiet >= self._relay_quiet_s
+            (quiet >= MARK_QUIET_S and ev.cursor_text().strip()) or quiet >= self._relay_quiet_s
         ):
             return Verdict(True, "shell_integration", target.relay)  # the prompt the mark announced is drawn
-        if self._expect_answer and self._channel.received == self._received_at_write:
+        if self._mark.expect_answer and ev.received() == self._mark.received:
             return NOT_READY  # the far side has not answered yet
         if quiet < self._relay_quiet_s:
             return NOT_READY
-        if self._terminal.alt_screen or PROMPT_END.search(self.cursor_text()):
+        if ev.alt_screen() or PROMPT_END.search(ev.cursor_text()):
             return Verdict(True, "relay_quiet", target.relay)
         return NOT_READY
 

@@ -10,18 +10,16 @@ password prompt), counts as waiting.
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import fcntl
 import os
 import platform
-import select
 import struct
 import termios
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ptyd.backends import procfs
+from ptyd.backends.tty import local_flags
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,29 +178,6 @@ NOT_WAITING = TtyWait(Wait.NONE)
 def secret_prompt(lflag: int) -> bool:
     """Echo off with canonical input on: what getpass(), sudo and ssh set while they read a secret."""
     return not lflag & termios.ECHO and bool(lflag & termios.ICANON)
-
-
-def input_queued(fd: int) -> int:
-    """Bytes a terminal's reader has still to read, asked on the terminal's slave side. Written input reaches the
-    line discipline through the kernel's flip buffer a worker's turn later, and FIONREAD alone does not see it
-    there: a poll of the tty first runs that pending work (n_tty_poll flushes it), so nothing on its way hides."""
-    poller = select.poll()  # not select(): a daemon with many sessions holds fds past FD_SETSIZE
-    poller.register(fd, select.POLLIN)
-    with contextlib.suppress(OSError):
-        poller.poll(0)
-    try:
-        raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
-    except OSError:
-        return 0
-    return int(struct.unpack("i", raw)[0])
-
-
-def local_flags(fd: int) -> int | None:
-    """A terminal's local-mode flags (ECHO, ICANON, ...), or None when unreadable."""
-    try:
-        return int(termios.tcgetattr(fd)[3])
-    except termios.error:
-        return None
 
 
 def group_wait(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> TtyWait:

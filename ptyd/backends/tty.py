@@ -1,0 +1,33 @@
+"""Questions asked of a terminal device itself (termios ioctls): the input still queued for its reader, and its
+local-mode flags. Below readiness and the channel alike: both ask them."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import select
+import struct
+import termios
+
+
+def input_queued(fd: int) -> int:
+    """Bytes a terminal's reader has still to read, asked on the terminal's slave side. Written input reaches the
+    line discipline through the kernel's flip buffer a worker's turn later, and FIONREAD alone does not see it
+    there: a poll of the tty first runs that pending work (n_tty_poll flushes it), so nothing on its way hides."""
+    poller = select.poll()  # not select(): a daemon with many sessions holds fds past FD_SETSIZE
+    poller.register(fd, select.POLLIN)
+    with contextlib.suppress(OSError):
+        poller.poll(0)
+    try:
+        raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int(struct.unpack("i", raw)[0])
+
+
+def local_flags(fd: int) -> int | None:
+    """A terminal's local-mode flags (ECHO, ICANON, ...), or None when unreadable."""
+    try:
+        return int(termios.tcgetattr(fd)[3])
+    except termios.error:
+        return None
