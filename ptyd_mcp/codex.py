@@ -223,9 +223,9 @@ class CodexExec:
 
     async def _collect(self, process: _Process, *, ended: bool) -> str:
         """The transcript from the process's cursor, moving it: whole lines, and the line the cursor is on (a
-        prompt) once, its continuation next time."""
+        prompt) as it is now, then only its continuation next time."""
         lines: list[str] = []
-        size = 0
+        dropped = 0  # lines the scrollback let go before they were returned
         start = process.line
         while True:
             page = await self.rpc(
@@ -235,15 +235,12 @@ class CodexExec:
                 max_lines=CODEX_READ_PAGE_LINES,
                 join_wrapped=True,
             )
-            if page["first_retained_line"] > start:
-                lines.append(f"[{page['first_retained_line'] - start} lines dropped from the terminal's scrollback]")
+            dropped += max(0, page["first_retained_line"] - start)
             lines += page["lines"]
-            size += sum(len(line) + 1 for line in page["lines"])
             start = page["next_line"]
-            total = page["total_lines"]
-            if not page["lines"] or start >= total:
+            if not page["lines"] or start >= page["total_lines"]:
                 break
-            if size > CODEX_OUTPUT_MAX_BYTES:  # the rest of a flood: its tail is what the model needs
+            if sum(len(line) + 1 for line in lines) > CODEX_OUTPUT_MAX_BYTES:  # a flood: its tail is what counts
                 tail = await self.rpc(
                     "terminal_read",
                     session_id=process.session_id,
@@ -251,18 +248,17 @@ class CodexExec:
                     max_lines=CODEX_READ_PAGE_LINES,
                     join_wrapped=True,
                 )
-                skipped = max(0, tail["start_line"] - start)
-                lines += [f"[{skipped} lines left out]", *tail["lines"]]
+                lines += [f"[{max(0, tail['start_line'] - start)} lines left out]", *tail["lines"]]
                 start = tail["next_line"]
                 break
+        cursor_line = lines[-1] if lines else process.partial  # as the transcript has it now, whole
         if lines and process.partial and lines[0].startswith(process.partial):
             # The transcript trims a line's trailing blanks: "name? " was returned as "name?".
             lines[0] = lines[0][len(process.partial) :].lstrip(" ")
+        if dropped:
+            lines.insert(0, f"[{dropped} lines dropped from the terminal's scrollback]")
         if ended:
             process.line, process.partial = start, ""
-            return "\n".join(lines)
-        # The last line is the one the cursor is on: returned as it is now, and again (less this part) next time.
-        cursor_text = lines[-1] if lines else ""
-        process.partial = (process.partial if lines and len(lines) == 1 else "") + cursor_text
-        process.line = max(process.line, start - 1)
+        else:
+            process.line, process.partial = max(process.line, start - 1), cursor_line
         return "\n".join(lines)

@@ -194,3 +194,29 @@ def test_a_command_outlives_the_server_and_its_id_stays_valid(daemon: Daemon, tm
             assert last.output.endswith("after\n")  # from the start of what the terminal kept, as said
 
     anyio.run(scenario)
+
+
+def test_prompts_answered_in_turn_are_each_returned_once(daemon: Daemon) -> None:
+    async def scenario() -> None:
+        async with codex(daemon) as client:
+            cmd = "read -r -p 'a? ' a; read -r -p 'b? ' b; echo \"$a-$b\""
+            asked = await call(client, "exec_command", cmd=cmd)
+            assert (asked.session_id is not None, asked.output) == (True, "a?")
+            second = await call(client, "write_stdin", session_id=asked.session_id, chars="1\n")
+            assert second.output == "1\nb?"
+            last = await call(client, "write_stdin", session_id=asked.session_id, chars="2\n")
+            while last.exit_code is None:  # bash printed and exits after the 250 ms a write waits
+                more = await call(client, "write_stdin", session_id=asked.session_id, chars="")
+                last = Answer(last.text, more.session_id, more.exit_code, last.output + more.output, more.structured)
+            assert (last.exit_code, last.output) == (0, "2\n1-2\n")
+
+    anyio.run(scenario)
+
+
+def test_a_command_killed_by_a_signal_exits_with_128_plus_its_number(daemon: Daemon) -> None:
+    async def scenario() -> None:
+        async with codex(daemon) as client:
+            killed = await call(client, "exec_command", cmd="echo going; kill -KILL $$")
+            assert (killed.exit_code, killed.output) == (137, "going\n")
+
+    anyio.run(scenario)
