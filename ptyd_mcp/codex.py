@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from ptyd_client import SessionExited
+from ptyd_client import SessionBusy, SessionExited, SessionNotFound
 from ptyd_mcp.config import (
     CODEX_BYTES_PER_TOKEN,
     CODEX_EXEC_YIELD_MS,
@@ -182,26 +182,42 @@ class CodexExec:
         process = self._processes.get(number)
         if process is None or process.lock is None:
             raise UnknownSession(number)
-        chars = args.get("chars") if isinstance(args.get("chars"), str) else ""
+        chars = args.get("chars")
+        if not isinstance(chars, str):
+            chars = ""
         if chars:
             wait_ms = clamp_yield(args.get("yield_time_ms"), CODEX_WRITE_YIELD_MS, CODEX_MAX_YIELD_MS)
         else:
             wait_ms = clamp_yield(args.get("yield_time_ms"), CODEX_POLL_YIELD_MS, CODEX_MAX_POLL_YIELD_MS)
         async with process.lock:
             try:
-                sent = await self.rpc(
-                    "terminal_send",
-                    session_id=process.session_id,
-                    input=chars,
-                    timeout_ms=wait_ms,
-                    idle_ms=wait_ms,
-                    max_bytes=256,  # the output comes from the transcript (_collect), not from the viewport
-                    compact=False,
-                )
-                status = sent["session_status"]
+                status = await self._send(process, chars, wait_ms)
             except SessionExited:  # it ended between two calls: its output and status are still there
                 status = (await self.rpc("terminal_status", session_id=process.session_id))["status"]
+            except SessionNotFound:  # closed outside this server (ptyctl close, the agent released)
+                self._processes.pop(number, None)
+                raise UnknownSession(number) from None
             return await self._report(number, process, status, begun, _tokens(args.get("max_output_tokens")))
+
+    async def _send(self, process: _Process, chars: str, wait_ms: int) -> dict[str, Any]:
+        """Type ``chars`` and wait as Codex does; the session's status after."""
+        params: dict[str, Any] = {
+            "session_id": process.session_id,
+            "input": chars,
+            "timeout_ms": wait_ms,
+            "idle_ms": wait_ms,
+            "max_bytes": 256,  # the output comes from the transcript (_collect), not from the viewport
+            "compact": False,
+        }
+        try:
+            sent = await self.rpc("terminal_send", **params)
+        except SessionBusy:
+            # The wait of a call the host cancelled still runs in the daemon (it ends at its own yield time, and
+            # the command runs on, as Codex's would): let it settle, then type.
+            await self.rpc("terminal_wait", session_id=process.session_id, timeout_ms=CODEX_MAX_POLL_YIELD_MS)
+            sent = await self.rpc("terminal_send", **params)
+        status: dict[str, Any] = sent["session_status"]
+        return status
 
     async def _report(
         self, number: int, process: _Process, status: dict[str, Any], begun: float, max_tokens: int

@@ -220,3 +220,21 @@ def test_a_command_killed_by_a_signal_exits_with_128_plus_its_number(daemon: Dae
             assert (killed.exit_code, killed.output) == (137, "going\n")
 
     anyio.run(scenario)
+
+
+def test_a_poll_the_host_cancelled_leaves_the_command_running_and_writable(daemon: Daemon) -> None:
+    async def scenario() -> None:
+        async with codex(daemon) as client:
+            started = await call(client, "exec_command", cmd="sleep 2; read -r line; echo got $line", yield_time_ms=250)
+            assert started.session_id is not None
+            with anyio.move_on_after(0.5) as scope:  # the host gives up on a long poll: the SDK cancels the call
+                await client.call_tool("write_stdin", {"session_id": started.session_id, "yield_time_ms": 1500})
+            assert scope.cancelled_caught
+            answer = await call(client, "write_stdin", session_id=started.session_id, chars="typed\n")
+            while answer.exit_code is None:
+                more = await call(client, "write_stdin", session_id=started.session_id, chars="")
+                answer = Answer("", more.session_id, more.exit_code, answer.output + more.output, more.structured)
+            assert answer.exit_code == 0
+            assert "got typed" in answer.output
+
+    anyio.run(scenario)
