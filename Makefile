@@ -7,18 +7,20 @@ DEV    := $(VENV)/.installed-dev
 
 .PHONY: venv run try-ssh test lint typecheck unit quick perf stress bench golden docs units clean install-user uninstall-user
 
-## Everything: what `make run` needs, and the test, lint and type-check tools (pyproject's [dev] extra).
+## Everything: what `make run` needs, the faces' extras (ptyd-mcp, ptyd web: [all]) and the test, lint and
+## type-check tools ([dev]).
 venv: $(DEV)
 
-## What `make run` needs, and no more (the first run from a fresh clone): ptyd, ptyctl, ptyd-mcp and the Python
-## client, editable. The checkout's distribution carries the client (clients/python), so one install does.
+## What `make run` needs, and no more (the first run from a fresh clone): the daemon, ptyctl and the Python client,
+## editable, with the core's few dependencies. The checkout's distribution carries the client (clients/python), so
+## one install does.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -e .
 	touch $(STAMP)
 
 $(DEV): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[all,dev]'
 	touch $(DEV)
 
 ## Start the daemon in the foreground on the default socket (Ctrl-C stops it and every session).

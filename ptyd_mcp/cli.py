@@ -1,27 +1,30 @@
-"""``ptyd-mcp``: serve ptyd's terminals to an MCP host over stdio (default) or streamable HTTP."""
+"""``ptyd-mcp``: serve ptyd's terminals to an MCP host over stdio (default) or streamable HTTP.
+
+This module imports nothing but the standard library: ``--help`` and ``--version`` answer at once, and the MCP SDK
+(the ``mcp`` extra, most of the start-up time) is loaded only to serve, by :mod:`ptyd_mcp.serve`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
+import importlib.util
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
-from mcp.server import Server
-from mcp.server.stdio import stdio_server
-
-from ptyd.daemon.runtime import StartupError
-from ptyd_client import AsyncClient
 from ptyd_mcp import __version__
-from ptyd_mcp.http import serve_http
-from ptyd_mcp.server import build_server
-from ptyd_mcp.terminals import DEFAULT_MAX_BYTES
+from ptyd_mcp.config import DEFAULT_AGENT, DEFAULT_MAX_BYTES, PROFILES
 
-DEFAULT_AGENT = "mcp"
+# The distributions the ``mcp`` extra brings, by the top-level module a missing one shows up as.
+EXTRA_MODULES = frozenset({"mcp", "mcp_types", "anyio", "pydantic", "starlette", "uvicorn", "httpx2", "sse_starlette"})
+MISSING_EXTRA = (
+    "ptyd-mcp: the MCP SDK is not installed ({missing} is missing): it is ptyd's 'mcp' extra. Install it with "
+    "`pip install 'ptyd[mcp]'`, from a checkout `pip install '.[mcp]'` (or `pipx install --force '.[mcp]'`)."
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -43,37 +46,60 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="viewport budget of a send in UTF-8 bytes when the model gives none (default: $PTYD_MCP_MAX_BYTES, "
         f"else {DEFAULT_MAX_BYTES}, about {DEFAULT_MAX_BYTES // 4} tokens); the cut keeps the tail and the errors",
     )
+    parser.add_argument(
+        "--tools",
+        default=os.environ.get("PTYD_MCP_TOOLS") or "ptyd",
+        help="the tool set, or several comma-separated: 'ptyd' (terminal_open, terminal_send, ...), 'codex' "
+        "(exec_command and write_stdin, the shape of Codex's unified exec) (default: $PTYD_MCP_TOOLS, else ptyd)",
+    )
     http = parser.add_mutually_exclusive_group()
     http.add_argument("--http-socket", type=Path, help="serve streamable HTTP on this Unix socket (mode 0600)")
     http.add_argument("--http-port", type=int, help="serve streamable HTTP on 127.0.0.1:PORT (see the README)")
+    parser.add_argument(
+        "--no-early-initialize",
+        action="store_true",
+        help="over stdio, let the MCP SDK answer initialize once it is loaded, rather than at once (ptyd_mcp.early)",
+    )
     parser.add_argument("--version", action="version", version=f"ptyd-mcp {__version__}")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.profiles = tuple(dict.fromkeys(name.strip() for name in args.tools.split(",") if name.strip()))
+    unknown = [name for name in args.profiles if name not in PROFILES]
+    if unknown or not args.profiles:
+        parser.error(f"--tools: unknown tool set {', '.join(unknown) or '(none)'}; the sets are {', '.join(PROFILES)}")
+    return args
 
 
-async def serve_stdio(server: Server[Any]) -> None:
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-async def run(args: argparse.Namespace) -> None:
-    client = AsyncClient(args.socket)
-    client.token = None  # the token comes from the agent's token file, never from $PTYD_TOKEN
-    server = build_server(client, args.agent, max_bytes=args.max_bytes)
+def _load_serving() -> Any:
+    """ptyd_mcp.serve (the SDK), or the message naming the extra when it is not installed."""
     try:
-        if args.http_socket is not None or args.http_port is not None:
-            await serve_http(server, args.http_socket, args.http_port)
-        else:
-            await serve_stdio(server)
-    finally:
-        await client.close()
+        from ptyd_mcp import serve
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if missing not in EXTRA_MODULES:
+            raise
+        sys.exit(MISSING_EXTRA.format(missing=missing))
+    return serve
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     # stdout is the MCP channel over stdio: every diagnostic goes to stderr.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="ptyd-mcp: %(levelname)s %(message)s")
+    early = None
+    if args.http_socket is None and args.http_port is None and not args.no_early_initialize:
+        if importlib.util.find_spec("mcp") is None:  # answer no initialize for a server that cannot serve
+            sys.exit(MISSING_EXTRA.format(missing="mcp"))
+        # The SDK loads in a thread while the host's initialize is answered (ptyd_mcp.early).
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="load-sdk") as loader:
+            loading = loader.submit(_load_serving)
+            from ptyd_mcp.early import answer_initialize
+
+            early = answer_initialize(args.profiles)
+            serving = loading.result()
+    else:
+        serving = _load_serving()
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            anyio.run(run, args)
-    except StartupError as exc:  # from --http-socket: a live server holds the path
+            serving.serve(args, early)
+    except serving.StartupError as exc:  # from --http-socket: a live server holds the path
         sys.exit(f"ptyd-mcp: {exc}")

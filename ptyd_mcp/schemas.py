@@ -60,10 +60,12 @@ def input_schema(
     *,
     drop: tuple[str, ...] = (),
     describe: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
     extra: dict[str, JsonSchema] | None = None,
 ) -> JsonSchema:
     """The daemon's params of one method as a tool's ``inputSchema``: no token, no fields in ``drop``, model-facing
-    descriptions from ``describe`` (replacing the protocol's), and MCP-only properties from ``extra``."""
+    descriptions from ``describe`` (replacing the protocol's), the defaults this server applies where they are not
+    the daemon's (``defaults``), and MCP-only properties from ``extra``."""
     root = _inline_root(struct)
     gone = {"token", *drop}
     properties: dict[str, JsonSchema] = {}
@@ -73,6 +75,8 @@ def input_schema(
         prop = _without_null(prop)
         if describe and name in describe:
             prop["description"] = describe[name]
+        if defaults and name in defaults:
+            prop["default"] = defaults[name]
         properties[name] = prop
     properties.update(extra or {})
     schema: JsonSchema = {"type": "object", "properties": properties}

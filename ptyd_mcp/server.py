@@ -15,9 +15,13 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from ptyd_client import AsyncClient, DaemonUnavailable, PtydError
-from ptyd_mcp import __version__, text
-from ptyd_mcp.terminals import DEFAULT_MAX_BYTES, Outcome, Progress, Terminals
-from ptyd_mcp.tools import BY_NAME, INSTRUCTIONS, TOOLS
+from ptyd_mcp import text
+from ptyd_mcp.codex import CodexExec, UnknownSession
+from ptyd_mcp.codex_tools import CODEX_TOOLS
+from ptyd_mcp.config import DEFAULT_MAX_BYTES
+from ptyd_mcp.instructions import SERVER_NAME, SERVER_TITLE, SERVER_VERSION, instructions
+from ptyd_mcp.terminals import Outcome, Progress, Terminals
+from ptyd_mcp.tools import TOOLS, ToolSpec
 
 log = logging.getLogger("ptyd_mcp")
 
@@ -45,25 +49,53 @@ def _progress(ctx: ServerRequestContext[Any]) -> Progress | None:
     return report
 
 
-def build_server(client: AsyncClient, agent: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Server[Any]:
-    """An MCP server acting as ``agent`` on the daemon behind ``client``; ``max_bytes``: the viewport budget of a
-    send when the model gives none."""
+def _unknown_session(number: object) -> str:
+    return (
+        f"Unknown session ID {number}: no process of exec_command runs under it (it was never given, or its exit "
+        "was reported already, which ends it). Run the command again with exec_command."
+    )
+
+
+def build_server(
+    client: AsyncClient, agent: str, *, max_bytes: int = DEFAULT_MAX_BYTES, profiles: tuple[str, ...] = ("ptyd",)
+) -> Server[Any]:
+    """An MCP server acting as ``agent`` on the daemon behind ``client``, with the tool sets ``profiles`` names
+    (ptyd_mcp.config.PROFILES); ``max_bytes``: the viewport budget of a send when the model gives none."""
     terminals = Terminals(client, agent, max_bytes=max_bytes)
+    codex = CodexExec(terminals.rpc)
+    specs: list[ToolSpec] = []
+    for profile in profiles:
+        specs += {"ptyd": TOOLS, "codex": CODEX_TOOLS}[profile]
+    by_name = {spec.name: spec for spec in specs}
+    tools = [spec.tool() for spec in specs]
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[spec.tool() for spec in TOOLS])
+        return types.ListToolsResult(tools=tools)
+
+    async def run(name: str, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Outcome:
+        if name == "exec_command":
+            chunk = await codex.exec_command(args)
+            return Outcome(chunk.text(), chunk.structured())
+        if name == "write_stdin":
+            chunk = await codex.write_stdin(args)
+            return Outcome(chunk.text(), chunk.structured())
+        return await terminals.dispatch(name, args, _progress(ctx))
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         args = dict(params.arguments or {})
         session_id = args.get("session_id")
         sid = session_id if isinstance(session_id, str) else None
-        if params.name not in BY_NAME:
-            names = ", ".join(BY_NAME)
+        if params.name not in by_name:
+            names = ", ".join(by_name)
             return _failure(f"There is no tool {params.name!r}; the tools are {names}.", [])
         try:
-            outcome = await terminals.dispatch(params.name, args, _progress(ctx))
+            outcome = await run(params.name, args, ctx)
+        except UnknownSession as exc:
+            return _failure(_unknown_session(exc.args[0]), terminals.take_notices())
+        except ValueError as exc:  # arguments a tool of this server checks itself (exec_command's cmd)
+            return _failure(f"Invalid arguments: {exc}.", [])
         except (PtydError, DaemonUnavailable) as exc:
             return _failure(text.error(exc, sid), terminals.take_notices())
         except Exception:
@@ -73,10 +105,10 @@ def build_server(client: AsyncClient, agent: str, *, max_bytes: int = DEFAULT_MA
         return _result(outcome, terminals.take_notices())
 
     return Server(
-        "ptyd-mcp",
-        version=__version__,
-        title="ptyd terminals",
-        instructions=INSTRUCTIONS,
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        title=SERVER_TITLE,
+        instructions=instructions(profiles),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -16,16 +16,8 @@ import anyio
 
 from ptyd_client import AsyncClient, Unauthorized, core
 from ptyd_mcp import text
+from ptyd_mcp.config import CANCEL_GRACE_S, DEFAULT_MAX_BYTES, READ_DEFAULTS, SEND_DEFAULTS, WAIT_STEP_MS
 from ptyd_mcp.identity import Identity
-
-WAIT_STEP_MS = 500  # one terminal_wait round: how often a long send reports progress
-# A viewport a model reads whole (~2k tokens), where the daemon's default (32 KiB) is sized for programs: the cut
-# keeps the tail and the errors, and terminal_read has the rest. --max-bytes changes it.
-DEFAULT_MAX_BYTES = 8 * 1024
-# What a model reads: output economy and logical lines (see docs/output-economy.md); a model may turn either off.
-READ_DEFAULTS = {"join_wrapped": True}
-SEND_DEFAULTS = {"compact": True, "join_wrapped": True}
-CANCEL_GRACE_S = 5.0  # bound of the terminal_cancel sent after an MCP cancellation
 
 Progress = Callable[[float, str | None], Awaitable[None]]
 """Reports progress: seconds elapsed and a message (the newest output line)."""

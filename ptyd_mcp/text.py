@@ -235,7 +235,9 @@ def error(exc: PtydError | DaemonUnavailable, session_id: str | None) -> str:
             f"terminal_close {sid}, then terminal_open a new session."
         )
     if isinstance(exc, InvalidParams):
-        return f"Invalid arguments: {exc.message}. {_detail(exc)}".rstrip()
+        # A schema error's message names the field itself; a handler's may leave it to data.
+        said = exc.message.removeprefix("Invalid params: ")
+        return f"Invalid arguments: {said}. {'' if said != exc.message else _detail(exc)}".rstrip()
     if isinstance(exc, SpawnFailed):
         return f"The program could not be started: {exc.message} {_detail(exc)}".rstrip()
     if isinstance(exc, LimitExceeded):

@@ -7,14 +7,8 @@ from dataclasses import dataclass
 import mcp_types as types
 
 from ptyd import protocol as p
+from ptyd_mcp.config import READ_DEFAULTS, SEND_DEFAULTS
 from ptyd_mcp.schemas import JsonSchema, input_schema, output_schema
-
-INSTRUCTIONS = """\
-Persistent terminals owned by ptyd, a daemon outside this server: sessions survive restarts of this server and of \
-the host, so reuse them (terminal_list shows them again) instead of opening a new one per command. \
-terminal_send types input and returns the moment the program waits for input again (asked of the kernel, not \
-guessed from the prompt), with what the terminal showed and why it returned. A person can watch any session live \
-with `ptyctl watch ID` and type into it with `ptyctl attach ID`."""
 
 SESSION_ID = "The session id from terminal_open (or terminal_list)."
 
@@ -94,6 +88,7 @@ SEND_PARAMS = input_schema(
     p.TerminalSendParams,
     drop=("wait", "request_key"),  # this server runs every send in the background, with its own request_key
     describe={**_session, "input": SEND_INPUT, "keys": SEND_KEYS, **SEND_WAITS, **SEND_BOUNDS},
+    defaults=SEND_DEFAULTS,  # this server's, not the daemon's (ptyd_mcp.terminals applies them)
 )
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -194,6 +189,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "max_lines": "Most lines to return (default 200).",
                 "join_wrapped": "Join lines the terminal wrapped at its width into one (default true).",
             },
+            defaults=READ_DEFAULTS,
         ),
         output_schema(p.TerminalReadResult),
         _hints(read_only=True, idempotent=True),

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import os
 import socket
 import sys
 from pathlib import Path
-
-from starlette.types import ASGIApp
+from typing import TYPE_CHECKING
 
 from ptyd.loopback import SameUserOnly
-from ptyd_web.auth import TokenRequired
 from ptyd_web.hub import Hub, operator_token
 
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
 LOOPBACK = ("127.0.0.1", "localhost")
+WEB_EXTRA = ("starlette", "uvicorn")  # what ptyd's 'web' extra installs, by module
+MISSING_EXTRA = (
+    "ptyd web: the dashboard needs {missing}, which is not installed: it is ptyd's 'web' extra. Install it with "
+    "`pip install 'ptyd[web]'`, from a checkout `pip install '.[web]'` (or `pipx install --force '.[web]'`)."
+)
 
 
 class BadListen(ValueError):
@@ -38,11 +45,21 @@ def parse_listen(text: str) -> tuple[str, int] | Path:
     return "127.0.0.1", int(port)
 
 
+def missing_extra() -> str | None:
+    """The first module of the web extra that is not installed, if any."""
+    return next((module for module in WEB_EXTRA if importlib.util.find_spec(module) is None), None)
+
+
 def run(socket_path: Path, listen: str, emulator: str = "auto") -> int:
+    missing = missing_extra()
+    if missing is not None:
+        print(MISSING_EXTRA.format(missing=missing), file=sys.stderr)
+        return 2
     import uvicorn
 
     from ptyd.daemon.runtime import bind_socket
     from ptyd_web.app import build
+    from ptyd_web.auth import TokenRequired
 
     try:
         where = parse_listen(listen)

@@ -8,8 +8,10 @@ a .pth file's path entries are not searched for further .pth files)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import re
 import site
 import subprocess
 import sys
@@ -170,6 +172,7 @@ def test_installed_ptyd_installs_the_units_it_carries(installed: tuple[Path, Pat
     assert f"\nExecStart={bin_dir / 'ptyd'} " in service
     assert (home / "config" / "systemd" / "user" / "ptyd.socket").exists()
     assert "systemctl --user enable --now ptyd.socket" in done.stdout or "'make run'" in done.stdout
+    assert "fd_keeper = true" not in done.stdout  # the default already: nothing to add to a config file
     removed = subprocess.run(["ptyd", "uninstall-user"], env=env, cwd=home, capture_output=True, text=True)
     assert removed.returncode == 0, removed.stderr
     assert not (home / "config" / "systemd" / "user" / "ptyd.service").exists()
@@ -187,3 +190,22 @@ def test_the_client_alone_installs_and_reaches_a_daemon(
     assert status.stdout.startswith("ptyd 0.1.0 (protocol ")
     alone = subprocess.run(["python", "-c", "import ptyd"], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert alone.returncode != 0  # the daemon is not part of it
+
+
+def test_every_install_line_of_the_readme_names_this_checkout_as_it_is() -> None:
+    """`pipx install ./ptyd` named the package folder, not an installable project: each local target of an
+    install line in the README's shell blocks is a project directory from the checkout's root, and each extra it
+    names is one of the project's."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = "\n".join(re.findall(r"```sh\n(.*?)```", readme, re.S))
+    lines = [line.split("#", 1)[0] for line in blocks.splitlines() if re.search(r"\bpipx? install\b", line)]
+    assert lines, "the README's install lines are gone"
+    extras = set(importlib.metadata.metadata("ptyd").get_all("Provides-Extra") or [])
+    for line in lines:
+        targets = [word.strip("'\"") for word in line.split()[2:] if not word.startswith("-")]
+        assert targets, line
+        for target in targets:
+            path, _, extra = target.partition("[")
+            assert (ROOT / path / "pyproject.toml").is_file(), f"{line!r}: {path} is no project of this checkout"
+            for name in filter(None, extra.rstrip("]").split(",")):
+                assert name in extras, f"{line!r}: no extra {name!r}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,6 +32,11 @@ from ptyd.errors import (
 log = logging.getLogger("ptyd.rpc")
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
+# JSON-RPC 2.0: an id is a string, a number or null; numbers "SHOULD NOT contain fractional parts", but one that
+# does is still an id, and the response must carry it back.
+RequestId = int | float | str
+# The field msgspec names in a validation error: "... - at `$.cols`", "missing required field `text`".
+_FIELD = re.compile(r"at `\$\.([^`\[]+)|field `([^`]+)`")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +55,7 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=True):
     jsonrpc: Literal["2.0"]
     method: str
     params: dict[str, Any] | list[Any] | msgspec.UnsetType = msgspec.UNSET
-    id: int | str | msgspec.UnsetType | None = msgspec.UNSET
+    id: RequestId | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class _ErrorObject(msgspec.Struct, omit_defaults=True):
@@ -60,13 +66,13 @@ class _ErrorObject(msgspec.Struct, omit_defaults=True):
 
 class _ErrorResponse(msgspec.Struct):
     error: _ErrorObject
-    id: int | str | None
+    id: RequestId | None
     jsonrpc: str = "2.0"
 
 
 class _SuccessResponse(msgspec.Struct):
     result: Any
-    id: int | str | None
+    id: RequestId | None
     jsonrpc: str = "2.0"
 
 
@@ -94,7 +100,17 @@ def error_line(exc: PtydError) -> bytes:
 
 
 def _valid_id(value: Any) -> bool:
-    return value is None or (isinstance(value, int | str) and not isinstance(value, bool))
+    return value is None or (isinstance(value, int | float | str) and not isinstance(value, bool))
+
+
+def _invalid(exc: msgspec.ValidationError) -> InvalidArgument:
+    """The message names the field (a caller that shows only the message still learns which), data.field too."""
+    detail = str(exc)
+    found = _FIELD.search(detail)
+    if found is None:
+        return InvalidArgument(f"Invalid params: {detail}", detail=detail)
+    field = found.group(1) or found.group(2)
+    return InvalidArgument(f"Invalid params: {detail}", detail=detail, field=field)
 
 
 class Dispatcher:
@@ -108,7 +124,7 @@ class Dispatcher:
         try:
             decoded = msgspec.convert(params, method.params)
         except msgspec.ValidationError as exc:
-            raise InvalidArgument(detail=str(exc)) from None
+            raise _invalid(exc) from None
         try:
             return await method.handler(context, decoded)
         except (PtydError, asyncio.CancelledError):

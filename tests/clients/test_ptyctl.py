@@ -81,7 +81,9 @@ def test_open_send_read_signal_close_end_to_end(daemon: Daemon) -> None:
     sent = ptyctl(daemon.socket, "send", sid, "echo e2e-$((6*7))")
     assert sent.returncode == 0, sent.stderr
     assert "e2e-42" in sent.stdout
-    assert "[stdin_read]" in sent.stderr
+    assert "[stdin_read, exit code 0]" in sent.stderr
+    failed = ptyctl(daemon.socket, "send", sid, "false")
+    assert "[stdin_read, exit code 1]" in failed.stderr
 
     partial = ok_json(daemon.socket, "send", "--no-newline", sid, "echo typed-not-run")
     assert partial["viewport"].endswith("echo typed-not-run")
@@ -486,4 +488,30 @@ def test_send_until_and_read_joined(daemon: Daemon) -> None:
     assert "5".rjust(90, "0") in joined.stdout.splitlines()
     rows = ptyctl(daemon.socket, "read", sid)
     assert "5".rjust(90, "0") not in rows.stdout.splitlines()
+    ok_json(daemon.socket, "close", sid)
+
+
+def test_send_calls_out_a_password_prompt(daemon: Daemon) -> None:
+    sid = ok_json(daemon.socket, "open", "--env", "PS1=$ ")["session_id"]
+    asked = ptyctl(daemon.socket, "send", sid, "read -rs -p 'Password: ' secret")
+    assert asked.returncode == 0, asked.stderr
+    assert f"[password prompt: the program waits for a secret, not echoed; type it with `ptyctl attach {sid}`]" in (
+        asked.stderr
+    )
+    answered = ptyctl(daemon.socket, "send", sid, "hunter2")
+    assert "password prompt" not in answered.stderr
+    ok_json(daemon.socket, "close", sid)
+
+
+def test_record_stop_says_it_stopped_and_where_the_file_is(daemon: Daemon) -> None:
+    sid = ok_json(daemon.socket, "open", "--env", "PS1=$ ")["session_id"]
+    never = ptyctl(daemon.socket, "record", sid, "--stop")
+    assert (never.returncode, never.stdout.strip()) == (0, f"{sid} was not being recorded")
+    started = ptyctl(daemon.socket, "record", sid)
+    assert started.stdout.startswith(f"recording {sid} to "), started.stderr
+    path = started.stdout.strip().split(" to ", 1)[1]
+    stopped = ptyctl(daemon.socket, "record", sid, "--stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.startswith(f"stopped recording {sid}; the recording is in {path}"), stopped.stdout
+    assert Path(path).stat().st_size > 0
     ok_json(daemon.socket, "close", sid)

@@ -30,9 +30,10 @@ def new_agent() -> str:
 
 
 @asynccontextmanager
-async def mcp_client(socket_path: Path, agent: str) -> AsyncIterator[Client]:
-    """A host's view: launch ``ptyd-mcp`` over stdio and complete the initialize handshake."""
-    argv = server_argv(socket_path, agent)
+async def mcp_client(socket_path: Path, agent: str, *extra: str) -> AsyncIterator[Client]:
+    """A host's view: launch ``ptyd-mcp`` (with ``extra`` arguments) over stdio and complete the initialize
+    handshake."""
+    argv = server_argv(socket_path, agent, *extra)
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(), cwd=str(ROOT))
     async with Client(params, mode="legacy") as client:
         yield client

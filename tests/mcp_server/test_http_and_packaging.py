@@ -152,15 +152,56 @@ def test_the_daemon_never_imports_the_mcp_sdk() -> None:
     }
 
 
-def test_ptyd_mcp_is_installed_with_the_project() -> None:
+def test_ptyd_mcp_is_installed_with_the_project_and_its_sdk_is_an_extra() -> None:
     scripts = {ep.name: ep for ep in importlib.metadata.distribution("ptyd").entry_points}
     assert scripts["ptyd-mcp"].value == "ptyd_mcp.cli:main"
     requires = importlib.metadata.requires("ptyd") or []
     pin = next(r for r in requires if r.startswith("mcp"))
-    assert pin == f"mcp=={importlib.metadata.version('mcp')}", "the SDK in use is the pinned one"
+    assert pin == f'mcp=={importlib.metadata.version("mcp")}; extra == "mcp"', "the SDK in use is the pinned one"
+    # The core (no extra) is the daemon's few packages: none of the faces' frameworks.
+    core = {re.split(r"[<>=!;\[ ]", r, maxsplit=1)[0] for r in requires if "extra ==" not in r}
+    assert core == {"msgspec", "pyte", "uvloop", "wcwidth", "pyghostty"}, core
+    web = {re.split(r"[<>=!;\[ ]", r, maxsplit=1)[0] for r in requires if 'extra == "web"' in r}
+    assert web == {"starlette", "uvicorn"}
+    assert any('extra == "all"' in r for r in requires)
     command = Path(sys.executable).parent / "ptyd-mcp"
     version = subprocess.run([command, "--version"], capture_output=True, text=True, check=True).stdout
     assert version.startswith("ptyd-mcp ")
+
+
+def test_the_command_line_loads_no_sdk() -> None:
+    """--help, --version and a bad flag answer at once: the SDK is imported only to serve."""
+    probe = "import sys, ptyd_mcp.cli; ptyd_mcp.cli.parse_args(['--tools', 'ptyd,codex']); print(' '.join(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    loaded = {name.split(".")[0] for name in done.stdout.split()}
+    assert not loaded & {"mcp", "mcp_types", "pydantic", "anyio", "starlette", "ptyd_client"}, loaded
+    bad = subprocess.run(
+        [sys.executable, "-m", "ptyd_mcp", "--tools", "claude"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2
+    assert "unknown tool set claude; the sets are ptyd, codex" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("hidden", "argv", "says"),
+    [
+        ("mcp", "from ptyd_mcp.cli import main; main(['--socket', 'x'])", "ptyd-mcp: the MCP SDK is not installed"),
+        ("pydantic", "from ptyd_mcp.cli import main; main(['--socket', 'x'])", "(pydantic is missing)"),
+        ("uvicorn", "from ptyd.cli import main; main(['web', '--socket', 'x'])", "the dashboard needs uvicorn"),
+    ],
+    ids=["mcp", "an-sdk-dependency", "web"],
+)
+def test_a_face_without_its_extra_names_the_extra(hidden: str, argv: str, says: str) -> None:
+    # None in sys.modules: the import fails as it does where the package is not installed.
+    probe = f"import sys; sys.modules[{hidden!r}] = None\n{argv}"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0
+    assert says in done.stderr, done.stderr
+    extra = "web" if hidden == "uvicorn" else "mcp"
+    assert f"pip install 'ptyd[{extra}]'" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_readme_host_snippet_starts_a_working_server(daemon: Daemon) -> None:
@@ -181,3 +222,57 @@ def test_the_readme_host_snippet_starts_a_working_server(daemon: Daemon) -> None
 
     anyio.run(scenario)
     assert token_path(daemon.socket, entry["args"][1]).exists()
+
+
+def handshake(daemon: Daemon, version: str, *extra: str) -> tuple[dict[str, object], list[str], str]:
+    """A raw stdio session: initialize (asking for ``version``), initialized, tools/list; the answer to initialize,
+    the tool names and the server's stderr."""
+    argv = server_argv(daemon.socket, new_agent(), *extra)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    proc = subprocess.Popen(
+        argv, env=server_env(), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps(initialize).encode() + b"\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        for message in (
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        ):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        listed = json.loads(proc.stdout.readline())
+        assert listed["id"] == 2, listed
+        proc.stdin.close()  # the host goes away: the server ends
+        assert proc.wait(60) == 0
+        assert proc.stderr is not None
+        stderr = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert answer["id"] == 1, answer
+    return answer["result"], [tool["name"] for tool in listed["result"]["tools"]], stderr.decode()
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-11-25", "1999-01-01"])
+def test_the_early_answer_to_initialize_is_the_sdks(daemon: Daemon, version: str) -> None:
+    """ptyd-mcp answers initialize before the SDK is loaded (ptyd_mcp.early): the answer must be the SDK's own,
+    version negotiation included, and the session the SDK then serves must work."""
+    early, tools, stderr = handshake(daemon, version, "--tools", "ptyd,codex")
+    sdk, sdk_tools, _ = handshake(daemon, version, "--tools", "ptyd,codex", "--no-early-initialize")
+    assert early == sdk
+    assert tools == sdk_tools
+    assert {"terminal_send", "exec_command"} <= set(tools)
+    assert "early answer" not in stderr, stderr

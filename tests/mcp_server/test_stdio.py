@@ -56,6 +56,11 @@ def test_initialize_and_list_tools_with_their_schemas(daemon: Daemon) -> None:
             for words in ("\\n", "\\u0003", "stdin_read", "inferred_idle", "timeout", "session_exit", "PASSWORD"):
                 assert words in send.description + send.input_schema["properties"]["input"]["description"], words
             assert {"viewport", "wait_reason", "session_status"} <= set(send.output_schema["required"])
+            # The defaults this server applies, declared as such (the daemon's own are false).
+            for name in ("compact", "join_wrapped"):
+                assert send.input_schema["properties"][name]["default"] is True, name
+                assert "(default true)" in send.input_schema["properties"][name]["description"], name
+            assert tools["terminal_read"].input_schema["properties"]["join_wrapped"]["default"] is True
 
     anyio.run(scenario)
 
@@ -193,8 +198,7 @@ def test_bad_ids_busy_and_exited_sessions_are_tool_errors(daemon: Daemon) -> Non
                 assert "No session pty-nope" in message, tool
                 assert "terminal_list" in message, tool
             message = await fails(client, "terminal_send", session_id="pty-nope", input=5)
-            assert "Invalid arguments" in message
-            assert "$.input" in message
+            assert message == "Invalid arguments: Expected `str`, got `int` - at `$.input`."
             message = await fails(client, "terminal_open", argv=["/nonexistent/program"], type="exec")
             assert "could not be started" in message
             assert "There is no tool" in await fails(client, "terminal_teleport")

@@ -78,6 +78,13 @@ def test_success_carries_the_result_and_the_id() -> None:
     }
 
 
+@pytest.mark.parametrize("id", [1.5, -2.25, 1e300])
+def test_a_fractional_id_is_echoed(id: float) -> None:
+    # JSON-RPC 2.0: numbers SHOULD NOT have fractional parts, but an id that has one is still an id to echo.
+    assert answer(request("echo", {"text": "a"}, id=id))["id"] == id
+    assert answer(request("echo", {"text": 5}, id=id))["id"] == id
+
+
 def test_parse_error() -> None:
     assert answer('{"jsonrpc": "2.0", "method": ') == {
         "error": {"code": -32700, "message": "Parse error", "data": {"kind": "parse_error"}},
@@ -125,19 +132,22 @@ def test_method_not_found_names_the_method() -> None:
 
 
 @pytest.mark.parametrize(
-    ("params", "detail"),
+    ("params", "detail", "field"),
     [
-        ({"text": 5}, "$.text"),
-        ({}, "text"),
-        ({"text": "a", "bogus": 1}, "bogus"),
-        ({"text": "a", "times": "2"}, "$.times"),
+        ({"text": 5}, "$.text", "text"),
+        ({}, "text", "text"),
+        ({"text": "a", "bogus": 1}, "bogus", "bogus"),
+        ({"text": "a", "times": "2"}, "$.times", "times"),
     ],
     ids=["wrong-type", "missing", "unknown-field", "wrong-type-optional"],
 )
-def test_invalid_params_names_the_field(params: dict[str, Any], detail: str) -> None:
+def test_invalid_params_names_the_field(params: dict[str, Any], detail: str, field: str) -> None:
     error = answer(request("echo", params))["error"]
-    assert (error["code"], error["message"], error["data"]["kind"]) == (-32602, "Invalid params", "invalid_params")
+    assert (error["code"], error["data"]["kind"], error["data"]["field"]) == (-32602, "invalid_params", field)
     assert detail in error["data"]["detail"]
+    # A caller that shows only the message learns the field too.
+    assert error["message"] == f"Invalid params: {error['data']['detail']}"
+    assert f"`{field}`" in error["message"] or f"$.{field}`" in error["message"]
 
 
 def test_positional_params_are_invalid() -> None:

@@ -31,6 +31,7 @@ from ptyd_client.errors import (
     SessionNotFound,
     Unauthorized,
 )
+from ptyd_client.types import SendResult
 
 ClientT = TypeVar("ClientT")
 EXIT_OK, EXIT_DAEMON_ERROR, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -235,11 +236,23 @@ def cmd_send(ctx: Context) -> int:
         ctx.emit(result, None)
         return EXIT_OK
     print(ctx.screen_text(result["viewport"]))
+    print(send_footer(result, a.id), file=sys.stderr)
+    return EXIT_OK
+
+
+def send_footer(result: SendResult, session: str) -> str:
+    """Why the send returned, with the exit code of the command that ended and a password prompt called out."""
     reason: str = result["wait_reason"]
     if reason == "session_exit":
         reason += ": " + render.status_word(result["session_status"])
-    print(f"[{reason}]", file=sys.stderr)
-    return EXIT_OK
+    if result.get("exit_code") is not None:
+        reason += f", exit code {result['exit_code']}"
+    footer = f"[{reason}]"
+    if result.get("password_prompt"):
+        footer += (
+            f"\n[password prompt: the program waits for a secret, not echoed; type it with `ptyctl attach {session}`]"
+        )
+    return footer
 
 
 def cmd_read(ctx: Context) -> int:
@@ -317,11 +330,21 @@ def cmd_attach(ctx: Context) -> int:
 
 
 def cmd_record(ctx: Context) -> int:
-    result = ctx.client().terminal_record(ctx.session_id(ctx.args.id), record=not ctx.args.stop)
-    if result["recording"]:
-        text = f"recording {result['session_id']} to {result['path']}"
+    client = ctx.client()
+    session_id = ctx.session_id(ctx.args.id)
+    if not ctx.args.stop:
+        result = client.terminal_record(session_id, record=True)
+        ctx.emit(result, f"recording {result['session_id']} to {result['path']}")
+        return EXIT_OK
+    # A stop answers recording=false either way: whether it stopped one is known from before.
+    was = next((s for s in client.terminal_list()["sessions"] if s["session_id"] == session_id), None)
+    result = client.terminal_record(session_id, record=False)
+    if was is not None and was.get("recording"):
+        parts = [r for r in client.terminal_recordings()["recordings"] if r["session_id"] == session_id]
+        where = f"; the recording is in {parts[-1]['path']}" if parts else ""
+        text = f"stopped recording {session_id}{where} (ptyctl replay {session_id} plays it)"
     else:
-        text = f"{result['session_id']} is not recorded"
+        text = f"{session_id} was not being recorded"
     ctx.emit(result, text)
     return EXIT_OK
 

@@ -115,8 +115,8 @@ no_manager() {
 			"fail here. Instead:"
 	fi
 	say "  run the daemon under your own supervisor: 'make run' (or '$bin' itself), in the foreground, logging to stderr;"
-	say "  add 'fd_keeper = true' to ~/.config/ptyd/config.toml so the sessions outlive a crash of the daemon"
-	say "  (see the README's 'Without systemd')."
+	say "  the sessions outlive a crash of the daemon there: its fd keeper holds them (fd_keeper, on by default;"
+	say "  see the README's 'Without systemd')."
 }
 
 uninstall_units() {

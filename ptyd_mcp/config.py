@@ -1,0 +1,31 @@
+"""ptyd-mcp's defaults and bounds, each once with its reason. Standard library only: the command line reads it
+before the MCP SDK is loaded."""
+
+from __future__ import annotations
+
+DEFAULT_AGENT = "mcp"
+PROFILES = ("ptyd", "codex")  # the tool sets --tools names (ptyd_mcp.tools, ptyd_mcp.codex)
+
+# A viewport a model reads whole (~2k tokens), where the daemon's default (32 KiB) is sized for programs: the cut
+# keeps the tail and the errors, and terminal_read has the rest. --max-bytes changes it.
+DEFAULT_MAX_BYTES = 8 * 1024
+# What a model reads: output economy and logical lines (see docs/output-economy.md); a model may turn either off.
+# The tools' schemas declare these as the defaults (ptyd_mcp.tools), the daemon's own being false.
+READ_DEFAULTS = {"join_wrapped": True}
+SEND_DEFAULTS = {"compact": True, "join_wrapped": True}
+WAIT_STEP_MS = 500  # one terminal_wait round: how often a long send reports progress
+CANCEL_GRACE_S = 5.0  # bound of the terminal_cancel sent after an MCP cancellation
+
+# --- the codex tool set: Codex's unified exec numbers (docs: /work/shared/research/codex-unified-exec.md) ---
+CODEX_EXEC_YIELD_MS = 10_000  # exec_command waits this long for the command unless it ends (Codex's default)
+CODEX_WRITE_YIELD_MS = 250  # write_stdin after a non-empty write (Codex's default)
+CODEX_POLL_YIELD_MS = 5_000  # write_stdin with empty chars: a poll may wait longer (recent Codex)
+CODEX_MIN_YIELD_MS = 250  # Codex clamps every wait to at least this
+CODEX_MAX_YIELD_MS = 30_000  # ... and at most this, for exec_command and a write
+CODEX_MAX_POLL_YIELD_MS = 300_000  # ... and this for an empty poll
+CODEX_MAX_OUTPUT_TOKENS = 10_000  # the output budget when the model gives none (Codex's default)
+CODEX_BYTES_PER_TOKEN = 4  # Codex's own estimate of a token, for the budget and "Original token count"
+CODEX_SHELL = "/bin/bash"  # the shell a command runs in when the model names none (Codex's default)
+CODEX_READ_PAGE_LINES = 10_000  # terminal_read page when collecting a call's output
+CODEX_OUTPUT_MAX_BYTES = 1024 * 1024  # one call's output read whole, then the tail (Codex retains 1 MiB a session)
+CODEX_SESSION_IDS = (1000, 100_000)  # numeric session ids drawn from this range, as Codex's are
