@@ -101,6 +101,8 @@ class OperationLost(PtydError):
     ``data["request_key"]`` or ``data["operation_id"]`` names it (daemon protocol 5)."""
 
     CODE, KIND = -32030, "operation_lost"
+
+
 class WorkspaceRefused(PtydError):
     """A sandboxed session may not work in the cwd asked for (the home, ptyd's own directories, another agent's
     workspace); ``data["path"]`` names it, ``data["reason"]`` the rule."""
