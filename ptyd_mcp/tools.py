@@ -45,6 +45,10 @@ SEND_WAITS = {
     "compact": "Fold repeated lines and progress lines into a count, and keep errors when cutting (default true). "
     "False shows every line as the terminal drew it.",
     "join_wrapped": "Join lines the terminal wrapped at its width into one (default true).",
+    "until_done": "Run this and return when it is done, in one call: silence never ends the wait, only the shell "
+    "prompting again after the command (with its exit code), a program asking for input, the session's exit, or "
+    "timeout_ms. Use it for test runs, builds and installs that can be quiet for a while (input 'pytest -x\\n', "
+    "until_done true, timeout_ms 600000), so a pause is never taken for the end.",
 }
 
 _D = p.DEFAULTS  # the daemon's defaults, stated once (ptyd/config.py)
@@ -122,7 +126,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         "until it listens (until='Serving HTTP|listening on'); the result lists the TCP ports the session's "
         "programs listen on. A "
         "line starting PASSWORD PROMPT means the program asks for a secret: ask the human, do not type one. "
-        "For work that takes minutes, raise timeout_ms or use terminal_send_background.",
+        "For work that takes minutes, set until_done (and raise timeout_ms) or use terminal_send_background. Each "
+        "result starts where your previous result in this session ended: output and [ended: ...] lines for "
+        "commands that finished while you were away come first, and [running: ...] names a command that has not "
+        "finished yet (send '' to wait for it).",
         SEND_PARAMS,
         output_schema(p.SendResult),
         _hints(destructive=True),
