@@ -100,7 +100,7 @@ class Terminals:
         sid = str(args.get("session_id", ""))
         try:
             started = await self.rpc("terminal_send", **args, wait=False, request_key=core.new_request_key())
-            waited = await self._settle(sid, None, progress)
+            waited = await self._settle(sid, None, progress, started["operation_id"])
         except anyio.get_cancelled_exc_class():
             # The host cancelled the call: interrupt the send in the daemon too (if it started, it is the session's
             # active send: no other can start while it runs), even though this task is cancelled.
@@ -115,32 +115,55 @@ class Terminals:
     async def wait(self, args: dict[str, Any], progress: Progress | None) -> Outcome:
         sid = str(args.get("session_id", ""))
         timeout_ms = args.get("timeout_ms")
-        waited = await self._settle(sid, timeout_ms, progress)
+        waited = await self._wait_once(sid, timeout_ms, progress)
         if waited["done"] and waited["result"] is not None:
             return Outcome(text.send(waited["result"], sid), waited)
         if waited["done"]:
             return Outcome("No send has run in this session yet.", waited)
+        if waited.get("result") is not None:  # a wait on a running command that gave up: what it showed so far
+            return Outcome(text.send(waited["result"], sid), waited)
         return Outcome(
             f"[still running: {waited['operation_id']} had not settled after {timeout_ms} ms. terminal_output shows "
             "its output so far; terminal_wait again, or terminal_cancel to interrupt it]",
             waited,
         )
 
-    async def _settle(self, sid: str, timeout_ms: Any, progress: Progress | None) -> dict[str, Any]:
-        """terminal_wait in steps until the send settles (or ``timeout_ms`` passes), reporting progress between."""
+    async def _settle(self, sid: str, timeout_ms: Any, progress: Progress | None, operation_id: str) -> dict[str, Any]:
+        """terminal_wait for ``operation_id`` in steps until it settles (or ``timeout_ms`` passes), reporting
+        progress between (named: a step never answers another operation, nor starts a wait of its own)."""
         begun = time.monotonic()
         deadline = begun + timeout_ms / 1000 if isinstance(timeout_ms, int) else None
         while True:
             step = WAIT_STEP_MS
             if deadline is not None:
                 step = max(0, min(step, round((deadline - time.monotonic()) * 1000)))
-            waited = await self.rpc("terminal_wait", session_id=sid, timeout_ms=step)
+            waited = await self.rpc("terminal_wait", session_id=sid, timeout_ms=step, operation_id=operation_id)
             if waited["done"] or (deadline is not None and time.monotonic() >= deadline):
                 return waited
-            if progress is not None:
-                output = (await self.rpc("terminal_output", session_id=sid))["output"]
-                lines = [line for line in output.splitlines() if line.strip()]
-                await progress(time.monotonic() - begun, lines[-1] if lines else None)
+            await self._progress(sid, begun, progress)
+
+    async def _wait_once(self, sid: str, timeout_ms: Any, progress: Progress | None) -> dict[str, Any]:
+        """The model's terminal_wait: one daemon wait for its whole time (after a timeout it follows the command
+        left running, and a wait in steps would start a new follow at each), progress reported beside it."""
+        begun = time.monotonic()
+        waited: dict[str, Any] = {}
+
+        async def wait() -> None:
+            waited.update(await self.rpc("terminal_wait", session_id=sid, timeout_ms=timeout_ms))
+            group.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait)
+            while progress is not None:
+                await anyio.sleep(WAIT_STEP_MS / 1000)
+                await self._progress(sid, begun, progress)
+        return waited
+
+    async def _progress(self, sid: str, begun: float, progress: Progress | None) -> None:
+        if progress is not None:
+            output = (await self.rpc("terminal_output", session_id=sid))["output"]
+            lines = [line for line in output.splitlines() if line.strip()]
+            await progress(time.monotonic() - begun, lines[-1] if lines else None)
 
 
 def _read(result: Mapping[str, Any], sid: str) -> str:

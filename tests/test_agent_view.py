@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Rpc, RpcError, Shell, wait_until
+from conftest import Daemon, Rpc, RpcError, Shell, wait_until
 
 
 def at_prompt_after(shell: Shell, text: str) -> None:
@@ -184,3 +184,37 @@ def test_no_early_idle_beside_floods(rpc: Rpc, token: str) -> None:
     finally:
         for s in shells:
             s.close()
+
+
+def test_a_person_at_ptyctl_does_not_read_the_agents_output_away(daemon: Daemon, rpc: Rpc, shell: Shell) -> None:
+    first = shell.send("sleep 0.3; echo FOR-THE-AGENT; (exit 4)\n", idle_ms=100)
+    assert first["wait_reason"] == "inferred_idle"
+    at_prompt_after(shell, "FOR-THE-AGENT")
+    operator = (daemon.directory / "operator.token").read_text().strip()
+    person = rpc.call("terminal_send", token=operator, session_id=shell.id, input="echo BY-A-PERSON\n")
+    assert "FOR-THE-AGENT" in person["viewport"]  # the person sees it too...
+    result = shell.send("")
+    assert "FOR-THE-AGENT" in result["viewport"]  # ...and the agent still does
+    assert "BY-A-PERSON" in result["viewport"]
+    assert [(c["command"], c["exit_code"]) for c in result["commands"]] == [
+        ("sleep 0.3; echo FOR-THE-AGENT; (exit 4)", 4),
+        ("echo BY-A-PERSON", 0),
+    ]
+
+
+def test_until_with_a_command_searches_only_that_commands_output(shell: Shell) -> None:
+    shell.send("sleep 0.2; echo DONE-1\n", idle_ms=50)
+    at_prompt_after(shell, "DONE-1")
+    result = shell.send("sleep 0.3; echo DONE-2\n", until=r"DONE-\d", timeout_ms=5000)
+    assert result["wait_reason"] == "matched", result
+    assert result["match"]["text"] == "DONE-2"  # not the line printed between calls
+
+
+def test_a_full_screen_result_leaves_the_lines_before_it_unread(shell: Shell) -> None:
+    shell.send("sleep 0.2; echo BEFORE-LESS\n", idle_ms=50)
+    at_prompt_after(shell, "BEFORE-LESS")
+    screen = shell.send("LESS= less /etc/passwd\n", until_stable_ms=300)
+    assert screen["alt_screen"] is True
+    back = shell.send("q")
+    assert back["alt_screen"] is False
+    assert "BEFORE-LESS" in back["viewport"]

@@ -19,7 +19,6 @@ from ptyd import protocol as p
 
 COMMANDS_KEPT = 64  # command ends kept for the next result: an agent away that long reads the rest with terminal_read
 TYPED_KEPT = 64  # lines typed by sends, waiting for the shell to start them
-TYPED_BYTES = 65_536  # the latest input kept, to tell which typed lines the shell has not read yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +36,6 @@ class AgentView:
         self.line = line  # the first transcript line the agent has not been shown whole
         self._ended: deque[p.CommandOutcome] = deque(maxlen=COMMANDS_KEPT)
         self._typed: deque[str] = deque(maxlen=TYPED_KEPT)  # lines a send typed, not yet started by the shell
-        self._input = bytearray()  # the latest input written, to match the lines still unread against
         self._marked = False  # the shell sends marks: its commands can be told apart
         self._running: tuple[str | None, float] | None = None  # the command the shell runs now, since when
         self.lost_lines = 0  # lines a crash lost that no result reported yet
@@ -45,28 +43,22 @@ class AgentView:
     # --- what the session saw happen ------------------------------------------------------------------
 
     def typed(self, text: str) -> None:
-        """A send wrote ``text``: each non-empty line it submits is a command the shell may start next (once the
-        shell sends marks: the line that installs them is no command of the agent's)."""
-        if not text:
-            return
-        self._input += text.encode()
-        del self._input[:-TYPED_BYTES]
+        """A send wrote ``text``: each line it submits that is not empty or a comment is a command the shell
+        starts next, in order (once the shell sends marks: the line that installs them is no command of the
+        agent's). Lines that start none (a syntax error) are forgotten at the next send typed at an idle prompt."""
         if self._marked:
             self._typed.extend(_lines(text))
+
+    def forget_typed(self) -> None:
+        self._typed.clear()
 
     def command_started(self) -> None:
         self._marked = True
         self._running = (self._typed.popleft() if self._typed else None, time.monotonic())
 
-    def command_ended(self, status: int | None, cwd: str | None, unread_input: int) -> None:
-        """The shell's prompt mark: the command before it (if any) ended with ``status``. ``unread_input``: bytes
-        of input the shell has not read. A typed line that started no command (a comment, a syntax error) is
-        dropped here: only the lines still unread can start the next ones."""
+    def command_ended(self, status: int | None, cwd: str | None) -> None:
+        """The shell's prompt mark: the command before it (if any) ended with ``status``."""
         self._marked = True
-        unread = bytes(self._input[len(self._input) - unread_input :]) if unread_input > 0 else b""
-        still = len(_lines(unread.decode(errors="replace")))
-        while len(self._typed) > still:
-            self._typed.popleft()
         if self._running is None:
             return  # a prompt with no command before it: an empty line, a Ctrl-C at the prompt
         command, started = self._running
@@ -123,4 +115,5 @@ class AgentView:
 
 def _lines(text: str) -> list[str]:
     """The non-empty lines ``text`` submits (the part after its last newline is not submitted yet)."""
-    return [line.strip() for line in text.split("\n")[:-1] if line.strip()]
+    lines = (line.strip() for line in text.split("\n")[:-1])
+    return [line for line in lines if line and not line.startswith("#")]

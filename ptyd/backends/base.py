@@ -57,6 +57,7 @@ class SendRequest:
     join_wrapped: bool = False  # logical lines in the viewport and terminal_output
     until_done: bool = False  # silence does not end the wait: only readiness, an exit, a named wait or the timeout
     follow_command: bool = False  # ...nor while a shell command runs (an empty send waits for the pending command)
+    by_owner: bool = True  # from the session's owner: only its results move the agent's unread cursor
 
 
 class SendOperation(Protocol):

@@ -41,6 +41,7 @@ class RecordedSend:
     op_id: str
     request_key: str | None
     settled: bool
+    slot: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ class RecordRead:
     received: int
     total_lines: int
     sends: list[RecordedSend]  # oldest first
+    count: int = 0  # sends ever recorded: the ring's position
 
 
 @final
@@ -58,7 +60,8 @@ class LiveRecord:
         self.path: Path | None = path
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
-            os.ftruncate(fd, SIZE)
+            # Every page allocated now: a store into a sparse page of a full tmpfs is a SIGBUS, not an error.
+            os.posix_fallocate(fd, 0, SIZE)
             self._map: mmap.mmap | None = mmap.mmap(fd, SIZE)
         finally:
             os.close(fd)
@@ -78,8 +81,9 @@ class LiveRecord:
         """The record a previous daemon kept (what it held), carried on by this one."""
         before = read(path)
         record = cls(path)
-        if before is not None:
-            record._sends = len(before.sends)
+        if before is not None:  # the ring goes on where it was, and its sends can still be settled
+            record._sends = before.count
+            record._slots = {send.op_id: send.slot for send in before.sends}
             record.progress(before.received, before.total_lines)
         return record, before
 
@@ -137,11 +141,11 @@ def read(path: Path) -> RecordRead | None:
         length, settled = SLOT.unpack_from(data, offset)
         raw = data[offset + SLOT.size : offset + SLOT.size + length]
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-            sends.append(_recorded(raw, bool(settled)))
-    return RecordRead(received, total_lines, sends)
+            sends.append(_recorded(raw, bool(settled), n % SLOTS))
+    return RecordRead(received, total_lines, sends, count)
 
 
-def _recorded(raw: bytes, settled: bool) -> RecordedSend:
+def _recorded(raw: bytes, settled: bool, slot: int) -> RecordedSend:
     try:
         op: OpState | None = _decoder.decode(raw)
     except msgspec.ValidationError:  # kept by id and key only
@@ -150,7 +154,7 @@ def _recorded(raw: bytes, settled: bool) -> RecordedSend:
     op_id, key = ident.get("id"), ident.get("request_key")
     if not isinstance(op_id, str) or not (key is None or isinstance(key, str)):
         raise msgspec.ValidationError("not a recorded send")
-    return RecordedSend(op, op_id, key, settled)
+    return RecordedSend(op, op_id, key, settled, slot)
 
 
 def records_directory(runtime: Path) -> Path:

@@ -212,11 +212,10 @@ class LocalBackend:
             scope = self._containment.scope(state.session_id)
             scope.attach(state.pid)
         terminal = state.terminal
-        record, before = (
-            LiveRecord.reopen(self._records / state.session_id)
-            if self._records is not None
-            else (LiveRecord.disabled(), None)
-        )
+        record, before = LiveRecord.disabled(), None
+        if self._records is not None:
+            with contextlib.suppress(OSError):  # a full runtime directory: adopted all the same, without one
+                record, before = LiveRecord.reopen(self._records / state.session_id)
         session = LocalSession(
             session_id=state.session_id,
             type=state.type,

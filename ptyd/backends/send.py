@@ -59,10 +59,11 @@ class SendOp:
         return result
 
     def delivered(self) -> None:
-        """The result reached (is being returned to) the agent."""
-        if self.done:
+        """The result reached (is being returned to) the agent: the first time, the agent's cursor moves past it
+        (a repeat of its request key returns it again and moves nothing)."""
+        if self.done and not self.given:
             self.given = True
-            if self.on_delivered is not None:
+            if self.on_delivered is not None and self.request.by_owner:
                 self.on_delivered(self)
 
     def to_state(self, *, taken: bool = True) -> OpState:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Protocol, final
 
 from ptyd import protocol as p
-from ptyd.backends.agent_view import AgentView
+from ptyd.backends.agent_view import AgentView, Unread
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelPolicy
 from ptyd.backends.channel import PtyChannel
@@ -134,8 +134,10 @@ class SendDriver:
         op.on_delivered = self._delivered
         if request.until is not None or request.until_stable_s is not None:
             anchor_text = line_text(self.terminal, op.anchor)
+            # A pure wait (no input) also searches what was printed between calls; a typed command only its output.
+            scan_from = None if data else op.view_start
             op.named = NamedWait(
-                request.until, request.until_stable_s, op.anchor, bool(data), anchor_text, scan_from=op.view_start
+                request.until, request.until_stable_s, op.anchor, bool(data), anchor_text, scan_from=scan_from
             )
         self.active = op
         self.watch.send_started()
@@ -146,6 +148,8 @@ class SendDriver:
                 self._keys.popitem(last=False)
         session.recording.input(data, self.tracker.password_prompt_now)  # asked before the write changes the answer
         self.tracker.begin(wrote_input=data)
+        if data and not self.view.command_running and not self.channel.input_queued():
+            self.view.forget_typed()  # nothing runs and nothing is unread: lines still queued started no command
         self.view.typed(request.input)
         self._counted = session.limit_counters()
         if op.keys:
@@ -170,6 +174,7 @@ class SendDriver:
         """A send the crashed daemon started after its last save and had not settled: driven to its result here
         (its input was written; the transcript lines it started on may be numbered otherwise now)."""
         op = SendOp.from_state(state, self.loop)
+        op.keys = b""  # whether they were pressed before the crash is unknown: twice would be worse than none
         op.anchor = min(op.anchor, self.terminal.cursor_line)
         op.view_start = op.output_line = min(op.view_start, self.view.line, op.anchor)
         op.capture.lines, op.capture.end_line = [], op.anchor
@@ -182,6 +187,10 @@ class SendDriver:
             self._lost[request_key] = op_id
             while len(self._lost) > self._config.request_keys_remembered:
                 self._lost.pop(next(iter(self._lost)))
+
+    def lost_keys(self) -> dict[str, str]:
+        """The request keys a crash lost (for the next daemon, which must not type them either)."""
+        return dict(self._lost)
 
     def remember(self, op: SendOp) -> None:
         """Keep ``op`` for a repeat of its request key (a send the previous daemon kept)."""
@@ -212,9 +221,7 @@ class SendDriver:
         done = op.done
         text, _ = consume_output(op, self.terminal, self._config.max_read_bytes)
         if done:
-            op.delivered()
-        else:
-            self.view.line = max(self.view.line, op.output_line)  # complete lines, consumed
+            op.delivered()  # its result goes along: the cursor moves past it (output chunks alone move nothing)
         return p.TerminalOutputResult(
             operation_id=op.id, output=text, done=done, result=op.future.result() if done else None
         )
@@ -233,8 +240,13 @@ class SendDriver:
                 request, max_bytes=last.max_bytes, compact=last.compact, join_wrapped=last.join_wrapped, until_done=True
             )
             op = self.start(request)
-            result = await op.result()
-            return p.TerminalWaitResult(operation_id=op.id, done=result.wait_reason != "timeout", result=result)
+            result = await asyncio.shield(op.future)
+            done = result.wait_reason != "timeout"
+            if done:
+                op.delivered()
+            else:  # a wait that gave up: what it shows comes again in the next result (old clients ignore it)
+                op.given = True
+            return p.TerminalWaitResult(operation_id=op.id, done=done, result=result)
         if op.done:
             result = op.future.result()  # a send that failed raises its error here too
             op.delivered()
@@ -264,10 +276,15 @@ class SendDriver:
         )
 
     def _delivered(self, op: SendOp) -> None:
-        if op.unread is not None and not op.future.cancelled() and op.future.exception() is None:
-            self.view.delivered(op.future.result().lines.end_line - 1, op.unread)
+        if op.unread is None or op.future.cancelled() or op.future.exception() is not None:
+            return
+        result = op.future.result()
+        # A full-screen program's result shows its screen, not the transcript lines: those stay unread.
+        line = self.view.line if result.alt_screen else result.lines.end_line - 1
+        self.view.delivered(line, op.unread)
 
     def cancel(self) -> p.TerminalCancelResult:
+        self.view.forget_typed()  # the cancel drops input the program has not read: those lines never run
         op = self.active
         if op is None or op.done:
             last = self.last_op
@@ -311,6 +328,7 @@ class SendDriver:
             self.active = None
             self.terminal.capture = None
         self.last_op = op
+        self._session.record.settled(op.id)
         if not op.future.done():
             op.future.set_exception(InternalError("Internal error", incident=incident))
             op.future.exception()  # retrieved: a send nobody waits for is not logged a second time by asyncio
@@ -343,6 +361,10 @@ class SendDriver:
                 self._press_keys(op)
                 continue
             if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._nothing_owed():
+                # What the drain just rendered may hold the named line (a command that printed it and returned to
+                # the prompt between two checks): matched, not a prompt reached without it.
+                if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+                    return named, None
                 return "stdin_read", verdict
             probed = time.monotonic()
             now = probed
@@ -388,9 +410,13 @@ class SendDriver:
         front = self.foreground.describe(self._session.exited)
         if front is None:
             return False
-        asleep_s, unchanged_s = self._front_settle.look(front.pgid, self._session.scope.pids())
+        asleep_s, in_front_s = self._front_settle.look(front.pgid, self._session.scope.pids())
         forked = op.front_at_write is None or front.pgid != op.front_at_write[0]
-        return (forked and asleep_s >= KEYS_SETTLE_S) or unchanged_s >= KEYS_HOLD_S
+        if forked and asleep_s >= KEYS_SETTLE_S:
+            return True
+        # Busy: the same group in front that long (make -j's members come and go), or groups that keep changing
+        # (a shell loop of short commands) for twice that.
+        return in_front_s >= KEYS_HOLD_S or time.monotonic() - op.started >= 2 * KEYS_HOLD_S
 
     def _press_keys(self, op: SendOp) -> None:
         keys, op.keys = op.keys, b""
@@ -436,6 +462,15 @@ class SendDriver:
             if remaining <= 0 or not await self._sleep_or_activity(remaining):
                 return
 
+    def _exit_code(self, op: SendOp, unread: Unread) -> int | None:
+        """The last command that ended during this send (as in protocol 4); else, with no command running now,
+        the last that ended between calls (one running now must not read as ended)."""
+        if op.exit_code is not None:
+            return op.exit_code
+        if unread.commands and not self.view.command_running:
+            return unread.commands[-1].exit_code
+        return None
+
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         session = self._session
         finite = reason in ("stdin_read", "session_exit")  # else a flood may go on: what is here now
@@ -453,7 +488,7 @@ class SendDriver:
             alt_screen=self.terminal.alt_screen,
             foreground=self.foreground.describe(session.exited),
             lines=lines,
-            exit_code=unread.commands[-1].exit_code if unread.commands else op.exit_code,
+            exit_code=self._exit_code(op, unread),
             cwd=session.shell_cwd(),
             password_prompt=self.tracker.password_prompt(target),
             ready_basis=verdict.basis if verdict is not None else None,

@@ -176,7 +176,7 @@ class LocalSession:
         active = self.sends.active
         if self._command_running and active is not None:
             active.exit_code = mark.status
-        self.sends.view.command_ended(mark.status, mark.cwd, self.channel.input_queued())
+        self.sends.view.command_ended(mark.status, mark.cwd)
         self._command_running = False
         self._prompt_cwd = mark.cwd
         if active is not None:
@@ -412,6 +412,7 @@ class LocalSession:
             limit_paths=self.limits.paths() if self.limits is not None else [],
             workspace=self.workspace,
             **self._view_state(listing),
+            lost_keys=self.sends.lost_keys() if full else {},
             rendered_bytes=self.channel.rendered_bytes,
             total_lines=self.terminal.total_lines,
         )
@@ -439,6 +440,8 @@ class LocalSession:
         self.sends.view.restore(view_line, state.view_commands, state.lost_lines, running=state.command_running)
         for kept in state.keyed:
             self.sends.remember(SendOp.from_state(kept, self.loop))
+        for key, op_id in state.lost_keys.items():
+            self.sends.lose(op_id, key)
         if state.last is not None:
             self.sends.last_op = SendOp.from_state(state.last, self.loop)
             self.sends.remember(self.sends.last_op)

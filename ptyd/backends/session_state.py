@@ -79,5 +79,6 @@ class SessionState(msgspec.Struct, kw_only=True):
     view_line: int | None = None
     view_commands: list[p.CommandOutcome] = msgspec.field(default_factory=list)
     lost_lines: int = 0
+    lost_keys: dict[str, str] = msgspec.field(default_factory=dict)  # request keys a crash lost -> their op ids
     rendered_bytes: int = 0  # output bytes read and rendered when the state was taken (0: unknown)
     total_lines: int = 0  # transcript lines then

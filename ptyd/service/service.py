@@ -318,7 +318,8 @@ class PtyService:
 
     def send(self, agent: Agent, params: p.TerminalSendParams) -> SendOperation:
         cfg = self.config
-        session = self.session(agent, params.session_id)
+        entry = self.entry(agent, params.session_id)
+        session = entry.session
         until = compile_until(params.until)
         timeout_s = _seconds(params.timeout_ms, cfg.default_timeout_ms)
         named = until is not None or params.until_stable_ms is not None
@@ -342,6 +343,7 @@ class PtyService:
                 join_wrapped=params.join_wrapped,
                 until_done=params.until_done,
                 follow_command=wait_only,
+                by_owner=entry.owner is agent,  # a person at ptyctl attach does not read the agent's output away
             )
         )
 
@@ -362,7 +364,8 @@ class PtyService:
         """The active send's result, or a wait for what the session does next (see TerminalWaitParams)."""
         cfg = self.config
         timeout = None if params.timeout_ms is None else params.timeout_ms / 1000
-        session = self.session(agent, params.session_id)
+        entry = self.entry(agent, params.session_id)
+        session = entry.session
         follow = SendRequest(
             input="",
             timeout_s=_seconds(params.timeout_ms, cfg.default_timeout_ms),
@@ -370,6 +373,7 @@ class PtyService:
             max_bytes=cfg.default_max_bytes if agent.operator else cfg.agent_max_bytes,
             request_key=None,
             follow_command=True,
+            by_owner=entry.owner is agent,
         )
         return await session.wait(timeout, follow, params.operation_id)
 

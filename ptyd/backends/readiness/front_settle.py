@@ -14,23 +14,24 @@ BLOCKED = frozenset({"S", "D"})  # sleeping or waiting: not running, not runnabl
 @final
 class FrontSettle:
     def __init__(self) -> None:
-        self._key: tuple[int, tuple[int, ...]] | None = None  # the group in front and its members
-        self._since = 0.0  # ...unchanged since
-        self._blocked_since: float | None = None  # ...every member blocked since
+        self._pgid = -1  # the group in front
+        self._since = 0.0  # ...in front since
+        self._members: tuple[int, ...] = ()  # its members when last looked at
+        self._blocked_since: float | None = None  # ...every one of them blocked, and the same ones, since
 
     def look(self, pgid: int, pids: list[int]) -> tuple[float, float]:
-        """Seconds the group ``pgid`` (with its members among ``pids``) has been blocked, and in front unchanged."""
+        """Seconds the group ``pgid`` (its members among ``pids``) has sat blocked with the same members, and
+        seconds it has been in front."""
         members = tuple(sorted(procfs.group_members(pids, pgid)))
         stats = [procfs.read_stat(pid) for pid in members]
         blocked = bool(stats) and all(stat is not None and stat.state in BLOCKED for stat in stats)
         now = time.monotonic()
-        key = (pgid, members)
-        if key != self._key:
-            self._key, self._since = key, now
-            self._blocked_since = now if blocked else None
-        elif not blocked:
+        if pgid != self._pgid:
+            self._pgid, self._since = pgid, now
+        if not blocked:
             self._blocked_since = None
-        elif self._blocked_since is None:
+        elif members != self._members or self._blocked_since is None:
             self._blocked_since = now
+        self._members = members
         blocked_s = now - self._blocked_since if self._blocked_since is not None else 0.0
         return blocked_s, now - self._since
