@@ -44,7 +44,7 @@ KEYS_SETTLE_S = 0.1  # ...or once what it started sat blocked (sleeping, waiting
 KEYS_PROBE_S = 0.01  # probes at least this often while keys wait: they go out soon after the program settled
 BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
 RECENT_OPS = 16  # settled sends kept for a wait that names its operation_id
-READ_ALL_ROUNDS = 32  # reads (each up to the render backlog's bound, then rendered) before a settle at the prompt
+READ_ALL_ROUNDS = 8  # reads (each up to the render backlog's bound, then rendered) before a settle at the prompt
 
 
 class SendingSession(Protocol):
