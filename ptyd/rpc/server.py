@@ -88,7 +88,11 @@ class RpcServer:
         self.dispatcher.max_batch = config.max_batch
 
     async def start(self, sock: socket.socket) -> None:
-        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=2**16)
+        # asyncio listens on a socket it is given with its own backlog (100) unless told: a burst of clients
+        # connecting at once would see EAGAIN past it (test_500_simultaneous_connects_are_all_served).
+        self._server = await asyncio.start_unix_server(
+            self._accept, sock=sock, limit=2**16, backlog=self.config.listen_backlog
+        )
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # The connection runs in a task the server owns, so that close() can end it: asyncio's own task for this
