@@ -75,6 +75,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_connections: Size = 1024
     # Pending connections the kernel queues before accept: a burst of clients must not see EAGAIN.
     listen_backlog: Size = 1024
+    # Connections are the one thing a client gets without a token, so they are what a leaking or hostile process
+    # would hoard (1,024 idle ones used to lock every client out, ptyctl included). One process (SO_PEERCRED's
+    # pid) may hold this many at once: a quarter of max_connections, far more than any client needs.
+    max_connections_per_peer: Size = 256
+    # A connection that has made no call with a valid token this long after it opened is closed, and at
+    # max_connections the oldest such one makes room for a newcomer. A client presents its token in its first
+    # call; ten seconds covers a client that connects early on a loaded machine. ptyctl status needs no token.
+    unauthenticated_connection_ms: PositiveMs = 10_000
 
     # --- agents and sessions ---
     # Registered agents at once (each holds a token and its sessions); registration past it is limit_exceeded.
