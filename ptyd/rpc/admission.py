@@ -55,7 +55,8 @@ class Admission:
                 log.info("refusing connections from pid %d: it holds max_connections_per_peer", pid)
             return None
         if len(self._admitted) >= config.max_connections:
-            oldest = next(iter(self._unauthenticated), None)
+            # Not one whose first call, carrying a token, is still running (a long send): it may yet authenticate.
+            oldest = next((a for a in self._unauthenticated if not a.presenting), None)
             if oldest is None:
                 log.info("refused a connection from pid %d: max_connections reached", pid)
                 return None
