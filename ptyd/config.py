@@ -135,6 +135,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # so memory stays bounded whatever a program prints. The native engine renders 1 MiB in 10-40 ms, so only
     # floods paced against each other (or on pyte, ~1 s a MiB of non-plain output) ever reach it.
     max_render_backlog_bytes: Size = 1024 * 1024
+    # An answer to a terminal query (cursor position, device attributes) is written once the program that asked
+    # waits on the terminal for it, and dropped if it has not within this long or another program took the
+    # terminal: a program that prints queries and never reads them (a binary dump) must not leave the answers in
+    # the input of the shell after it, which would run them as commands. Askers wait at once, in microseconds.
+    answer_hold_ms: PositiveMs = 2_000
     # Viewport bound of a send result when the caller gives none; the tail is kept, it matters most.
     default_max_bytes: Annotated[int, Meta(ge=256)] = 32 * 1024
     # Lines in one terminal_read page at most; a longer transcript is read in pages.
