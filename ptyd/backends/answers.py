@@ -42,6 +42,7 @@ class AnswerGate:
         self._held = bytearray()
         self._asker = -1
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._soon = False  # the pending probe is the next loop turn's
         self.dropped = 0
 
     def offer(self, data: bytes, asker: int) -> None:
@@ -52,11 +53,17 @@ class AnswerGate:
             self._deadline = asyncio.get_running_loop().time() + self._hold_s
         self._held += data
         self._asker = asker
-        if self._timer is None:  # one probe a loop turn, however many answers a render produced
+        # Probed again soon (a new query: its asker may be waiting already, not at the next backed-off probe),
+        # but once a loop turn however many answers a render produced.
+        if not self._soon:
+            if self._timer is not None:
+                self._timer.cancel()
             self._timer = asyncio.get_running_loop().call_soon(self._check, 0)
+            self._soon = True
 
     def _check(self, attempt: int) -> None:
         self._timer = None
+        self._soon = False
         if not self._held:
             return
         if self._front() != self._asker:
@@ -83,4 +90,5 @@ class AnswerGate:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self._soon = False
         self._held.clear()
