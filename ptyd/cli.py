@@ -173,9 +173,9 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(run(socket_path or default_socket_path(), args.listen))
     if args.command == "keeper":
-        from ptyd.continuity.keeper import serve
+        from ptyd.continuity.keeper import secret_from_stdin, serve
 
-        sys.exit(serve(args.dir, args.grace_ms / 1000))
+        sys.exit(serve(args.dir, args.grace_ms / 1000, secret_from_stdin()))
     try:
         config = load_config(args.config, required=args.config is not None)
     except ConfigError as exc:

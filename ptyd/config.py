@@ -75,6 +75,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_connections: Size = 1024
     # Pending connections the kernel queues before accept: a burst of clients must not see EAGAIN.
     listen_backlog: Size = 1024
+    # Connections are the one thing a client gets without a token, so they are what a leaking or hostile process
+    # would hoard (1,024 idle ones used to lock every client out, ptyctl included). One process (SO_PEERCRED's
+    # pid) may hold this many at once: a quarter of max_connections, far more than any client needs.
+    max_connections_per_peer: Size = 256
+    # A connection that has made no call with a valid token this long after it opened is closed, and at
+    # max_connections the oldest such one makes room for a newcomer. A client presents its token in its first
+    # call; ten seconds covers a client that connects early on a loaded machine. ptyctl status needs no token.
+    unauthenticated_connection_ms: PositiveMs = 10_000
 
     # --- agents and sessions ---
     # Registered agents at once (each holds a token and its sessions); registration past it is limit_exceeded.
@@ -127,6 +135,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # so memory stays bounded whatever a program prints. The native engine renders 1 MiB in 10-40 ms, so only
     # floods paced against each other (or on pyte, ~1 s a MiB of non-plain output) ever reach it.
     max_render_backlog_bytes: Size = 1024 * 1024
+    # An answer to a terminal query (cursor position, device attributes) is written once the program that asked
+    # waits on the terminal for it, and dropped if it has not within this long or another program took the
+    # terminal: a program that prints queries and never reads them (a binary dump) must not leave the answers in
+    # the input of the shell after it, which would run them as commands. Askers wait at once, in microseconds.
+    answer_hold_ms: PositiveMs = 2_000
     # Viewport bound of a send result when the caller gives none; the tail is kept, it matters most.
     default_max_bytes: Annotated[int, Meta(ge=256)] = 32 * 1024
     # What an agent's send gets when it names no bound or economy (a person at ptyctl gets the two above): about

@@ -799,3 +799,11 @@ class DaemonInfoResult(Base, frozen=True):
         str | None, _d("How sandboxed sessions are made ('bwrap'), or why they cannot be on this system.")
     ] = None
     limits: Annotated[str | None, _d("Which cgroup hierarchy enforces each resource limit (or none).")] = None
+    crash_continuity: Annotated[
+        str | None,
+        _d(
+            "Whether the sessions would outlive a crash of this daemon right now: 'systemd' (its fd store holds "
+            "their terminals), 'keeper' (a ptyd keeper does), or 'none: ' and why not (fd_keeper = false, the "
+            "keeper died and another is being started)."
+        ),
+    ] = None

@@ -4,13 +4,18 @@ left alone past its grace lets the sessions go. Real daemons, real shells, a rea
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
+import socket
 from pathlib import Path
 
+import pytest
+
 from conftest import Daemon, Shell, keepers, pid_alive, session_pids, wait_until
-from ptyd.continuity.keeper import KEEPER_SOCKET
+from ptyd.continuity.keeper import KEEPER_SOCKET, SECRET_FILE
 
 
 def saved_sessions(directory: Path) -> set[str]:
@@ -78,6 +83,7 @@ def test_without_the_option_there_is_no_keeper(fresh_daemon: Daemon) -> None:
     fresh_daemon.start()
     with fresh_daemon.rpc() as rpc:
         Shell(rpc, rpc.call("agent_register")["token"])
+        assert rpc.call("daemon_info")["crash_continuity"] == "none: fd_keeper = false"
     assert keepers(fresh_daemon.directory) == []
 
 
@@ -103,14 +109,90 @@ def test_the_keeper_follows_a_handover(fresh_daemon: Daemon) -> None:
         assert shell.send("echo $X\n")["viewport"].splitlines()[-2:] == ["handed-then-crashed", "$"]
 
 
+def continuity(daemon: Daemon) -> str:
+    with daemon.rpc() as rpc:
+        return str(rpc.call("daemon_info")["crash_continuity"])
+
+
+def crash_and_adopt(daemon: Daemon, shell: Shell, expected: str) -> None:
+    """SIGKILL the daemon once its state is saved; the next one adopts ``shell``, which still holds ``expected``."""
+    wait_until(lambda: saved_sessions(daemon.directory) == {shell.id}, message="the saved state")
+    daemon.stop(signal.SIGKILL)
+    daemon.start()
+    assert "adopted 1 of the 1 sessions the fd keeper kept" in daemon.log()
+    with daemon.rpc() as rpc:
+        shell.rpc = rpc
+        assert shell.send("echo $X\n")["viewport"].splitlines()[-2:] == [expected, "$"]
+
+
+def test_a_killed_keeper_is_back_before_the_next_crash(fresh_daemon: Daemon) -> None:
+    shell = start_with_a_shell(fresh_daemon, "", "X=kept-past-the-keeper\n")
+    assert continuity(fresh_daemon) == "keeper"
+    [first] = keepers(fresh_daemon.directory)
+    os.kill(first, signal.SIGKILL)
+    # Started again at once, and handed the master: daemon_info says so only then.
+    wait_until(
+        lambda: keepers(fresh_daemon.directory) not in ([], [first]) and continuity(fresh_daemon) == "keeper",
+        message="another keeper",
+    )
+    assert "the fd keeper died" in fresh_daemon.log()
+    crash_and_adopt(fresh_daemon, shell, "kept-past-the-keeper")
+
+
+def keeper_answers(directory: Path, *messages: str) -> tuple[list[str], int]:
+    """What the keeper answers a connection of our own that sends ``messages``: its messages and the fds they
+    carried (closed here), up to the end of the connection."""
+    from ptyd.continuity.keeper import receive, send
+
+    answers, fds = [], 0
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        sock.settimeout(10)
+        sock.connect(str(directory / KEEPER_SOCKET))
+        for message in messages:
+            with contextlib.suppress(OSError):  # refused at the first: the rest find it hung up
+                send(sock, message)
+        while True:
+            try:
+                message, carried = receive(sock)
+            except ConnectionResetError:
+                break
+            for fd in carried:
+                os.close(fd)
+            fds += len(carried)
+            if not message:
+                break
+            answers.append(message)
+    return answers, fds
+
+
+def test_a_connection_without_the_secret_gets_nothing(fresh_daemon: Daemon) -> None:
+    shell = start_with_a_shell(fresh_daemon, "", "X=not-handed-out\n")
+    directory = fresh_daemon.directory
+    wait_until(lambda: saved_sessions(directory) == {shell.id}, message="the saved state")
+    secret = (directory / SECRET_FILE).read_text().strip()
+    assert (directory / SECRET_FILE).stat().st_mode & 0o777 == 0o600
+    assert secret.encode() not in Path(f"/proc/{keepers(directory)[0]}/cmdline").read_bytes()
+    assert keeper_answers(directory, "TAKE") == (["REFUSED no secret, or the wrong one"], 0)
+    assert keeper_answers(directory, "HELLO " + "0" * len(secret), "TAKE") == (
+        ["REFUSED no secret, or the wrong one"],
+        0,
+    )
+    # The secret itself does not displace the daemon that is connected: its crash continuity stays.
+    assert keeper_answers(directory, f"HELLO {secret}", "TAKE") == (["REFUSED a daemon is connected"], 0)
+    assert continuity(fresh_daemon) == "keeper"
+    crash_and_adopt(fresh_daemon, shell, "not-handed-out")
+
+
 def test_keeper_protocol_in_process(tmp_path: Path) -> None:
-    """STORE, REMOVE, TAKE and BYE against ``serve`` in a thread, with pipes standing in for PTY masters."""
+    """HELLO, STORE, REMOVE, TAKE and BYE against ``serve`` in a thread, with pipes standing in for PTY masters."""
     import threading
 
-    from ptyd.continuity.keeper import Keeper, serve
+    from ptyd.continuity.keeper import new_secret, serve
+    from ptyd.continuity.keeper_link import Keeper
 
     exited: list[int] = []
-    server = threading.Thread(target=lambda: exited.append(serve(tmp_path, grace_s=30)))
+    secret = new_secret(tmp_path)  # what the daemon writes before it starts a keeper
+    server = threading.Thread(target=lambda: exited.append(serve(tmp_path, grace_s=30, secret=secret)))
     server.start()
     wait_until(lambda: (tmp_path / KEEPER_SOCKET).exists(), message="the keeper's socket")
     first = Keeper.attach(tmp_path, grace_ms=30_000)  # finds the running keeper: starts none
@@ -118,14 +200,21 @@ def test_keeper_protocol_in_process(tmp_path: Path) -> None:
     pipes = {name: os.pipe() for name in ("pty-a", "pty-b")}
     first.sync({name: w for name, (_, w) in pipes.items()})
     first.sync({"pty-b": pipes["pty-b"][1]})  # pty-a closed: the keeper lets it go
-    second = Keeper.attach(tmp_path, grace_ms=30_000)  # a next daemon: the keeper drops the first connection
+    intruder = Keeper.attach(tmp_path, grace_ms=30_000)  # the secret, but the first is connected: no displacement
+    with pytest.raises(OSError, match="a daemon is connected"):
+        intruder.take()
+    assert first.take().keys() == {"pty-b"}  # the first is still served
+    for fd in first.take().values():
+        os.close(fd)
+    assert first._sock is not None
+    first._sock.close()  # as a crash or a handover's exec would
+    second = Keeper.attach(tmp_path, grace_ms=30_000)  # a next daemon: the first's connection has ended
     taken = second.take()
     assert set(taken) == {"pty-b"}
     os.write(taken["pty-b"], b"x")  # the very pipe the first daemon stored
     assert os.read(pipes["pty-b"][0], 1) == b"x"
-    first.bye()  # on a dropped connection: nothing happens
     assert server.is_alive()
-    second.bye()
+    asyncio.run(second.bye())
     server.join(timeout=10)
     assert exited == [0]
     assert not (tmp_path / KEEPER_SOCKET).exists()

@@ -250,7 +250,8 @@ def test_the_method_table_lists_every_method(rpc: Rpc) -> None:
 SH_BLOCKS = {
     ("Set up", 0): "make run: the daemon every test starts (conftest's Daemon); timed from a fresh clone by hand",
     ("Set up", 1): "test_set_up_puts_ptyd_and_ptyctl_on_the_path",
-    ("Set up", 2): "pipx install: tests/test_install.py installs the same wheel into a fresh venv and runs it",
+    ("Set up", 2): "pip install -e '.[all]': make venv installs the same extras, and the suite runs both faces",
+    ("Set up", 3): "pipx install: tests/test_install.py installs the same wheel into a fresh venv and runs it",
     ("A first session", 0): "test_first_session_example_prints_what_the_readme_shows_and_releases_its_agent",
     ("From TypeScript / Node", 0): "typescript_built, test_typescript_example_prints_what_the_readme_shows",
     ("Another machine", 0): "test_another_machine_example_reaches_the_daemon_through_ssh",

@@ -124,6 +124,10 @@ class PtyChannel:
         self._marks: deque[tuple[int, int]] = deque()
         if terminal.remote:
             terminal.on_progress = self._progressed
+        # The foreground group as output was read: (bytes read before it was first seen, the group), from the
+        # one in front at the oldest byte not yet rendered. An answer to a query goes only to the group that was
+        # in front when the query was read (``asker_in_front``).
+        self._fronts: deque[tuple[int, int]] = deque()
         self._more = False  # the last wake-up stopped with output still waiting to be read
         self._bulk = False  # the last wake-up read output in bulk
         self._reading = False
@@ -173,6 +177,9 @@ class PtyChannel:
             got += len(data)
         if not got:
             return
+        front = self._front()
+        if not self._fronts or self._fronts[-1][1] != front:
+            self._fronts.append((self.received, front))
         self._bulk = got >= INTERACTIVE_BYTES
         if self._bulk and paced:
             READS.spend(time.monotonic() - began)
@@ -233,6 +240,8 @@ class PtyChannel:
     def _advance(self, rendered: int) -> None:
         """Everything read up to ``rendered`` is rendered: wake those waiting for it."""
         self._rendered = max(self._rendered, rendered)
+        while len(self._fronts) > 1 and self._fronts[1][0] <= self._rendered:
+            self._fronts.popleft()
         acked = self.terminal.units_acked
         waiting = []
         for mark, units, fut in self._render_waiters:
@@ -244,6 +253,26 @@ class PtyChannel:
         if self.terminal.idle and not self._raw and not self._more and not self._settle_scheduled:
             self._settle_scheduled = True
             self.loop.call_later(SETTLE_S, self._settle, self.received)
+
+    def _front(self) -> int:
+        try:
+            return os.tcgetpgrp(self._proc.master)
+        except OSError:
+            return -1
+
+    def asker_in_front(self) -> bool:
+        """Whether the foreground group when the oldest output not yet rendered was read is still in front: an
+        answer rendered now is for a query in that output, and once its program has left the front (it exited, or
+        another job took the terminal) the answer would be typed into whatever is there (a shell's prompt). Output
+        read only after the asker had gone is not told apart (the group in front is the new one by then)."""
+        return not self._fronts or self._fronts[0][1] == self._front()
+
+    def asker(self) -> int:
+        """The foreground group when the oldest output not yet rendered was read (-1: unknown)."""
+        return self._fronts[0][1] if self._fronts else self._front()
+
+    def front(self) -> int:
+        return self._front()
 
     def _progressed(self) -> None:
         """The remote engine acknowledged output (its answers to queries are written already)."""

@@ -18,6 +18,7 @@ from typing import Any, Literal, cast, final
 
 from ptyd import protocol as p
 from ptyd.backends import procfs
+from ptyd.backends.answers import AnswerGate
 from ptyd.backends.base import SendRequest
 from ptyd.backends.cancel import CancelPolicy
 from ptyd.backends.channel import PtyChannel
@@ -99,6 +100,9 @@ class LocalSession:
             self._record_output(MarkFilter(shell_key, self._on_mark).feed),
         )
         self.foreground = ForegroundGroup(spawned, scope)
+        self.answers = AnswerGate(
+            self.foreground, self.channel.front, self._write_answer, session_id, config.answer_hold_ms / 1000
+        )
         evidence = LiveEvidence(spawned, self.foreground, scope.pids, self.channel, self.terminal)
         self.tracker = ReadinessTracker(evidence, config.relay_quiet_ms / 1000)
         self.canceller = CancelPolicy(spawned.leader, self.foreground, self.channel, lambda: self.exited, self._rewrite)
@@ -148,6 +152,13 @@ class LocalSession:
         recording.hide(self._shell_key.encode())
 
     def _reply(self, data: bytes) -> None:
+        if not self.channel.asker_in_front():
+            # Its program has left the front: the answer would land in the next one's input (issue 28).
+            log.debug("%s: dropping an answer to a terminal query: its program is no longer in front", self.session_id)
+            return
+        self.answers.offer(data, self.channel.asker())
+
+    def _write_answer(self, data: bytes) -> None:
         if self.channel.pending + len(data) > self._config.max_pending_input_bytes:
             # The program asks and never reads the answers: they would pile up without end.
             self._dropped_replies += 1
@@ -502,6 +513,7 @@ class LocalSession:
         await self.recording.finished()  # a closed session's recording is complete on disk
         await self.sends.close()
         self.channel.close()
+        self.answers.close()
         self.record.close()
         await remove_scope(self.scope)
         for _ in range(50 if self.limits is not None else 0):  # its last tasks leave it a moment after the reap

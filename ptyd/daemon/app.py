@@ -12,6 +12,7 @@ import os
 import secrets
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 from ptyd import __version__
@@ -40,7 +41,7 @@ from ptyd.config import (
 )
 from ptyd.continuity import adoption, handover
 from ptyd.continuity.document import StateFile, remove_leftover_cgroups
-from ptyd.continuity.keeper import Keeper
+from ptyd.continuity.keeper_link import Keeper
 from ptyd.daemon import systemd
 from ptyd.daemon.runtime import StartupError, acquire_lock, activated_path, bind_socket, prepare_runtime_dir
 from ptyd.rpc.dispatch import Dispatcher
@@ -110,12 +111,13 @@ class Daemon:
         it kept for a daemon that died. After a handover the daemon has its masters already."""
         if not self.config.fd_keeper or systemd.fd_store_enabled():
             return None
+        directory, grace_ms = self.socket_path.parent, self.config.fd_keeper_grace_ms
         try:
-            keeper = Keeper.attach(self.socket_path.parent, self.config.fd_keeper_grace_ms)
+            keeper = Keeper.attach(directory, grace_ms)
             taken = keeper.take()
         except OSError as exc:
-            log.warning("no fd keeper, so a crash of this daemon ends its sessions: %s", exc)
-            return None
+            log.warning("no fd keeper, so a crash of this daemon ends its sessions until one runs: %s", exc)
+            return Keeper.failed(directory, grace_ms, str(exc))
         if handed or self._stored:
             for fd in taken.values():
                 os.close(fd)
@@ -164,6 +166,9 @@ class Daemon:
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
+        if keeper is not None:  # a keeper that dies is started again and handed every master
+            keeper.supervise(lambda: {sid: entry.session.master_fd for sid, entry in service.entries()})
+        service.crash_continuity = self._continuity(keeper)
         # In-daemon, the native engine is imported now, not at the first open; with workers, only they load it.
         emulator = engine_name(self.config.emulator, load=self.config.engine_process == "daemon")
         if self.config.engine_process == "worker":
@@ -283,7 +288,7 @@ class Daemon:
             await self._shutdown(service, server, saver, maintenance)
 
         if keeper is not None:
-            keeper.bye()
+            await keeper.bye()
         reaper.reap()
         reaper.close()
         containment.close()
@@ -322,6 +327,15 @@ class Daemon:
         saver.tick()  # the closes' last write, if it was put off
         await saver.flush()
         await server.close(self.config.shutdown_drain_ms / 1000)
+
+    def _continuity(self, keeper: Keeper | None) -> Callable[[], str | None]:
+        """daemon_info's crash_continuity: what would keep the sessions' terminals if this daemon crashed now."""
+        if systemd.fd_store_enabled():
+            return lambda: "systemd"
+        if keeper is not None:
+            return keeper.describe
+        reason = "none: fd_keeper = false" if not self.config.fd_keeper else "none: no fd store or keeper"
+        return lambda: reason
 
     def _confinement(self, directory: Path, instance: str, containment: Containment) -> Confinement:
         """How sessions are sandboxed and limited here (bubblewrap is probed at the first sandboxed open)."""

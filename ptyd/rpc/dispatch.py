@@ -14,7 +14,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -27,6 +27,7 @@ from ptyd.errors import (
     MethodNotFound,
     ParseError,
     PtydError,
+    Unauthorized,
 )
 
 log = logging.getLogger("ptyd.rpc")
@@ -37,6 +38,16 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 RequestId = int | float | str
 # The field msgspec names in a validation error: "... - at `$.cols`", "missing required field `text`".
 _FIELD = re.compile(r"at `\$\.([^`\[]+)|field `([^`]+)`")
+
+
+@runtime_checkable
+class Caller(Protocol):
+    """A context that wants to know which of its calls carry a token and when one was valid (the server's Peer:
+    a connection that never presents a valid token is closed after a bound, see ``ptyd.rpc.admission``)."""
+
+    def presenting(self, delta: int) -> None: ...
+
+    def authenticated(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,14 +136,30 @@ class Dispatcher:
             decoded = msgspec.convert(params, method.params)
         except msgspec.ValidationError as exc:
             raise _invalid(exc) from None
+        # Every handler given a token authenticates it before anything else: past that, the token was valid.
+        presented = getattr(decoded, "token", None) is not None and isinstance(context, Caller)
+        if presented:
+            context.presenting(1)
         try:
-            return await method.handler(context, decoded)
-        except (PtydError, asyncio.CancelledError):
+            result = await method.handler(context, decoded)
+        except Unauthorized:
+            raise
+        except PtydError:
+            if presented:
+                context.authenticated()
+            raise
+        except asyncio.CancelledError:
             raise
         except Exception:
             incident = secrets.token_hex(4)
             log.exception("incident %s in %s", incident, method.name)
             raise InternalError(incident=incident) from None
+        finally:
+            if presented:
+                context.presenting(-1)
+        if presented:
+            context.authenticated()
+        return result
 
     async def handle_frame(self, frame: bytes, context: Any) -> bytes | None:
         """One NDJSON frame in; its response line (without the newline) out, or None for notifications."""

@@ -3,7 +3,8 @@
 Requests on one connection run concurrently (a long terminal_send does not hold up a terminal_read); responses
 carry the request id. The daemon stops reading a connection while it has ``max_inflight`` requests running or
 unread responses above a high-water mark, and drops a connection whose unread responses exceed the bound, so a
-client that never reads costs bounded memory and stalls nobody else.
+client that never reads costs bounded memory and stalls nobody else. Which connections are kept at all (per-peer
+shares, the global cap, the bound on never authenticating) is ``ptyd.rpc.admission``'s.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import cast, final
 
 from ptyd.config import Config
 from ptyd.errors import FrameTooLarge
+from ptyd.rpc.admission import Admission, Admitted
 from ptyd.rpc.dispatch import Dispatcher, error_line
 
 log = logging.getLogger("ptyd.rpc")
@@ -34,10 +36,11 @@ class Connection:
     """The sending side of one client connection, for notifications (subscribed events), and what to undo when
     it ends."""
 
-    def __init__(self, writer: asyncio.StreamWriter, max_buffer: int) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, max_buffer: int, admitted: Admitted) -> None:
         self._writer = writer
         self._max_buffer = max_buffer
         self._on_close: list[Callable[[], None]] = []
+        self.admitted = admitted  # its place among the connections: kept for good once a call had a valid token
 
     def notify(self, line: bytes) -> None:
         if self._writer.is_closing():
@@ -63,6 +66,17 @@ class Peer:
     uid: int
     connection: Connection | None = None
 
+    # ``ptyd.rpc.dispatch.Caller``: what admission learns of the calls on this connection.
+    def presenting(self, delta: int) -> None:
+        """A call carrying a token started (+1) or ended (-1)."""
+        if self.connection is not None:
+            self.connection.admitted.presenting += delta
+
+    def authenticated(self) -> None:
+        """A call on this connection presented a valid token."""
+        if self.connection is not None:
+            self.connection.admitted.authenticate()
+
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -81,14 +95,20 @@ class RpcServer:
         self.config = config
         self._server: asyncio.AbstractServer | None = None
         self._connections: dict[asyncio.Task[None], tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+        self._admission = Admission(config)
 
     def reconfigure(self, config: Config) -> None:
         """A reloaded configuration: new connections and frames follow it."""
         self.config = config
         self.dispatcher.max_batch = config.max_batch
+        self._admission.config = config
 
     async def start(self, sock: socket.socket) -> None:
-        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=2**16)
+        # asyncio listens on a socket it is given with its own backlog (100) unless told: a burst of clients
+        # connecting at once would see EAGAIN past it (test_500_simultaneous_connects_are_all_served).
+        self._server = await asyncio.start_unix_server(
+            self._accept, sock=sock, limit=2**16, backlog=self.config.listen_backlog
+        )
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # The connection runs in a task the server owns, so that close() can end it: asyncio's own task for this
@@ -119,10 +139,18 @@ class RpcServer:
         if uid != os.getuid():
             log.warning("refused a connection from uid %d (pid %d)", uid, pid)
             return
-        if len(self._connections) > self.config.max_connections:
-            log.info("refused a connection from pid %d: max_connections reached", pid)
+        admitted = self._admission.admit(pid, writer.transport.abort)
+        if admitted is None:
             return
-        connection = Connection(writer, self.config.max_connection_write_buffer)
+        try:
+            await self._serve_admitted(reader, writer, pid, uid, admitted)
+        finally:
+            self._admission.release(admitted)
+
+    async def _serve_admitted(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pid: int, uid: int, admitted: Admitted
+    ) -> None:
+        connection = Connection(writer, self.config.max_connection_write_buffer, admitted)
         peer = Peer(next(_ids), pid, uid, connection)
         inflight = asyncio.Semaphore(self.config.max_inflight_per_connection)
         tasks: set[asyncio.Task[None]] = set()

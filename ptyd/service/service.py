@@ -108,6 +108,8 @@ class PtyService:
         self.containment_name = containment_name
         self.handovers = 0  # how many times the sessions were handed to a new daemon (this one included)
         self.handover_error: str | None = None
+        # Whether the sessions would outlive a crash of the daemon (its fd store or keeper): the daemon says.
+        self.crash_continuity: Callable[[], str | None] = lambda: None
         self.agents = AgentRegistry(config.max_agents)
         self._sessions: dict[str, Entry] = {}
         self._opening = 0
@@ -584,6 +586,7 @@ class PtyService:
             handover_error=self.handover_error,
             sandbox=self.sandbox_name() if self.sandbox_name is not None else None,
             limits=self.limits_name,
+            crash_continuity=self.crash_continuity(),
         )
 
     @property

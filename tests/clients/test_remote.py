@@ -104,7 +104,7 @@ def test_ptyctl_drives_a_session_through_ssh(sshd: Sshd, daemon: Daemon) -> None
         sent = ptyctl("send", "over-ssh", "echo remote-$((6*7))")  # by name
         assert sent.returncode == 0, sent.stderr
         assert "remote-42" in sent.stdout
-        assert "[stdin_read]" in sent.stderr
+        assert "[stdin_read, exit code 0]" in sent.stderr
         listed = ptyctl("ls")
         assert sid in listed.stdout
     finally:

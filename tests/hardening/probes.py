@@ -301,6 +301,16 @@ def fuzzing(examples: int) -> settings:
 # Raw frames
 # ----------------------------------------------------------------------------------------------------------------
 
+
+def kept_connection(daemon: Daemon) -> Rpc:
+    """A connection for a whole module of raw frames: it presents a valid token first, as a client does, so the
+    daemon keeps it past unauthenticated_connection_ms."""
+    rpc = Rpc(daemon.socket)
+    token = rpc.call("agent_register", name="wire")["token"]
+    rpc.call("daemon_info", token=token)
+    return rpc
+
+
 SENTINEL_ID = "sentinel-\u2603-0f3a"
 SENTINEL = json.dumps({"jsonrpc": "2.0", "id": SENTINEL_ID, "method": "daemon_info"}).encode() + b"\n"
 

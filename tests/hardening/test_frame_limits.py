@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import Daemon, Rpc
 
-from .probes import answers_to, assert_response, daemon_pid, footprint, fuzzing, settled_fds
+from .probes import answers_to, assert_response, daemon_pid, footprint, fuzzing, kept_connection, settled_fds
 
 pytestmark = pytest.mark.usefixtures("unharmed")
 
@@ -34,7 +34,7 @@ def padded(size: int, request_id: int = 1) -> bytes:
 
 @pytest.fixture(scope="module")
 def wire(module_daemon: Daemon) -> Iterator[Rpc]:
-    with Rpc(module_daemon.socket) as rpc:
+    with kept_connection(module_daemon) as rpc:
         yield rpc
 
 

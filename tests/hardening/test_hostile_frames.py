@@ -24,7 +24,7 @@ from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
 
 from .conftest import OwnSession
-from .probes import answers_to, assert_response, daemon_pid, footprint, fuzzing, settled_fds
+from .probes import answers_to, assert_response, daemon_pid, footprint, fuzzing, kept_connection, settled_fds
 
 pytestmark = pytest.mark.usefixtures("unharmed")
 
@@ -107,7 +107,7 @@ def assert_error(reply: Any, code: int, kind: str | None = None) -> None:
 
 @pytest.fixture(scope="module")
 def wire(module_daemon: Daemon) -> Iterator[Rpc]:
-    with Rpc(module_daemon.socket) as rpc:
+    with kept_connection(module_daemon) as rpc:
         yield rpc
 
 

@@ -19,7 +19,7 @@ from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
 
 from .conftest import OwnSession
-from .probes import answers_to, assert_response, fuzzing
+from .probes import answers_to, assert_response, fuzzing, kept_connection
 
 pytestmark = pytest.mark.usefixtures("unharmed", "own_untouched")
 
@@ -123,7 +123,7 @@ def out_of_bounds(schema: dict[str, Any]) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def wire(module_daemon: Daemon) -> Iterator[Rpc]:
-    with Rpc(module_daemon.socket) as rpc:
+    with kept_connection(module_daemon) as rpc:
         yield rpc
 
 
@@ -214,7 +214,7 @@ ENVELOPE_WRONG: dict[str, list[Any]] = {
     "jsonrpc": [None, 2, 2.0, "2", "1.0", "2.0 ", [], {}],
     "method": [None, 1, True, [], {}, ["daemon_info"]],
     "params": [None, 1, "x", True],
-    "id": [1.5, True, [], {}, [1]],
+    "id": [True, [], {}, [1]],  # a fractional id is a number, echoed as JSON-RPC 2.0 says (test_dispatch)
 }
 
 

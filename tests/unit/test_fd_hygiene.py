@@ -7,11 +7,12 @@ import array
 import errno
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
 from ptyd.backends import spawn
-from ptyd.continuity.keeper import Keeper
+from ptyd.continuity.keeper_link import Keeper
 from ptyd.errors import SpawnFailed
 
 
@@ -43,7 +44,7 @@ def test_take_closes_fds_that_no_session_name_matches() -> None:
         send_fds(keeper_side, "FDS pty-b pty-c", mine[2:])  # one fd, two names: pty-c was not kept
         keeper_side.send(b"END")
         before = open_fds()
-        taken = Keeper(daemon_side).take()
+        taken = Keeper(Path("/nonexistent"), 0, daemon_side).take()
         assert sorted(taken) == ["pty-a", "pty-b"]
         # The two taken are open (the daemon's now); the unmatched one was closed, not leaked.
         assert len(open_fds()) == len(before) + 2

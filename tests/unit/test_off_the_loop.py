@@ -13,7 +13,7 @@ from pathlib import Path
 from ptyd.config import Config
 from ptyd.continuity.adoption import StateSaver
 from ptyd.continuity.document import STATE_FILE, DaemonState, StateFile, decode
-from ptyd.continuity.keeper import Keeper
+from ptyd.continuity.keeper_link import Keeper
 from ptyd.service.service import PtyService
 
 from .conftest import run
@@ -67,7 +67,7 @@ def test_the_state_file_is_written_off_the_loop_newest_state_last(tmp_path: Path
 def test_the_keeper_sync_never_blocks_on_a_keeper_that_is_behind() -> None:
     daemon_side, keeper_side = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     daemon_side.settimeout(5.0)  # as Keeper connections are: blocking sends would wait this long
-    keeper = Keeper(daemon_side)
+    keeper = Keeper(Path("/nonexistent"), 0, daemon_side)
     fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(2000)]
     try:
         masters = {f"pty-{i}": fd for i, fd in enumerate(fds)}
@@ -88,7 +88,7 @@ def test_the_keeper_sync_never_blocks_on_a_keeper_that_is_behind() -> None:
             if keeper.stored == masters.keys():
                 break
         assert keeper.stored == masters.keys()
-        assert not keeper._lost  # behind is not gone
+        assert keeper.problem is None  # behind is not gone
     finally:
         for fd in fds:
             os.close(fd)

@@ -65,6 +65,8 @@ def daemon_status(info: DaemonInfoResult, socket_path: str) -> str:
             f"socket:   {socket_path}",
             f"sessions: {info['sessions']}, agents: {info['agents']}",
             f"backends: {backends}; containment: {info['containment']}",
+            # Whether the sessions outlive a crash of the daemon right now (absent from daemons before it).
+            f"crash continuity: {safe(str(info.get('crash_continuity') or 'unknown'))}",
         ]
     )
 

@@ -417,6 +417,11 @@ class DaemonInfoResult(TypedDict, total=False):
     """How sandboxed sessions are made ('bwrap'), or why they cannot be on this system."""
     limits: str | None
     """Which cgroup hierarchy enforces each resource limit (or none)."""
+    crash_continuity: str | None
+    """Whether the sessions would outlive a crash of this daemon right now: 'systemd' (its fd store holds
+    their terminals), 'keeper' (a ptyd keeper does), or 'none: ' and why not (fd_keeper = false, the keeper
+    died and another is being started).
+    """
 
 
 EventKind: TypeAlias = Literal["input_wait", "output", "screen", "send_settled", "session_closed", "session_exit"]

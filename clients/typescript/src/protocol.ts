@@ -115,6 +115,8 @@ export interface DaemonInfoResult {
   sandbox?: string | null;
   /** Which cgroup hierarchy enforces each resource limit (or none). */
   limits?: string | null;
+  /** Whether the sessions would outlive a crash of this daemon right now: 'systemd' (its fd store holds their terminals), 'keeper' (a ptyd keeper does), or 'none: ' and why not (fd_keeper = false, the keeper died and another is being started). */
+  crash_continuity?: string | null;
 }
 
 /** The top-level program has exited; `signal` names the signal that killed it, if one did. */

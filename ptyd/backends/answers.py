@@ -1,0 +1,94 @@
+"""Answers to terminal queries, written only to the program that asked, and only once it waits for them.
+
+A program that asks (device attributes, cursor position) then waits on the terminal for the answer. One that
+prints queries and never reads (a binary dump, ``cat`` of a log full of escapes) would leave the answers in the
+tty's input queue, and the shell in front after it reads them as typed (``bash: 22cecho: command not found``).
+So an answer is held until the foreground group that was in front when the query was read is seen waiting on the
+terminal (the readiness probe), checked at once and then at growing intervals; it is dropped when another group
+takes the front or the asker has not waited within ``answer_hold_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import final
+
+from ptyd.backends.readiness.foreground import ForegroundGroup
+from ptyd.backends.readiness.waits import Wait
+
+log = logging.getLogger("ptyd.session")
+
+_PROBE_DELAYS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)  # then every 0.2 s until answer_hold_ms
+
+
+@final
+class AnswerGate:
+    def __init__(
+        self,
+        foreground: ForegroundGroup,
+        front: Callable[[], int],
+        write: Callable[[bytes], None],
+        name: str,
+        hold_s: float,
+    ) -> None:
+        self._foreground = foreground
+        self._hold_s = hold_s
+        self._deadline = 0.0  # the held answers' (from the first held)
+        self._front = front  # the group in front now
+        self._write = write
+        self._name = name
+        self._held = bytearray()
+        self._asker = -1
+        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._soon = False  # the pending probe is the next loop turn's
+        self.dropped = 0
+
+    def offer(self, data: bytes, asker: int) -> None:
+        """An answer to a query read while ``asker`` was the foreground group."""
+        if self._held and asker != self._asker:
+            self._drop()
+        if not self._held:
+            self._deadline = asyncio.get_running_loop().time() + self._hold_s
+        self._held += data
+        self._asker = asker
+        # Probed again soon (a new query: its asker may be waiting already, not at the next backed-off probe),
+        # but once a loop turn however many answers a render produced.
+        if not self._soon:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = asyncio.get_running_loop().call_soon(self._check, 0)
+            self._soon = True
+
+    def _check(self, attempt: int) -> None:
+        self._timer = None
+        self._soon = False
+        if not self._held:
+            return
+        if self._front() != self._asker:
+            self._drop()
+            return
+        if self._asker < 0 or self._foreground.input_wait(self._asker) != Wait.NONE:
+            held, self._held = bytes(self._held), bytearray()
+            self._write(held)
+            return
+        loop = asyncio.get_running_loop()
+        left = self._deadline - loop.time()
+        if left <= 0:
+            self._drop()
+            return
+        delay = min(_PROBE_DELAYS_S[min(attempt, len(_PROBE_DELAYS_S) - 1)], left)
+        self._timer = loop.call_later(delay, self._check, attempt + 1)
+
+    def _drop(self) -> None:
+        self.dropped += 1
+        log.debug("%s: dropped %d bytes of answers: their program did not read them", self._name, len(self._held))
+        self._held.clear()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._soon = False
+        self._held.clear()
