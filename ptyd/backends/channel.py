@@ -317,11 +317,6 @@ class PtyChannel:
         """The last wake-up read output in bulk: the program is writing fast."""
         return self._bulk
 
-    @property
-    def paused(self) -> bool:
-        """The reader waits for the renderer's backlog to shrink (or for a pacing window): a drain reads nothing."""
-        return not self._reading and not self.closed and not self.held
-
     def drain(self, *, paused_too: bool = False) -> None:
         """Read everything the PTY holds now (a prompt written just before the program blocked), however many
         reads that takes: the program is waiting, so what it wrote is all there. ``paused_too``: also while the
