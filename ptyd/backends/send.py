@@ -38,7 +38,7 @@ class SendOp:
         self.exit_code: int | None = None  # of a shell command that finished during this send
         self.cancel = CancelState()
         self.keys = request.keys.encode()  # still to press: after the input was taken
-        self.front_at_write: tuple[int, str] | None = None  # the group in front when the input was written
+        self.front_at_write: int | None = None  # the group in front when the input was written
         self.named: NamedWait | None = None  # the wait the request named (until, until_stable_ms)
         # Where its result's output starts: the first line the agent was not shown (output between calls), at most
         # the anchor. What the result reported of the agent's view, for its delivery.

@@ -154,7 +154,7 @@ class SendDriver:
         self._counted = session.limit_counters()
         if op.keys:
             front = self.foreground.describe(session.exited)
-            op.front_at_write = (front.pgid, front.name) if front is not None else None
+            op.front_at_write = front.pgid if front is not None else None
             self._front_settle = FrontSettle()  # measured from this send's input on
         session.record.started(op.to_state(taken=False))  # before the write: a crash after it knows the key
         self.channel.write(data)
@@ -411,7 +411,7 @@ class SendDriver:
         if front is None:
             return False
         asleep_s, in_front_s = self._front_settle.look(front.pgid, self._session.scope.pids())
-        forked = op.front_at_write is None or front.pgid != op.front_at_write[0]
+        forked = front.pgid != op.front_at_write
         if forked and asleep_s >= KEYS_SETTLE_S:
             return True
         # Busy: the same group in front that long (make -j's members come and go), or groups that keep changing
