@@ -147,9 +147,13 @@ class Terminals:
         left running, and a wait in steps would start a new follow at each), progress reported beside it."""
         begun = time.monotonic()
         waited: dict[str, Any] = {}
+        failed: list[Exception] = []  # raised as itself below, not wrapped in the task group's ExceptionGroup
 
         async def wait() -> None:
-            waited.update(await self.rpc("terminal_wait", session_id=sid, timeout_ms=timeout_ms))
+            try:
+                waited.update(await self.rpc("terminal_wait", session_id=sid, timeout_ms=timeout_ms))
+            except Exception as exc:
+                failed.append(exc)
             group.cancel_scope.cancel()
 
         async with anyio.create_task_group() as group:
@@ -157,6 +161,8 @@ class Terminals:
             while progress is not None:
                 await anyio.sleep(WAIT_STEP_MS / 1000)
                 await self._progress(sid, begun, progress)
+        if failed:
+            raise failed[0]
         return waited
 
     async def _progress(self, sid: str, begun: float, progress: Progress | None) -> None:
