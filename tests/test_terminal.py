@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from conftest import skip_expected
 from ptyd.terminal import reports
 from ptyd.terminal.capture import HeadCapture
 from ptyd.terminal.engines import native_available, open_terminal
@@ -84,7 +85,7 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def pyte_only(engine: str) -> None:
     if engine != "pyte":
-        pytest.skip("pyte's own machinery")
+        skip_expected("pyte's own machinery")
 
 
 # Replies to device-attribute queries: both identify as a VT2xx-class xterm-compatible terminal.
@@ -935,7 +936,7 @@ SCROLLERS = {  # output that scrolls many rows for its size, each past the plain
 def test_no_scrolled_row_is_lost_however_few_bytes_scroll_it(kind: str, size: tuple[int, int], engine: str) -> None:
     # Ghostty's history is a page: each write is cut so that what it can scroll fits, whatever scrolls it.
     if engine != "ghostty":
-        pytest.skip("Ghostty's history only")
+        skip_expected("Ghostty's history only")
     data = SCROLLERS[kind].encode()
     chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
     cols, rows = size
@@ -985,7 +986,7 @@ def test_a_dropped_native_terminal_is_freed_outside_the_collector(engine: str) -
     # where the finalizer's lookup of a library function deadlocked the daemon. A dropped terminal is only queued
     # there, and freed at the next entry into the engine.
     if engine != "ghostty":
-        pytest.skip("the native engine's finalizer")
+        skip_expected("the native engine's finalizer")
     import gc
 
     from pyghostty import ffi

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 
 import pytest
 
-from conftest import Daemon, Rpc, RpcError, Shell, latency, wait_until
+from conftest import Daemon, Rpc, RpcError, Shell, latency, skip_expected, wait_until
 
 from .conftest import OwnSession
 from .probes import (
@@ -149,7 +149,9 @@ def test_an_escapee_that_scrubs_its_environment_is_killed_with_cgroups(contained
     arg, tag = unique_sleep()
     with contained.rpc() as rpc:
         if rpc.call("daemon_info")["containment"] != "cgroup":
-            pytest.skip("documented limit of subreaper containment: setsid + env -i leaves the session's view")
+            # Where the daemon finds no writable cgroup v2 subtree of its own (CI's machine), "auto" is the
+            # subreaper, whose documented limit this is; the cgroup claim runs where one is.
+            skip_expected("documented limit of subreaper containment: setsid + env -i leaves the session's view")
         shell = contained_shell(rpc)
         shell.send(f"setsid env -i /bin/sleep {arg} > /dev/null 2>&1 &\n")
         procs = wait_for_count(tag, 1)

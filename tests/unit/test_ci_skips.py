@@ -1,10 +1,11 @@
-"""On CI (CI set) a test skipped for a missing program fails: the claims gated on installed tools must run there."""
+"""On CI (CI set) a skipped test fails unless its skip is expected: the claims gated on installed tools, kernel
+features and cgroup controllers must run there."""
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import missing_program_skip, on_ci
+from conftest import EXPECTED, missing_program_skip, on_ci, unverified_on_ci
 
 
 def report(outcome: str, longrepr: object) -> pytest.TestReport:
@@ -20,6 +21,17 @@ def test_other_skips_and_outcomes_are_left_alone() -> None:
     assert missing_program_skip(report("skipped", ("t.py", 1, "Skipped: Ghostty's history only"))) is None
     assert missing_program_skip(report("passed", None)) is None
     assert missing_program_skip(report("failed", "mc is not installed")) is None
+
+
+def test_every_skip_but_an_expected_one_is_unverified_on_ci() -> None:
+    missing = unverified_on_ci(report("skipped", ("t.py", 1, "Skipped: mc is not installed")))
+    assert missing is not None
+    assert "install list" in missing
+    kernel = unverified_on_ci(report("skipped", ("t.py", 1, "Skipped: no writable pids controller here")))
+    assert kernel is not None
+    assert "skip_expected" in kernel
+    assert unverified_on_ci(report("skipped", ("t.py", 1, f"Skipped: {EXPECTED}Ghostty's history only"))) is None
+    assert unverified_on_ci(report("passed", None)) is None
 
 
 @pytest.mark.parametrize(("value", "ci"), [("", False), ("0", False), ("false", False), ("true", True), ("1", True)])
