@@ -80,10 +80,12 @@ class Api:
         )
 
     async def terminal_send(self, _: Any, params: p.TerminalSendParams) -> p.SendResult | p.SendStarted:
-        op = self.service.send(self.service.authenticate(params.token), params)
+        agent = self.service.authenticate(params.token)
+        op = self.service.send(agent, params)
         if not params.wait:
             return p.SendStarted(operation_id=op.id)
-        return await op.result()
+        with agent.calling():  # a long send is not the agent's idleness
+            return await op.result()
 
     async def terminal_output(self, _: Any, params: p.TerminalOutputParams) -> p.TerminalOutputResult:
         agent = self.service.authenticate(params.token)

@@ -4,6 +4,7 @@ writable roots, workspaces, session cap and aggregate limits a registration gets
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -72,6 +73,21 @@ class Agent:
     # Ids this agent closed: closing one again is a no-op success rather than session_not_found.
     closed_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
     last_seen: float = field(default_factory=time.monotonic)
+    calls: int = 0  # its calls in flight (an open, a wait): an agent waiting on the daemon is not idle
+
+    @contextlib.contextmanager
+    def calling(self) -> Iterator[None]:
+        """A call of this agent in flight: never idle during it, and its end counts as activity."""
+        self.calls += 1
+        try:
+            yield
+        finally:
+            self.calls -= 1
+            self.last_seen = time.monotonic()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since its last call ended, or 0 while one is in flight."""
+        return 0.0 if self.calls else now - self.last_seen
 
 
 class AgentRegistry:

@@ -161,7 +161,7 @@ class PtyService:
                 agent_id=a.agent_id,
                 name=a.name,
                 sessions=sum(1 for e in self._sessions.values() if e.owner is a),
-                idle_ms=int((now - a.last_seen) * 1000),
+                idle_ms=int(a.idle_for(now) * 1000),
             )
             for a in self.agents
             if not a.operator and (a is caller or caller.operator)
@@ -171,8 +171,8 @@ class PtyService:
         limit = self.config.agent_idle_timeout_ms / 1000
         now = time.monotonic()
         for agent in self.agents:
-            if not agent.operator and now - agent.last_seen > limit:
-                log.info("releasing %s after %.0f s without a call", agent.agent_id, now - agent.last_seen)
+            if not agent.operator and agent.idle_for(now) > limit:
+                log.info("releasing %s after %.0f s without a call", agent.agent_id, agent.idle_for(now))
                 await self.release(agent)
 
     # --- sessions --------------------------------------------------------------------------------------
@@ -245,7 +245,8 @@ class PtyService:
         )
         self._opening += 1
         try:
-            session = await backend.spawn(spec)
+            with agent.calling():  # a slow start is not the agent's idleness
+                session = await backend.spawn(spec)
         except BaseException:
             recording.close()
             raise
@@ -377,7 +378,8 @@ class PtyService:
             follow_command=True,
             by_owner=entry.owner is agent,
         )
-        return await session.wait(timeout, follow, params.operation_id)
+        with agent.calling():
+            return await session.wait(timeout, follow, params.operation_id)
 
     async def read(self, agent: Agent, params: p.TerminalReadParams) -> p.TerminalReadResult:
         cfg = self.config
@@ -529,7 +531,7 @@ class PtyService:
                 digest=a.digest,
                 operator=a.operator,
                 closed_ids=list(a.closed_ids),
-                idle_s=now - a.last_seen,
+                idle_s=a.idle_for(now),
                 proven=a.proven,
                 identity=a.identity,
             )

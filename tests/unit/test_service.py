@@ -161,6 +161,28 @@ def test_an_agent_released_during_open_gets_no_session() -> None:
     run(main)
 
 
+def test_an_agent_whose_open_is_slow_is_not_released_as_idle() -> None:
+    """Seen at load 5-8: an agent was released as idle before its own open returned (test_idle_agents_are_released).
+    Its time in a call is not idleness; the idle clock starts again when the call ends."""
+
+    async def main() -> None:
+        svc, backend = service(agent_idle_timeout_ms=1)
+        agent, _ = svc.register("slow-start")
+        backend.gate = asyncio.Event()
+        opening = asyncio.ensure_future(svc.open(agent, open_params()))
+        await asyncio.sleep(0.01)  # ten idle timeouts pass while the program starts
+        await svc.release_idle()
+        assert agent in svc.agents
+        backend.gate.set()
+        await opening
+        assert agent.idle_for(agent.last_seen) == 0  # its open's end was its last activity
+        await asyncio.sleep(0.01)
+        await svc.release_idle()
+        assert agent not in svc.agents  # idle after the call: released as before
+
+    run(main)
+
+
 def test_close_is_idempotent_for_its_owner_only() -> None:
     async def main() -> None:
         svc, _ = service()
