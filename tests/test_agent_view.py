@@ -218,3 +218,22 @@ def test_a_full_screen_result_leaves_the_lines_before_it_unread(shell: Shell) ->
     back = shell.send("q")
     assert back["alt_screen"] is False
     assert "BEFORE-LESS" in back["viewport"]
+
+
+# A raw-mode program (no ONLCR) whose line's end comes in a later write than its text: the first result shows the
+# line as its cursor line; the next shows it again only if it changed.
+RAW_LINE = "import sys, time, tty; tty.setraw(0); w = sys.stdout.write; w('RR' 'R'); sys.stdout.flush(); time.sleep(.3)"
+
+
+@pytest.mark.parametrize(("rest", "shown_again"), [("'\\n'", ""), ("'SSS\\n'", "RRRSSS")])
+def test_a_cursor_line_shown_is_shown_again_only_if_it_changed(shell: Shell, rest: str, shown_again: str) -> None:
+    program = f"{RAW_LINE}; w({rest}); w('TAIL'); sys.stdout.flush(); time.sleep(1000)"
+    first = shell.send(f'python3 -c "{program}"\n', until="RRR")
+    assert first["wait_reason"] == "matched"
+    assert first["viewport"].splitlines()[-1] == "RRR"  # the cursor line, shown as it was then
+    wait_until(lambda: any("TAIL" in line for line in shell.transcript()), message="the program's next write")
+    second = shell.send("typed ahead", idle_ms=300, timeout_ms=5_000)
+    assert second["wait_reason"] == "inferred_idle"
+    # No ONLCR: the line feed keeps the column, so TAIL starts where the line before it ended.
+    tail = " " * len(shown_again or "RRR") + "TAIL"
+    assert second["viewport"].splitlines() == ([shown_again, tail] if shown_again else [tail])

@@ -39,6 +39,7 @@ class AgentView:
         self._marked = False  # the shell sends marks: its commands can be told apart
         self._running: tuple[str | None, float] | None = None  # the command the shell runs now, since when
         self.lost_lines = 0  # lines a crash lost that no result reported yet
+        self._shown = ""  # the text ``line`` had when the last result showed it (as its cursor line)
 
     # --- what the session saw happen ------------------------------------------------------------------
 
@@ -89,9 +90,19 @@ class AgentView:
     def unread(self) -> Unread:
         return Unread(self.line, tuple(self._ended), self.lost_lines)
 
-    def delivered(self, end_line: int, reported: Unread) -> None:
-        """A result covering output up to ``end_line`` (its cursor line, shown as it was then) and the command
+    def start(self, cursor_line: int, text_now: str) -> int:
+        """Where a result that starts at ``line`` starts now: past it if the last result showed it as its cursor
+        line and it only ended since (the same text, the cursor below it: seen with a raw-mode program's line
+        whose newline came in a later write); a line that grew is shown again, whole."""
+        if self.line < cursor_line and self._shown and text_now == self._shown:
+            return self.line + 1
+        return self.line
+
+    def delivered(self, end_line: int, reported: Unread, end_text: str = "") -> None:
+        """A result covering output up to ``end_line`` (its cursor line, shown as ``end_text``) and the command
         ends of ``reported`` reached the agent."""
+        if end_line >= self.line:
+            self._shown = end_text
         self.line = max(self.line, end_line)
         for outcome in reported.commands:
             if self._ended and self._ended[0] is outcome:
@@ -106,6 +117,7 @@ class AgentView:
     def restore(self, line: int, ended: list[p.CommandOutcome], lost_lines: int, *, running: bool) -> None:
         """The view a previous daemon kept; ``running``: a command was running then (since when is unknown)."""
         self.line = line
+        self._shown = ""  # not kept: the line is shown again rather than risk hiding what it became
         self._ended.extend(ended)
         self.lost_lines = lost_lines
         self._marked = self._marked or running

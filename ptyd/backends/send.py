@@ -44,6 +44,7 @@ class SendOp:
         # the anchor. What the result reported of the agent's view, for its delivery.
         self.view_start = anchor
         self.unread: Unread | None = None
+        self.end_text = ""  # its result's cursor line as the result showed it
         self.on_delivered: Callable[[SendOp], None] | None = None
         self.given = False  # its result was handed to the agent
 

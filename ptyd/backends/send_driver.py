@@ -281,7 +281,7 @@ class SendDriver:
         result = op.future.result()
         # A full-screen program's result shows its screen, not the transcript lines: those stay unread.
         line = self.view.line if result.alt_screen else result.lines.end_line - 1
-        self.view.delivered(line, op.unread)
+        self.view.delivered(line, op.unread, "" if result.alt_screen else op.end_text)
 
     def cancel(self) -> p.TerminalCancelResult:
         self.view.forget_typed()  # the cancel drops input the program has not read: those lines never run
@@ -475,6 +475,8 @@ class SendDriver:
         session = self._session
         finite = reason in ("stdin_read", "session_exit")  # else a flood may go on: what is here now
         await self._read_all(READ_ALL_ROUNDS if finite else 1)
+        if op.view_start == self.view.line:  # rendered now: whether the line shown last only ended since
+            op.view_start = self.view.start(self.terminal.cursor_line, line_text(self.terminal, op.view_start))
         text, truncated, lines, compacted = viewport(op, self.terminal)
         unread = self.view.unread()
         counted = session.limit_counters()
@@ -506,6 +508,7 @@ class SendDriver:
             lost_lines=unread.lost_lines,
         )
         op.unread = unread
+        op.end_text = line_text(self.terminal, lines.end_line - 1)
         if self.active is op:
             self.active = None
             self.terminal.capture = None
