@@ -45,6 +45,11 @@ class AnswerGate:
         self._soon = False  # the pending probe is the next loop turn's
         self.dropped = 0
 
+    @property
+    def holding(self) -> bool:
+        """Answers wait for their asker to read: a program that blocked on one is not ready for other input."""
+        return bool(self._held)
+
     def offer(self, data: bytes, asker: int) -> None:
         """An answer to a query read while ``asker`` was the foreground group."""
         if self._held and asker != self._asker:

@@ -441,7 +441,8 @@ class SendDriver:
         answer written now is input the program must first take (it blocked reading it): not ready yet."""
         replies = self._session.replies
         await self._read_all()
-        return self._session.replies == replies
+        # An answer the gate still holds is owed too: written at its next check, once the asker is seen waiting.
+        return self._session.replies == replies and not self._session.answers.holding
 
     async def _read_all(self, rounds: int = READ_ALL_ROUNDS) -> None:
         """Read and render what the program wrote, the reader paused or not: a program that waits wrote a finite
