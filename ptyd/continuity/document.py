@@ -19,8 +19,8 @@ from typing import final
 
 import msgspec
 
-from ptyd.backends import procfs
-from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, signal_fenced
+from ptyd.backends.os import procfs
+from ptyd.backends.os.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, signal_fenced
 from ptyd.backends.session_state import SessionState
 from ptyd.service.agents import AgentState
 

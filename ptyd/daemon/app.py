@@ -16,21 +16,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptyd import __version__
-from ptyd.backends import live_record
-from ptyd.backends.containment import (
+from ptyd.backends.os.containment import (
     CgroupContainment,
     Containment,
     ContainmentUnavailable,
     select_containment,
     set_subreaper,
 )
-from ptyd.backends.containment.reaper import ChildReaper
-from ptyd.backends.local import Confinement, build_registry
-from ptyd.backends.sandbox import select_sandbox
-from ptyd.backends.sandbox.bwrap import PACKAGE_DIR
-from ptyd.backends.sandbox.limits import Limiter
-from ptyd.backends.sandbox.workspace import state_directories
-from ptyd.backends.spawn import raise_fd_limit
+from ptyd.backends.os.containment.reaper import ChildReaper
+from ptyd.backends.os.sandbox import select_sandbox
+from ptyd.backends.os.sandbox.bwrap import PACKAGE_DIR
+from ptyd.backends.os.sandbox.limits import Limiter
+from ptyd.backends.os.sandbox.workspace import state_directories
+from ptyd.backends.os.spawn import raise_fd_limit
+from ptyd.backends.session import live_record
+from ptyd.backends.session.local import Confinement, build_registry
 from ptyd.config import (
     OPERATOR_TOKEN_FILE,
     Config,

@@ -23,9 +23,9 @@ from typing import final
 from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
+from ptyd.backends.os.sandbox.workspace import default_scratch_base, scratch_dir
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
-from ptyd.backends.sandbox.workspace import default_scratch_base, scratch_dir
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState

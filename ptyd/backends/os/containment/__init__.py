@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, final
 
-from ptyd.backends import procfs
+from ptyd.backends.os import procfs
 
 MARKER_VAR = "PTYD_SESSION"
 GROUP_PREFIX = "agent-"  # a directory of one agent's session cgroups (its aggregate limits), never a session's

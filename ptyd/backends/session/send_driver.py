@@ -16,23 +16,23 @@ from dataclasses import replace
 from typing import Protocol, final
 
 from ptyd import protocol as p
-from ptyd.backends.agent_view import AgentView, Unread
 from ptyd.backends.base import SendRequest
-from ptyd.backends.cancel import CancelPolicy
-from ptyd.backends.channel import PtyChannel
-from ptyd.backends.containment import Scope
-from ptyd.backends.input_bounds import SHELLS, check_deliverable, check_room
-from ptyd.backends.listening import listening
-from ptyd.backends.live_record import LiveRecord
-from ptyd.backends.named_wait import NamedWait, line_text
+from ptyd.backends.os.channel import PtyChannel
+from ptyd.backends.os.containment import Scope
+from ptyd.backends.os.sandbox.limits import Counters
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.front_settle import FrontSettle
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
 from ptyd.backends.recording.recorder import NoRecording
-from ptyd.backends.sandbox.limits import Counters
-from ptyd.backends.send import SendOp, consume_output, viewport
+from ptyd.backends.session.agent_view import AgentView, Unread
+from ptyd.backends.session.cancel import CancelPolicy
+from ptyd.backends.session.events import SessionWatch
+from ptyd.backends.session.input_bounds import SHELLS, check_deliverable, check_room
+from ptyd.backends.session.listening import listening
+from ptyd.backends.session.live_record import LiveRecord
+from ptyd.backends.session.send import SendOp, consume_output, viewport
+from ptyd.backends.session.until import NamedWait, line_text
 from ptyd.backends.session_state import OpState
-from ptyd.backends.watch import SessionWatch
 from ptyd.config import Config
 from ptyd.errors import InternalError, OperationLost, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
