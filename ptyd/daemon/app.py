@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ptyd import __version__
 from ptyd.backends.os.containment import (
-    CgroupContainment,
     Containment,
     ContainmentUnavailable,
     select_containment,
@@ -340,8 +339,7 @@ class Daemon:
     def _confinement(self, directory: Path, instance: str, containment: Containment) -> Confinement:
         """How sessions are sandboxed and limited here (bubblewrap is probed at the first sandboxed open)."""
         sandbox = select_sandbox(self.config.sandbox, self.config.bwrap_program)
-        leaf_parent = containment.base if isinstance(containment, CgroupContainment) else None
-        limiter = Limiter.detect(instance, leaf_parent)
+        limiter = Limiter.detect(instance, containment.leaf_parent)
         private = [str(directory), *state_directories(self.config)]
         if os.environ.get("XDG_RUNTIME_DIR"):  # the user's bus, agent sockets, systemd --user: ways out
             private.append(os.environ["XDG_RUNTIME_DIR"])

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import final
 
 from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
-from ptyd.backends.os.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, Scope
+from ptyd.backends.os.containment import MARKER_VAR, CgroupScope, Containment, Scope
 from ptyd.backends.os.containment.reaper import ChildReaper
 from ptyd.backends.os.sandbox import NoSandbox, Sandbox, SandboxPlan
 from ptyd.backends.os.sandbox.limits import AgentGroup, Limiter, LimitScope
@@ -112,7 +112,7 @@ class LocalBackend:
             )
             prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
-        cgroups = isinstance(self._containment, CgroupContainment)  # a v2 leaf for each session
+        cgroups = self._containment.leaf_parent is not None  # a v2 leaf for each session
         try:  # before the session's cgroup: in v2 that is made in the group
             group = limiter.group(spec.agent, spec.agent_profile, v2_leaf=cgroups)
         except OSError as exc:
