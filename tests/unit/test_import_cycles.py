@@ -19,15 +19,16 @@ def _modules() -> dict[str, Path]:
 
 
 @functools.cache
-def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text())
+def _imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """The module's import statements, at any depth (lazy ones, ``TYPE_CHECKING`` ones), parsed once."""
+    return [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Import | ast.ImportFrom)]
 
 
 def _graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     """Every import of a ptyd module, at run time or only for the type checker, lazy ones included."""
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        for node in ast.walk(_tree(path)):
+        for node in _imports(path):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
             elif isinstance(node, ast.Import):
@@ -51,7 +52,7 @@ def _folder_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {node(name): set() for name in modules}
     for name, path in modules.items():
-        for stmt in ast.walk(_tree(path)):
+        for stmt in _imports(path):
             if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.level == 0:
                 module = stmt.module
                 targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module for a in stmt.names]
