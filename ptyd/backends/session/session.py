@@ -1,8 +1,8 @@
 """A live local PTY session: its terminal, its process, and its teardown.
 
-Its sends are the send driver's (``send_driver``), which asks the tracker (``tracker``) whether the program is
-ready; the transcript is paged by ``paging``; events for subscribers come from ``events``; shell integration marks
-are taken out of the output by ``shell_integration``.
+Its sends are the send driver's (``send_driver``), whose send loop (``send_loop``) asks the tracker
+(``readiness.tracker``) whether the program is ready; the transcript is paged by ``paging``; events for
+subscribers come from ``events``; shell integration marks are taken out of the output by ``shell_integration``.
 """
 
 from __future__ import annotations
