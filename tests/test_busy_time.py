@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from ptyd.backends import procfs
+from ptyd.backends.os import procfs
 
 SPIN = "import os; os.sched_setaffinity(0, {0}); print(flush=True)\nwhile True: pass"
 

@@ -8,6 +8,7 @@ that copy (a new version string, or a broken module) before it sends SIGUSR2, as
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 
 from conftest import ROOT, Daemon, Rpc, RpcError, Shell, pid_alive, session_pids, wait_until
 from ptyd import __version__
+from ptyd.daemon.app import PHASES
 
 
 class InstalledDaemon(Daemon):
@@ -200,6 +202,19 @@ def test_upgrade_keeps_programs_screens_sends_and_owners(installed: InstalledDae
     # SIGTERM afterwards still ends every tree.
     assert installed.stop(signal.SIGTERM) == 0, installed.log()
     assert [pid for tree in trees.values() for pid in tree if pid_alive(pid)] == []
+
+
+def test_a_daemon_lives_its_phases_in_order(installed: InstalledDaemon) -> None:
+    """The order of a daemon's life is its correctness (ptyd/daemon/app.py PHASES); the daemon a handover execs
+    lives its own from the start."""
+    installed.start("--log-level", "debug")
+    installed.install_version("9.9.9-phases")
+    installed.hand_over(1)
+    assert installed.stop(signal.SIGTERM) == 0, installed.log()
+    phases = re.findall(r"^ptyd: DEBUG ptyd: phase: (.+)$", installed.log(), re.M)
+    assert set(phases) == set(PHASES)
+    start = ["recover", "build", "take over", "serve"]
+    assert phases == [*start, "hand over", *start, "stop"]
 
 
 def test_a_named_wait_in_flight_settles_on_its_match_in_the_new_daemon(

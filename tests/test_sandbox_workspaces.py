@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from conftest import Daemon, Rpc, RpcError, Shell
+from ptyd.backends.os.sandbox.bwrap import PACKAGE_DIR
+from ptyd.backends.os.sandbox.workspace import scratch_dir
 from ptyd.backends.recording.store import default_directory as default_recordings
-from ptyd.backends.sandbox.bwrap import PACKAGE_DIR
-from ptyd.backends.sandbox.workspace import scratch_dir
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 

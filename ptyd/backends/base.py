@@ -50,7 +50,7 @@ class SendRequest:
     idle_s: float
     max_bytes: int
     request_key: str | None
-    keys: str = ""  # named keys' bytes, pressed once the program took ``input`` (see SendDriver._keys_due)
+    keys: str = ""  # named keys' bytes, pressed once the program took ``input`` (see session/keys_after.py)
     until: re.Pattern[str] | None = None  # named wait: settle when a rendered line matches
     until_stable_s: float | None = None  # named wait: settle once the screen was unchanged this long
     compact: bool = False  # output economy in the viewport and terminal_output
@@ -74,6 +74,7 @@ class PtyBackendSession(Protocol):
     motd: str
     type: str
     name: str | None
+    workspace: str  # where a sandboxed session may write ("" unsandboxed): other agents' sandboxes must not see it
 
     @property
     def pid(self) -> int | None: ...

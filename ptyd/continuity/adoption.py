@@ -19,8 +19,8 @@ from typing import Protocol
 
 import msgspec
 
-from ptyd.backends import procfs
 from ptyd.backends.base import PtyBackendSession
+from ptyd.backends.os import procfs
 from ptyd.backends.session_state import SessionState
 from ptyd.continuity import handover
 from ptyd.continuity.document import DaemonState, StateFile

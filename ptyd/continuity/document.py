@@ -12,15 +12,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import time
 from pathlib import Path
 from typing import final
 
 import msgspec
 
-from ptyd.backends import procfs
-from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, signal_fenced
+from ptyd.backends.os.containment import Containment, Left
+from ptyd.backends.os.containment import recover as recover_left
 from ptyd.backends.session_state import SessionState
 from ptyd.service.agents import AgentState
 
@@ -120,50 +119,16 @@ class StateFile:
 
     def recover(self, containment: Containment, keep: set[str] | None = None) -> int:
         """Kill what a dead daemon left, but the sessions in ``keep`` (adopted); returns processes killed."""
-        killed = 0
-        handled: set[str] = set()
         state = self.read()
-        for session in state.sessions.values() if state is not None else []:
-            if keep is not None and session.session_id in keep:
-                if session.cgroup is not None:
-                    handled.add(session.cgroup)
-                continue
-            if session.cgroup is not None and os.path.isdir(session.cgroup):
-                scope = CgroupScope(Path(session.cgroup))
-                killed += len(scope.pids())
-                scope.kill_all()
-                handled.add(session.cgroup)
-                continue
-            killed += _kill_marked(session.session_id, session.pid, session.starttime)
-        if isinstance(containment, CgroupContainment):
-            for scope in containment.leftovers():
-                if scope.cgroup not in handled:
-                    killed += len(scope.pids())
-                    scope.kill_all()
+        sessions = state.sessions.values() if state is not None else []
+        killed = recover_left(containment, [Left(s.session_id, s.pid, s.starttime, s.cgroup) for s in sessions], keep)
         if killed:
             log.warning("killed %d processes left by a previous daemon", killed)
         return killed
 
 
-def _kill_marked(session_id: str, pid: int, starttime: int | None) -> int:
-    marker = f"{MARKER_VAR}={session_id}".encode()
-    top = procfs.read_stat(pid)
-    # The session id of the dead tree is only meaningful while its leader is the same process.
-    session = pid if top is not None and top.starttime == starttime else None
-    killed = 0
-    for candidate in procfs.all_pids():
-        stat = procfs.read_stat(candidate)
-        if stat is None or candidate == os.getpid():
-            continue
-        mine = (session is not None and stat.session == session) or procfs.environ_has(candidate, marker)
-        if mine and signal_fenced(candidate, stat.starttime, signal.SIGKILL):
-            killed += 1
-    return killed
-
-
 def remove_leftover_cgroups(containment: Containment, keep: set[str] | None = None) -> None:
-    if isinstance(containment, CgroupContainment):
-        for scope in containment.leftovers():
-            if keep is None or scope.cgroup not in keep:
-                with contextlib.suppress(OSError):
-                    scope.remove()
+    for scope in containment.leftovers():
+        if keep is None or scope.cgroup not in keep:
+            with contextlib.suppress(OSError):
+                scope.remove()

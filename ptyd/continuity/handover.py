@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from ptyd.backends import spawn
-from ptyd.backends.containment.reaper import ChildReaper
+from ptyd.backends.os import spawn
+from ptyd.backends.os.containment.reaper import ChildReaper
 from ptyd.backends.session_state import SessionState
 from ptyd.continuity.document import DaemonState, decode, encode
 

@@ -16,21 +16,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptyd import __version__
-from ptyd.backends import live_record
-from ptyd.backends.containment import (
-    CgroupContainment,
+from ptyd.backends.os.containment import (
     Containment,
     ContainmentUnavailable,
     select_containment,
     set_subreaper,
 )
-from ptyd.backends.containment.reaper import ChildReaper
-from ptyd.backends.local import Confinement, build_registry
-from ptyd.backends.sandbox import select_sandbox
-from ptyd.backends.sandbox.bwrap import PACKAGE_DIR
-from ptyd.backends.sandbox.limits import Limiter
-from ptyd.backends.sandbox.workspace import state_directories
-from ptyd.backends.spawn import raise_fd_limit
+from ptyd.backends.os.containment.reaper import ChildReaper
+from ptyd.backends.os.sandbox import select_sandbox
+from ptyd.backends.os.sandbox.bwrap import PACKAGE_DIR
+from ptyd.backends.os.sandbox.limits import Limiter
+from ptyd.backends.os.sandbox.workspace import state_directories
+from ptyd.backends.os.spawn import raise_fd_limit
+from ptyd.backends.session import live_record
+from ptyd.backends.session.local import Confinement, build_registry
 from ptyd.config import (
     OPERATOR_TOKEN_FILE,
     Config,
@@ -55,6 +54,11 @@ from ptyd.terminal.workers.pool import shared_pool
 log = logging.getLogger("ptyd")
 
 MAINTENANCE_INTERVAL_S = 1.0
+# A daemon's life, in this order (tests/test_handover.py::test_a_daemon_lives_its_phases_in_order): what a dead
+# daemon left is killed before anything is built on its cgroups; the long-lived objects exist and are frozen out of
+# the collector before any session does; the sessions a handover or a crash left are taken over before the socket is
+# bound (where it is not inherited). "hand over" comes only on SIGUSR2, and returns to "serve" if the exec fails.
+PHASES = ("recover", "build", "take over", "serve", "hand over", "stop")
 
 
 def write_operator_token(directory: Path, service: PtyService) -> None:
@@ -79,6 +83,11 @@ class Daemon:
         self.socket_path = socket_path or default_socket_path()
         self._stop = asyncio.Event()
         self._stored: dict[str, int] = {}  # PTY masters systemd kept for a daemon that crashed, by session id
+        self.phases: list[str] = []  # the phases entered so far (PHASES)
+
+    def _phase(self, name: str) -> None:
+        self.phases.append(name)
+        log.debug("phase: %s", name)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -135,65 +144,15 @@ class Daemon:
         keeper: Keeper | None,
     ) -> int:
         directory = self.socket_path.parent
-        log.debug("fd limit %d", raise_fd_limit())
-        if not set_subreaper():
-            log.warning("could not become a child subreaper; orphaned session processes go to init")
-        instance = hashlib.sha256(str(self.socket_path.resolve()).encode()).hexdigest()[:12]
-        try:
-            containment = select_containment(self.config.containment, instance)
-        except ContainmentUnavailable as exc:
-            raise StartupError(str(exc)) from None
-        confinement = self._confinement(directory, instance, containment)
-        state_file = StateFile(directory)
-        saved = handover.DaemonState(daemon_pid=0)
-        crashed_fds: dict[str, tuple[int, int]] = {}
-        if handed is None:
-            saved, crashed_fds = adoption.survivors(state_file.read() if self._stored else None, self._stored)
-            keep = {s.cgroup for s in saved.sessions.values() if s.cgroup is not None}
-            if state_file.recover(containment, keep=set(saved.sessions)):
-                await asyncio.sleep(0.05)  # let the killed trees leave their cgroups before removing them
-            remove_leftover_cgroups(containment, keep=keep)
-            confinement.limiter.sweep(keep=set(saved.sessions))
-        reaper = ChildReaper(loop)
-        records = live_record.records_directory(directory)
-        service = PtyService(
-            self.config,
-            build_registry(self.config, reaper, containment, confinement, records),
-            containment.name,
-            sandbox_name=confinement.sandbox.describe,
-            limits_name=confinement.limiter.describe(),
+        self._phase("recover")
+        containment, confinement, state_file, saved, crashed_fds = await self._recover(directory, handed)
+        self._phase("build")
+        reaper, records, service, saver, emulator = self._build(
+            loop, directory, containment, confinement, state_file, keeper
         )
-        store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
-        saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
-        service.on_change = saver.changed
-        if keeper is not None:  # a keeper that dies is started again and handed every master
-            keeper.supervise(lambda: {sid: entry.session.master_fd for sid, entry in service.entries()})
-        service.crash_continuity = self._continuity(keeper)
-        # In-daemon, the native engine is imported now, not at the first open; with workers, only they load it.
-        emulator = engine_name(self.config.emulator, load=self.config.engine_process == "daemon")
-        if self.config.engine_process == "worker":
-            # The workers' interpreters start beside the daemon's.
-            shared_pool(self.config.engine_workers, self.config.engine_worker_stall_ms).warm()
-        # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
-        # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions
-        # print (a pass took 20-70 ms on a busy 2-core machine, the worst send latencies beside floods). Frozen
-        # before any session exists, so a closed session's garbage is never kept.
-        gc.freeze()
-        if handed is not None:
-            count = handover.take_over(handed, service, child=True)
-            log.info(
-                "took over %d sessions from ptyd pid %d (handover %d)", count, handed.daemon_pid, service.handovers
-            )
-        elif self._stored:
-            count = handover.take_over(saved, service, child=False, fds=crashed_fds)
-            held = len(self._stored)
-            holder = "the fd keeper" if keeper is not None else "systemd"
-            log.warning("adopted %d of the %d sessions %s kept for a daemon that died", count, held, holder)
-        self._stored = {}
-        live_record.sweep(records, keep={sid for sid, _ in service.entries()})
-        service.on_change()
-        if not any(agent.operator for agent in service.agents):
-            write_operator_token(directory, service)
+        self._phase("take over")
+        self._take_over(directory, service, handed, saved, crashed_fds, keeper, records)
+        self._phase("serve")
         if sock is None:  # bound once the dead daemon's leftovers are gone
             sock = bind_socket(self.socket_path, self.config.listen_backlog)
         inherited = handover.Inherited(sock.fileno(), lock_fd, activated)
@@ -228,6 +187,7 @@ class Daemon:
                 service.handover_error = str(exc)
                 log.error("handover refused, still serving: %s", exc)
                 return
+            self._phase("hand over")
             log.info("handing %d sessions over to %s", service.session_count, " ".join(argv))
             systemd.notify("RELOADING=1\nSTATUS=handing over")
             maintenance.cancel()
@@ -252,6 +212,7 @@ class Daemon:
                     entry.session.release()
                 await server.start(socket.socket(fileno=os.dup(sock.fileno())))
                 maintenance = loop.create_task(self._maintain(service, reaper, saver))
+                self._phase("serve")
                 systemd.notify("READY=1\nSTATUS=serving")
 
         def upgrade() -> None:
@@ -276,6 +237,7 @@ class Daemon:
         try:
             await self._stop.wait()
         finally:
+            self._phase("stop")
             # One way out, also when the wait itself is cancelled: no signal starts anything any more (a SIGUSR2
             # after SIGTERM would hand over sessions being closed, a SIGHUP swap the backends under the closes), and
             # a handover under way is cancelled and awaited.
@@ -301,6 +263,97 @@ class Daemon:
         sock.close()
         log.info("stopped")
         return 0
+
+    async def _recover(
+        self, directory: Path, handed: handover.DaemonState | None
+    ) -> tuple[Containment, Confinement, StateFile, handover.DaemonState, dict[str, tuple[int, int]]]:
+        """Recover: the containment and confinement this machine allows, and, after a crash, what the dead daemon
+        left killed (but the sessions kept for adoption) and its cgroups removed."""
+        log.debug("fd limit %d", raise_fd_limit())
+        if not set_subreaper():
+            log.warning("could not become a child subreaper; orphaned session processes go to init")
+        instance = hashlib.sha256(str(self.socket_path.resolve()).encode()).hexdigest()[:12]
+        try:
+            containment = select_containment(self.config.containment, instance)
+        except ContainmentUnavailable as exc:
+            raise StartupError(str(exc)) from None
+        confinement = self._confinement(directory, instance, containment)
+        state_file = StateFile(directory)
+        saved = handover.DaemonState(daemon_pid=0)
+        crashed_fds: dict[str, tuple[int, int]] = {}
+        if handed is None:
+            saved, crashed_fds = adoption.survivors(state_file.read() if self._stored else None, self._stored)
+            keep = {s.cgroup for s in saved.sessions.values() if s.cgroup is not None}
+            if state_file.recover(containment, keep=set(saved.sessions)):
+                await asyncio.sleep(0.05)  # let the killed trees leave their cgroups before removing them
+            remove_leftover_cgroups(containment, keep=keep)
+            confinement.limiter.sweep(keep=set(saved.sessions))
+        return containment, confinement, state_file, saved, crashed_fds
+
+    def _build(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        directory: Path,
+        containment: Containment,
+        confinement: Confinement,
+        state_file: StateFile,
+        keeper: Keeper | None,
+    ) -> tuple[ChildReaper, Path, PtyService, adoption.StateSaver, str]:
+        """Build: the service and what it lives on (reaper, backends, state saver, engine workers), then frozen
+        out of the collector before any session exists."""
+        reaper = ChildReaper(loop)
+        records = live_record.records_directory(directory)
+        service = PtyService(
+            self.config,
+            build_registry(self.config, reaper, containment, confinement, records),
+            containment.name,
+            sandbox_name=confinement.sandbox.describe,
+            limits_name=confinement.limiter.describe(),
+        )
+        store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
+        saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
+        service.on_change = saver.changed
+        if keeper is not None:  # a keeper that dies is started again and handed every master
+            keeper.supervise(lambda: {sid: entry.session.master_fd for sid, entry in service.entries()})
+        service.crash_continuity = self._continuity(keeper)
+        # In-daemon, the native engine is imported now, not at the first open; with workers, only they load it.
+        emulator = engine_name(self.config.emulator, load=self.config.engine_process == "daemon")
+        if self.config.engine_process == "worker":
+            # The workers' interpreters start beside the daemon's.
+            shared_pool(self.config.engine_workers, self.config.engine_worker_stall_ms).warm()
+        # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
+        # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions
+        # print (a pass took 20-70 ms on a busy 2-core machine, the worst send latencies beside floods). Frozen
+        # before any session exists, so a closed session's garbage is never kept.
+        gc.freeze()
+        return reaper, records, service, saver, emulator
+
+    def _take_over(
+        self,
+        directory: Path,
+        service: PtyService,
+        handed: handover.DaemonState | None,
+        saved: handover.DaemonState,
+        crashed_fds: dict[str, tuple[int, int]],
+        keeper: Keeper | None,
+        records: Path,
+    ) -> None:
+        """Take over: the sessions a handover brought, or those kept through a crash; the operator token."""
+        if handed is not None:
+            count = handover.take_over(handed, service, child=True)
+            log.info(
+                "took over %d sessions from ptyd pid %d (handover %d)", count, handed.daemon_pid, service.handovers
+            )
+        elif self._stored:
+            count = handover.take_over(saved, service, child=False, fds=crashed_fds)
+            held = len(self._stored)
+            holder = "the fd keeper" if keeper is not None else "systemd"
+            log.warning("adopted %d of the %d sessions %s kept for a daemon that died", count, held, holder)
+        self._stored = {}
+        live_record.sweep(records, keep={sid for sid, _ in service.entries()})
+        service.on_change()
+        if not any(agent.operator for agent in service.agents):
+            write_operator_token(directory, service)
 
     async def _shutdown(
         self,
@@ -340,8 +393,7 @@ class Daemon:
     def _confinement(self, directory: Path, instance: str, containment: Containment) -> Confinement:
         """How sessions are sandboxed and limited here (bubblewrap is probed at the first sandboxed open)."""
         sandbox = select_sandbox(self.config.sandbox, self.config.bwrap_program)
-        leaf_parent = containment.base if isinstance(containment, CgroupContainment) else None
-        limiter = Limiter.detect(instance, leaf_parent)
+        limiter = Limiter.detect(instance, containment.leaf_parent)
         private = [str(directory), *state_directories(self.config)]
         if os.environ.get("XDG_RUNTIME_DIR"):  # the user's bus, agent sockets, systemd --user: ways out
             private.append(os.environ["XDG_RUNTIME_DIR"])

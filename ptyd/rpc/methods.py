@@ -88,15 +88,13 @@ class Api:
             return await op.result()
 
     async def terminal_output(self, _: Any, params: p.TerminalOutputParams) -> p.TerminalOutputResult:
-        agent = self.service.authenticate(params.token)
-        return await self.service.session(agent, params.session_id).output()
+        return await self.service.output(self.service.authenticate(params.token), params)
 
     async def terminal_wait(self, _: Any, params: p.TerminalWaitParams) -> p.TerminalWaitResult:
         return await self.service.wait(self.service.authenticate(params.token), params)
 
     async def terminal_cancel(self, _: Any, params: p.TerminalCancelParams) -> p.TerminalCancelResult:
-        agent = self.service.authenticate(params.token)
-        return self.service.session(agent, params.session_id).cancel()
+        return self.service.cancel(self.service.authenticate(params.token), params)
 
     async def terminal_integrate(self, _: Any, params: p.TerminalIntegrateParams) -> p.SendResult:
         return await self.service.integrate(self.service.authenticate(params.token), params).result()
@@ -131,8 +129,7 @@ class Api:
         return await self.service.read(self.service.authenticate(params.token), params)
 
     async def terminal_screen(self, _: Any, params: p.TerminalScreenParams) -> p.TerminalScreenResult:
-        agent = self.service.authenticate(params.token)
-        return await self.service.session(agent, params.session_id).screen()
+        return await self.service.screen(self.service.authenticate(params.token), params)
 
     async def terminal_signal(self, _: Any, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
         return self.service.signal(self.service.authenticate(params.token), params)

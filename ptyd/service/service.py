@@ -23,9 +23,9 @@ from typing import final
 from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
+from ptyd.backends.os.sandbox.workspace import default_scratch_base, scratch_dir
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
-from ptyd.backends.sandbox.workspace import default_scratch_base, scratch_dir
 from ptyd.config import AGENT_PROFILE_ENV, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
@@ -257,7 +257,7 @@ class PtyService:
             await session.close("owner released during open")
             raise SessionNotFound(spec.session_id)
         self._sessions[spec.session_id] = Entry(session, agent)
-        workspace = getattr(session, "workspace", "")
+        workspace = session.workspace
         if not agent.operator and workspace not in _COMMON:  # the operator is the user, not an agent
             self._used.setdefault(owner, set()).add(workspace)
         agent.session_ids.add(spec.session_id)
@@ -285,7 +285,7 @@ class PtyService:
         owner = workspace_owner(agent)
         dirs = {d for key, used in self._used.items() if key != owner for d in used}
         live = (e for e in self._sessions.values() if not e.owner.operator and workspace_owner(e.owner) != owner)
-        dirs.update(getattr(e.session, "workspace", "") for e in live)
+        dirs.update(e.session.workspace for e in live)
         return tuple(sorted(dirs - _COMMON))
 
     async def close(self, agent: Agent, session_id: str, reason: str | None) -> tuple[bool, int]:
@@ -380,6 +380,15 @@ class PtyService:
         )
         with agent.calling():
             return await session.wait(timeout, follow, params.operation_id)
+
+    async def output(self, agent: Agent, params: p.TerminalOutputParams) -> p.TerminalOutputResult:
+        return await self.session(agent, params.session_id).output()
+
+    def cancel(self, agent: Agent, params: p.TerminalCancelParams) -> p.TerminalCancelResult:
+        return self.session(agent, params.session_id).cancel()
+
+    async def screen(self, agent: Agent, params: p.TerminalScreenParams) -> p.TerminalScreenResult:
+        return await self.session(agent, params.session_id).screen()
 
     async def read(self, agent: Agent, params: p.TerminalReadParams) -> p.TerminalReadResult:
         cfg = self.config

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import uvloop
 
 from ptyd import protocol as p
-from ptyd.backends.containment import SubreaperContainment
-from ptyd.backends.containment.reaper import ChildReaper
-from ptyd.backends.local import build_registry
+from ptyd.backends.os.containment import SubreaperContainment
+from ptyd.backends.os.containment.reaper import ChildReaper
+from ptyd.backends.session.local import build_registry
 from ptyd.config import Config
 from ptyd.service.agents import Agent
 from ptyd.service.service import PtyService

@@ -13,11 +13,11 @@ import termios
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ptyd.backends import procfs
-from ptyd.backends.readiness import waits
+from ptyd.backends.os import procfs
+from ptyd.backends.readiness import blocked_read
+from ptyd.backends.readiness.blocked_read import TtyWait, Wait
 from ptyd.backends.readiness.foreground import RunCounts
 from ptyd.backends.readiness.relay import Target
-from ptyd.backends.readiness.waits import TtyWait, Wait
 
 TTY = (136 << 8) | 0  # the session's own terminal, /dev/pts/0
 INNER_TTY = (136 << 8) | 3  # a local relay's terminal, /dev/pts/3
@@ -173,15 +173,15 @@ def direct(pid: int) -> TtyWait:
 
 
 def _epoll_nr() -> int:
-    assert waits.TABLE is not None, "no syscall table for this machine"
-    return min(waits.TABLE.epoll & waits.TABLE.int_ms)
+    assert blocked_read.TABLE is not None, "no syscall table for this machine"
+    return min(blocked_read.TABLE.epoll & blocked_read.TABLE.int_ms)
 
 
 def event_loop(pid: int, timeout: float | None = None, epfd: int = 5) -> TtyWait:
     """An epoll_wait with the terminal in its interest list, timing out after ``timeout`` (None: never)."""
     ms = -1 if timeout is None else int(timeout * 1000)
     call = procfs.Syscall(_epoll_nr(), (epfd, 0, 0, ms & (2**64 - 1), 0, 0))
-    kind = Wait.TIMED if timeout is not None and timeout < waits.LONG_WAIT_S else Wait.EVENT_LOOP
+    kind = Wait.TIMED if timeout is not None and timeout < blocked_read.LONG_WAIT_S else Wait.EVENT_LOOP
     return TtyWait(kind, pid, call, multiplexed=True, timeout=timeout)
 
 
@@ -190,4 +190,4 @@ def timed(pid: int, timeout: float) -> TtyWait:
     return TtyWait(Wait.TIMED, pid, None, multiplexed=True, timeout=timeout)
 
 
-NOT_WAITING = waits.NOT_WAITING
+NOT_WAITING = blocked_read.NOT_WAITING

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ptyd.backends.agent_view import AgentView
+from ptyd.backends.session.agent_view import AgentView
 
 
 def delivered(view: AgentView, line: int, text: str) -> None:

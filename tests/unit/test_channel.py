@@ -8,8 +8,8 @@ import os
 import termios
 import tty
 
-from ptyd.backends.channel import PtyChannel
-from ptyd.backends.spawn import Spawned
+from ptyd.backends.os.channel import PtyChannel
+from ptyd.backends.os.spawn import Spawned
 from ptyd.terminal.engines import open_terminal
 
 from .conftest import run, until

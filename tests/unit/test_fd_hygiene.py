@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ptyd.backends import spawn
+from ptyd.backends.os import spawn
 from ptyd.continuity.keeper_link import Keeper
 from ptyd.errors import SpawnFailed
 

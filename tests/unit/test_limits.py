@@ -15,8 +15,8 @@ import msgspec
 import pytest
 
 from ptyd import protocol as p
-from ptyd.backends.containment import CgroupContainment
-from ptyd.backends.sandbox.limits import Limiter, LimitScope, group_name
+from ptyd.backends.os.containment import CgroupContainment
+from ptyd.backends.os.sandbox.limits import Limiter, LimitScope, group_name
 from ptyd.config import Config, SandboxProfile
 from ptyd.errors import SandboxUnavailable
 from tests.unit.conftest import TOKEN, local_service, run

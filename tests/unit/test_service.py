@@ -20,6 +20,7 @@ from .conftest import TOKEN, run
 
 class FakeSession:
     motd = ""
+    workspace = ""
     open_wait_reason: p.WaitReason = "stdin_read"
     pid = 4242
     cgroup = None

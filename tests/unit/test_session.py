@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from ptyd import protocol as p
-from ptyd.backends.session import LocalSession
+from ptyd.backends.session.session import LocalSession
 from ptyd.errors import InternalError, LimitExceeded
 
 from .conftest import TOKEN, local_service, open_exec, run, send_params, until
@@ -147,7 +147,7 @@ def test_answers_to_queries_a_program_never_reads_are_dropped(caplog: pytest.Log
             await until(lambda: session.answers.dropped > 0, within=15, message="the answers dropped")
             return session.channel.pending
 
-    # The program never waits on the terminal, so its answers are never written (ptyd/backends/answers.py); the
+    # The program never waits on the terminal, so its answers are never written (ptyd/backends/session/answers.py); the
     # max_pending_input_bytes bound (a warning) is for answers written to a program that then stops reading.
     with caplog.at_level(logging.WARNING, logger="ptyd.session"):
         pending = run(main)

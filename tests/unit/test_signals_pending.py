@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from ptyd.backends import procfs
+from ptyd.backends.os import procfs
 
 READY = "; print(flush=True); import time; time.sleep(30)"
 BLOCKS_USR1 = "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})" + READY

@@ -7,8 +7,8 @@ import msgspec
 
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
-from ptyd.backends.local import LocalBackend
-from ptyd.backends.session import LocalSession
+from ptyd.backends.session.local import LocalBackend
+from ptyd.backends.session.session import LocalSession
 from ptyd.continuity.document import DaemonState, decode, encode
 
 from .conftest import TOKEN, local_service, run, send_params

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from ptyd.backends.readiness import loops, waits
+from ptyd.backends.readiness import blocked_read, loops
 from ptyd.backends.readiness import tracker as tracker_module
+from ptyd.backends.readiness.blocked_read import TtyWait
 from ptyd.backends.readiness.evidence import Evidence
 from ptyd.backends.readiness.tracker import (
     EVENT_LOOP_SETTLE_S,
@@ -29,7 +30,6 @@ from ptyd.backends.readiness.tracker import (
     ReadinessTracker,
     Verdict,
 )
-from ptyd.backends.readiness.waits import TtyWait
 
 from .fake_evidence import (
     CANONICAL,
@@ -47,7 +47,7 @@ from .fake_evidence import (
 RELAY_QUIET_S = 0.3
 TICK = 0.001  # a look just past a bound: the fake clock is exact, float sums are not
 
-pytestmark = pytest.mark.skipif(waits.TABLE is None, reason="no syscall table for this machine's architecture")
+pytestmark = pytest.mark.skipif(blocked_read.TABLE is None, reason="no syscall table for this machine's architecture")
 
 
 @dataclass
@@ -704,7 +704,7 @@ def test_the_tracker_reads_nothing_but_its_evidence() -> None:
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
-    forbidden = {"time", "os", "ptyd.backends.procfs", "ptyd.backends.channel", "ptyd.backends.spawn"}
+    forbidden = {"time", "os", "ptyd.backends.os.procfs", "ptyd.backends.os.channel", "ptyd.backends.os.spawn"}
     assert not imported & forbidden
     assert "termios.tc" not in source  # its termios use is the flag constants
 

@@ -7,10 +7,10 @@ import os
 from typing import final
 
 from ptyd import protocol as p
-from ptyd.backends import procfs
-from ptyd.backends.containment import Scope
-from ptyd.backends.readiness import waits
-from ptyd.backends.spawn import Spawned
+from ptyd.backends.os import procfs
+from ptyd.backends.os.containment import Scope
+from ptyd.backends.os.spawn import Spawned
+from ptyd.backends.readiness import blocked_read
 from ptyd.errors import InvalidArgument
 
 RunCounts = dict[tuple[int, int], int]
@@ -58,7 +58,7 @@ class ForegroundGroup:
         chosen = members[0]
         if len(members) > 1:
             for stat in members:
-                if waits.group_waits_on_tty([stat.pid], pgid, self._proc.tty_rdev, self._proc.master):
+                if blocked_read.group_waits_on_tty([stat.pid], pgid, self._proc.tty_rdev, self._proc.master):
                     chosen = stat
                     break
             else:
@@ -77,8 +77,8 @@ class ForegroundGroup:
                 return pgid
         raise InvalidArgument("the terminal has no foreground process group to signal", reason="no_foreground")
 
-    def input_wait(self, pgid: int) -> waits.Wait:
-        return waits.group_waits_on_tty(self.candidates(pgid), pgid, self._proc.tty_rdev, self._proc.master)
+    def input_wait(self, pgid: int) -> blocked_read.Wait:
+        return blocked_read.group_waits_on_tty(self.candidates(pgid), pgid, self._proc.tty_rdev, self._proc.master)
 
     def run_counts(self, pgid: int) -> RunCounts:
         return procfs.group_run_counts(self.candidates(pgid), pgid)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import final
 
-from ptyd.backends import procfs
+from ptyd.backends.os import procfs
 
 BLOCKED = frozenset({"S", "D"})  # sleeping or waiting: not running, not runnable
 

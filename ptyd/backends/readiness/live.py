@@ -7,12 +7,12 @@ import time
 from collections.abc import Callable
 from typing import final
 
-from ptyd.backends import procfs, tty
+from ptyd.backends.os import procfs, tty
+from ptyd.backends.os.spawn import Spawned
 from ptyd.backends.readiness import loops, relay
 from ptyd.backends.readiness.evidence import Output
 from ptyd.backends.readiness.foreground import ForegroundGroup, RunCounts
 from ptyd.backends.readiness.relay import Target
-from ptyd.backends.spawn import Spawned
 from ptyd.terminal.engine import TerminalEngine
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ptyd.backends import procfs
+from ptyd.backends.os import procfs
 
 # The longest key-sequence timeout programs use by default: vim's 'timeoutlen' (1 s, with 'ttimeout' off, as
 # under -u NONE) and curses' ESCDELAY (1 s); vim with Debian's defaults waits 100 ms, readline 500 ms.

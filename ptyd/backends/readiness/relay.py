@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ptyd.backends import procfs, tty
-from ptyd.backends.readiness import sockets, waits
-from ptyd.backends.readiness.waits import TtyWait, Wait
+from ptyd.backends.os import procfs, tty
+from ptyd.backends.readiness import blocked_read, sockets
+from ptyd.backends.readiness.blocked_read import TtyWait, Wait
 
 MAX_DEPTH = 4  # relays nested deeper than this are taken as opaque
 SETTLED_START_S = 1.0  # a process this old has left (or stayed in) the terminal's session for good
@@ -182,12 +182,12 @@ def _server_wait(known: Known, pids: list[int], pgid: int, tty_rdev: int) -> Tty
         if outside:
             stat = stat or procfs.read_stat(pid)
             if stat is not None and stat.state == "S":
-                wait = waits.group_wait([pid], stat.pgrp, tty_rdev, -1)
+                wait = blocked_read.group_wait([pid], stat.pgrp, tty_rdev, -1)
                 # A server holds its panes' pty masters; any other reader out there (a setsid'd job reading the
                 # terminal it inherited) is not what the send waits for.
                 if wait.kind != Wait.NONE and any(procfs.fd_target(pid, fd) in _PTMX for fd in wait.others):
                     return wait
-    return waits.NOT_WAITING
+    return blocked_read.NOT_WAITING
 
 
 def _plain(wait: TtyWait) -> bool:
@@ -206,7 +206,7 @@ def asleep(pid: int) -> bool:
             call = procfs.read_syscall(pid, tid)
         except PermissionError:
             return True
-        if call is not None and waits.TABLE is not None and call.nr in waits.TABLE.multiplexed:
+        if call is not None and blocked_read.TABLE is not None and call.nr in blocked_read.TABLE.multiplexed:
             return True
     return False
 
@@ -224,11 +224,11 @@ def innermost(
     relays: list[int] = []
     for hops in range(MAX_DEPTH + 1):
         known_relay = _known_relay(known, candidates, pgid) if known.relays else None
-        wait = waits.group_wait(candidates, pgid, tty_rdev, master_fd if pts is None else -1)
+        wait = blocked_read.group_wait(candidates, pgid, tty_rdev, master_fd if pts is None else -1)
         server = hops == 0 and known_relay is None and wait.kind == Wait.NONE
         if server:  # looked at afresh while in its wait: a pane may have been opened since
             # The candidates are every process of the session unless the shell is alone in front, with no child.
-            wait = _server_wait(known, candidates, pgid, tty_rdev) if len(candidates) > 1 else waits.NOT_WAITING
+            wait = _server_wait(known, candidates, pgid, tty_rdev) if len(candidates) > 1 else blocked_read.NOT_WAITING
             known_relay = _known_server(known) if wait.kind == Wait.NONE else None
         if known_relay is not None and wait.pid != known_relay[0] and _plain(wait):
             known_relay = None  # a program the relay started in front reads this terminal itself (mc's editor)

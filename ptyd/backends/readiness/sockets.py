@@ -13,7 +13,7 @@ import os
 import socket
 import struct
 
-from ptyd.backends import procfs
+from ptyd.backends.os import procfs
 
 _NETLINK_SOCK_DIAG = 4
 _SOCK_DIAG_BY_FAMILY = 20

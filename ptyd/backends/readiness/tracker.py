@@ -5,7 +5,7 @@ too, behind a local relay) and there is evidence that it read after the write (o
 terminal's own echo; a changed foreground group; or the group having read data since, per ``/proc/PID/io``). Right
 after a write the input may still sit in the tty's flip buffer while the program waits exactly as before, and a
 canonical-mode reader is woken by every piece of a line still incomplete: that old wait must not count. And it
-waits to read its terminal (``waits``), asked of the kernel for the innermost foreground group (``relay``),
+waits to read its terminal (``blocked_read``), asked of the kernel for the innermost foreground group (``relay``),
 once the local relays in between have copied its last output here:
 
 - a blocking read, or select/poll with a long timeout: at once;
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, final
 
 from ptyd import protocol as p
-from ptyd.backends.readiness import loops, waits
+from ptyd.backends.readiness import blocked_read, loops
+from ptyd.backends.readiness.blocked_read import Wait
 from ptyd.backends.readiness.evidence import Evidence
 from ptyd.backends.readiness.foreground import RunCounts, ran_since
 from ptyd.backends.readiness.relay import Target
-from ptyd.backends.readiness.waits import Wait
 from ptyd.terminal.reports import ends_in_query
 
 EVENT_LOOP_SETTLE_S = 0.04  # how long an event loop's wait on the tty must hold before it counts
@@ -112,7 +112,7 @@ class ReadinessTracker:
         _, lflag = self._evidence.flags(target)
         if lflag is None or lflag & termios.ECHO:
             return False
-        if waits.secret_prompt(lflag):
+        if blocked_read.secret_prompt(lflag):
             return True
         return not self._evidence.alt_screen() and bool(PASSWORD_TEXT.search(self._evidence.cursor_text()))
 
@@ -124,7 +124,7 @@ class ReadinessTracker:
         lflag = ev.local_flags()
         if lflag is None or lflag & termios.ECHO:
             return False
-        if not waits.secret_prompt(lflag) and (ev.alt_screen() or not PASSWORD_TEXT.search(ev.cursor_text())):
+        if not blocked_read.secret_prompt(lflag) and (ev.alt_screen() or not PASSWORD_TEXT.search(ev.cursor_text())):
             return False
         return self.password_prompt(self.target())
 
@@ -443,7 +443,7 @@ class ReadinessTracker:
 def _event_loop(target: Target) -> bool:
     """The target waits on its terminal in an epoll set: an event loop, which may be at work meanwhile."""
     call = target.wait.call
-    return call is not None and waits.TABLE is not None and call.nr in waits.TABLE.epoll
+    return call is not None and blocked_read.TABLE is not None and call.nr in blocked_read.TABLE.epoll
 
 
 def _grew(before: Mapping[Any, int], now: Mapping[Any, int]) -> bool:

@@ -18,8 +18,8 @@ import termios
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ptyd.backends import procfs
-from ptyd.backends.tty import local_flags
+from ptyd.backends.os import procfs
+from ptyd.backends.os.tty import local_flags
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import final
 
 from ptyd import protocol as p
-from ptyd.backends.channel import PtyChannel
-from ptyd.backends.readiness import waits
+from ptyd.backends.os.channel import PtyChannel
+from ptyd.backends.readiness import blocked_read
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.errors import InvalidArgument
 
@@ -74,7 +74,7 @@ class CancelPolicy:
             if pgid == self._top() and not (state.input_dropped and not state.interrupted):
                 if state.interrupted or time.monotonic() - state.cancelled_at < SHELL_INTERRUPT_DELAY_S:
                     return
-                if self._foreground.input_wait(pgid) != waits.Wait.NONE:
+                if self._foreground.input_wait(pgid) != blocked_read.Wait.NONE:
                     return  # back at its prompt: nothing to interrupt
             state.interrupted[pgid] = program
             self._mark_write()
@@ -119,7 +119,7 @@ class CancelPolicy:
             return _nothing("The terminal has no foreground process group; terminal_send with empty input shows it.")
         front = self._foreground.describe(self._exited())
         program = front.name if front is not None else None
-        if pgid == self._top() and self._foreground.input_wait(pgid) != waits.Wait.NONE:
+        if pgid == self._top() and self._foreground.input_wait(pgid) != blocked_read.Wait.NONE:
             return _nothing(
                 "What the last send left running has ended: the shell is back at its prompt. terminal_send with "
                 "empty input shows the screen."

@@ -11,18 +11,18 @@ from pathlib import Path
 from typing import final
 
 from ptyd.backends.base import PtyBackend, SendRequest, SpawnSpec
-from ptyd.backends.containment import MARKER_VAR, CgroupContainment, CgroupScope, Containment, Scope
-from ptyd.backends.containment.reaper import ChildReaper
-from ptyd.backends.live_record import LiveRecord
-from ptyd.backends.sandbox import NoSandbox, Sandbox, SandboxPlan
-from ptyd.backends.sandbox.limits import AgentGroup, Limiter, LimitScope
-from ptyd.backends.sandbox.network import connect, pasta_program, read_child_pid
-from ptyd.backends.sandbox.workspace import WorkspaceRules
-from ptyd.backends.sandbox.workspace import choose as choose_workspace
-from ptyd.backends.session import LocalSession
+from ptyd.backends.os.containment import MARKER_VAR, CgroupScope, Containment, Scope
+from ptyd.backends.os.containment.reaper import ChildReaper
+from ptyd.backends.os.sandbox import NoSandbox, Sandbox, SandboxPlan
+from ptyd.backends.os.sandbox.limits import AgentGroup, Limiter, LimitScope
+from ptyd.backends.os.sandbox.network import connect, pasta_program, read_child_pid
+from ptyd.backends.os.sandbox.workspace import WorkspaceRules
+from ptyd.backends.os.sandbox.workspace import choose as choose_workspace
+from ptyd.backends.os.spawn import Spawned, spawn
+from ptyd.backends.session.live_record import LiveRecord
+from ptyd.backends.session.session import LocalSession
 from ptyd.backends.session_state import SessionState
 from ptyd.backends.shell_integration import shell_launch
-from ptyd.backends.spawn import Spawned, spawn
 from ptyd.config import Config, SandboxProfile
 from ptyd.errors import InvalidArgument, LimitExceeded, SpawnFailed
 
@@ -112,7 +112,7 @@ class LocalBackend:
             )
             prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
-        cgroups = isinstance(self._containment, CgroupContainment)  # a v2 leaf for each session
+        cgroups = self._containment.leaf_parent is not None  # a v2 leaf for each session
         try:  # before the session's cgroup: in v2 that is made in the group
             group = limiter.group(spec.agent, spec.agent_profile, v2_leaf=cgroups)
         except OSError as exc:

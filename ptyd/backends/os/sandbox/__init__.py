@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol, final
 
-from ptyd.backends.sandbox.plan import SandboxPlan
+from ptyd.backends.os.sandbox.plan import SandboxPlan
 from ptyd.errors import SandboxUnavailable
 
 __all__ = ["DetectedSandbox", "NoSandbox", "Sandbox", "SandboxPlan", "select_sandbox"]
@@ -60,7 +60,7 @@ class DetectedSandbox:
 
     def get(self) -> Sandbox:
         if self._found is None:
-            from ptyd.backends.sandbox.bwrap import Bubblewrap
+            from ptyd.backends.os.sandbox.bwrap import Bubblewrap
 
             found = Bubblewrap.detect(self._program)
             self._found = found if isinstance(found, Bubblewrap) else NoSandbox(found)

@@ -1,8 +1,8 @@
 """A live local PTY session: its terminal, its process, and its teardown.
 
-Its sends are the send driver's (``send_driver``), which asks the tracker (``tracker``) whether the program is
-ready; the transcript is paged by ``paging``; events for subscribers come from ``watch``; shell integration marks
-are taken out of the output by ``shell_integration``.
+Its sends are the send driver's (``send_driver``), whose send loop (``send_loop``) asks the tracker
+(``readiness.tracker``) whether the program is ready; the transcript is paged by ``paging``; events for
+subscribers come from ``events``; shell integration marks are taken out of the output by ``shell_integration``.
 """
 
 from __future__ import annotations
@@ -17,28 +17,28 @@ from collections.abc import Callable
 from typing import Any, Literal, cast, final
 
 from ptyd import protocol as p
-from ptyd.backends import procfs
-from ptyd.backends.answers import AnswerGate
 from ptyd.backends.base import SendRequest
-from ptyd.backends.cancel import CancelPolicy
-from ptyd.backends.channel import PtyChannel
-from ptyd.backends.containment import Scope, terminate
-from ptyd.backends.containment import remove as remove_scope
-from ptyd.backends.containment.reaper import ChildReaper
-from ptyd.backends.listening import listening
-from ptyd.backends.live_record import LiveRecord, RecordRead, lost_marker
-from ptyd.backends.paging import page
+from ptyd.backends.os import procfs
+from ptyd.backends.os.channel import PtyChannel
+from ptyd.backends.os.containment import Scope, terminate
+from ptyd.backends.os.containment import remove as remove_scope
+from ptyd.backends.os.containment.reaper import ChildReaper
+from ptyd.backends.os.sandbox.limits import Counters, LimitScope
+from ptyd.backends.os.spawn import Spawned, set_winsize
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.live import LiveEvidence
 from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
-from ptyd.backends.sandbox.limits import Counters, LimitScope
-from ptyd.backends.send import SendOp
-from ptyd.backends.send_driver import SendDriver
+from ptyd.backends.session.answers import AnswerGate
+from ptyd.backends.session.cancel import CancelPolicy
+from ptyd.backends.session.events import Listener, SessionWatch
+from ptyd.backends.session.listening import listening
+from ptyd.backends.session.live_record import LiveRecord, RecordRead, lost_marker
+from ptyd.backends.session.paging import page
+from ptyd.backends.session.send import SendOp
+from ptyd.backends.session.send_driver import SendDriver
 from ptyd.backends.session_state import SAVED_LINES, SessionState
 from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remote_snippet
-from ptyd.backends.spawn import Spawned, set_winsize
-from ptyd.backends.watch import Listener, SessionWatch
 from ptyd.config import Config, SandboxProfile
 from ptyd.errors import InvalidArgument
 from ptyd.terminal.keys import encode as encode_keys

@@ -1,8 +1,9 @@
-"""A session's sends, each driven from the write of its input to its result: the readiness loop, the keys pressed
-once the input was taken, the drain before a wait counts, and the settled (or failed) result.
+"""A session's sends, each driven from the write of its input to its result: started (or resumed after a
+handover or a crash), waited on in the send loop, and settled (or failed); what the agent asks of them.
 
-Whether the program is ready is the tracker's call (``readiness.tracker``); what a send is, and its viewport, are
-``send``'s; cancelling one is the cancel policy's (``cancel``).
+The wait for the program is the send loop's (``send_loop``), which asks the tracker (``readiness.tracker``) whether
+the program is ready; what a send is, and its viewport, are ``send``'s; the sends kept for a retry or a wait by id
+are ``known_sends``'; cancelling one is the cancel policy's (``cancel``).
 """
 
 from __future__ import annotations
@@ -10,64 +11,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
-from collections import OrderedDict, deque
 from dataclasses import replace
-from typing import Protocol, final
+from typing import final
 
 from ptyd import protocol as p
-from ptyd.backends.agent_view import AgentView, Unread
 from ptyd.backends.base import SendRequest
-from ptyd.backends.cancel import CancelPolicy
-from ptyd.backends.channel import PtyChannel
-from ptyd.backends.containment import Scope
-from ptyd.backends.input_bounds import SHELLS, check_deliverable, check_room
-from ptyd.backends.listening import listening
-from ptyd.backends.live_record import LiveRecord
-from ptyd.backends.named_wait import NamedWait, line_text
+from ptyd.backends.os.channel import PtyChannel
+from ptyd.backends.os.sandbox.limits import Counters
 from ptyd.backends.readiness.foreground import ForegroundGroup
-from ptyd.backends.readiness.front_settle import FrontSettle
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
-from ptyd.backends.recording.recorder import NoRecording
-from ptyd.backends.sandbox.limits import Counters
-from ptyd.backends.send import SendOp, consume_output, viewport
+from ptyd.backends.session.agent_view import AgentView, Unread
+from ptyd.backends.session.cancel import CancelPolicy
+from ptyd.backends.session.events import SessionWatch
+from ptyd.backends.session.input_bounds import check_deliverable, check_room
+from ptyd.backends.session.known_sends import KnownSends
+from ptyd.backends.session.listening import listening
+from ptyd.backends.session.send import SendOp, consume_output, viewport
+from ptyd.backends.session.send_loop import READ_ALL_ROUNDS, SendingSession, SendLoop
+from ptyd.backends.session.until import NamedWait, line_text
 from ptyd.backends.session_state import OpState
-from ptyd.backends.watch import SessionWatch
 from ptyd.config import Config
 from ptyd.errors import InternalError, OperationLost, SessionBusy, SessionExited
 from ptyd.terminal.emulator import Terminal
 
 log = logging.getLogger("ptyd.session")  # the session's logger: its incidents are logged where they always were
-
-KEYS_HOLD_S = 0.5  # keys after input go out once the input was taken and its program ran this long unready
-KEYS_SETTLE_S = 0.1  # ...or once what it started sat blocked (sleeping, waiting) this long, its processes unchanged
-KEYS_PROBE_S = 0.01  # probes at least this often while keys wait: they go out soon after the program settled
-BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
-RECENT_OPS = 16  # settled sends kept for a wait that names its operation_id
-READ_ALL_ROUNDS = 8  # reads (each up to the render backlog's bound, then rendered) before a settle at the prompt
-
-
-class SendingSession(Protocol):
-    """What the sends read of their session (a LocalSession) as one starts and as it settles."""
-
-    session_id: str
-    sandbox: str
-    scope: Scope
-    recording: NoRecording
-    record: LiveRecord
-
-    @property
-    def exited(self) -> bool: ...
-    @property
-    def replies(self) -> int: ...  # answers to terminal queries written to the program so far
-    def status(self) -> p.SessionStatus: ...
-    def shell_cwd(self) -> str | None: ...
-    def limit_counters(self) -> Counters: ...
-
-
-def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
-    if not fut.done():
-        fut.set_result(value)
 
 
 @final
@@ -99,27 +66,24 @@ class SendDriver:
         self.watch = watch
         self.active: SendOp | None = None
         self.last_op: SendOp | None = None
-        self._keys: OrderedDict[str, SendOp] = OrderedDict()
-        self._lost: dict[str, str] = {}  # request keys of sends a crash lost (their op ids): never typed again
-        self._recent: deque[SendOp] = deque(maxlen=RECENT_OPS)  # settled ops an agent may still wait on by id
+        self.known = KnownSends(config.request_keys_remembered)  # sends an agent may still ask after
         self._tasks: set[asyncio.Task[None]] = set()
-        self._activity: asyncio.Future[bool] | None = None
         self._counted = Counters(0, 0)  # the limits' counters when the active send began
         self.view = AgentView()  # what the owning agent was not shown yet (agent_view)
-        self._front_settle = FrontSettle()  # how long what is in front sat unchanged (keys after input)
+        self.send_loop = SendLoop(session, config, terminal, channel, tracker, foreground, canceller, self.view)
 
     # --- starting ------------------------------------------------------------------------------------
 
     def start(self, request: SendRequest) -> SendOp:
         session = self._session
-        if request.request_key is not None and request.request_key in self._keys:
-            return self._keys[request.request_key]
-        if request.request_key is not None and request.request_key in self._lost:
+        if (kept := self.known.by_key(request.request_key)) is not None:
+            return kept
+        if (lost := self.known.lost_op(request.request_key)) is not None:
             raise OperationLost(
                 "a send with this request_key was started before a daemon crash and its result did not survive; "
                 "it is not typed again: read the transcript (terminal_read) for what it did",
                 request_key=request.request_key,
-                operation_id=self._lost[request.request_key],
+                operation_id=lost,
             )
         if self.active is not None:
             raise SessionBusy("a send is already active on this session", operation_id=self.active.id)
@@ -142,10 +106,7 @@ class SendDriver:
         self.active = op
         self.watch.send_started()
         self.terminal.capture = op.capture
-        if request.request_key is not None:
-            self._keys[request.request_key] = op
-            while len(self._keys) > self._config.request_keys_remembered:
-                self._keys.popitem(last=False)
+        self.known.keep(op)
         session.recording.input(data, self.tracker.password_prompt_now)  # asked before the write changes the answer
         self.tracker.begin(wrote_input=data)
         if data and not self.view.command_running and not self.channel.input_queued():
@@ -155,7 +116,7 @@ class SendDriver:
         if op.keys:
             front = self.foreground.describe(session.exited)
             op.front_at_write = front.pgid if front is not None else None
-            self._front_settle = FrontSettle()  # measured from this send's input on
+            self.send_loop.keys_after.written()
         session.record.started(op.to_state(taken=False))  # before the write: a crash after it knows the key
         self.channel.write(data)
         self._start_drive(op)
@@ -183,24 +144,20 @@ class SendDriver:
 
     def lose(self, op_id: str, request_key: str | None) -> None:
         """A send the crashed daemon started whose result is gone: its key is not typed again."""
-        if request_key is not None and request_key not in self._keys:
-            self._lost[request_key] = op_id
-            while len(self._lost) > self._config.request_keys_remembered:
-                self._lost.pop(next(iter(self._lost)))
+        self.known.lose(op_id, request_key)
 
     def lost_keys(self) -> dict[str, str]:
         """The request keys a crash lost (for the next daemon, which must not type them either)."""
-        return dict(self._lost)
+        return self.known.lost_keys()
 
     def remember(self, op: SendOp) -> None:
         """Keep ``op`` for a repeat of its request key (a send the previous daemon kept)."""
         op.on_delivered = self._delivered
-        if op.request.request_key is not None:
-            self._keys[op.request.request_key] = op
+        self.known.restore(op)
 
     def keyed(self) -> list[SendOp]:
         """The sends kept by request key, oldest first."""
-        return list(self._keys.values())
+        return self.known.keyed()
 
     def _start_drive(self, op: SendOp) -> None:
         task = self.loop.create_task(self._drive(op), name=f"send {self._session.session_id} {op.id}")
@@ -266,7 +223,7 @@ class SendDriver:
 
     def _known(self, operation_id: str) -> SendOp:
         """The operation ``operation_id``, if this daemon knows it; else it was lost (in flight at a crash)."""
-        for op in (self.active, self.last_op, *self._keys.values(), *self._recent):
+        for op in (self.active, self.last_op, *self.known.all()):
             if op is not None and op.id == operation_id:
                 return op
         raise OperationLost(
@@ -283,6 +240,10 @@ class SendDriver:
         line = self.view.line if result.alt_screen else result.lines.end_line - 1
         self.view.delivered(line, op.unread, "" if result.alt_screen else op.end_text)
 
+    def wake(self, output: bool) -> None:
+        """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now."""
+        self.send_loop.wake(output)
+
     def cancel(self) -> p.TerminalCancelResult:
         self.view.forget_typed()  # the cancel drops input the program has not read: those lines never run
         op = self.active
@@ -291,13 +252,8 @@ class SendDriver:
             reason = last.future.result().wait_reason if last is not None and last.future.done() else None
             return self.canceller.interrupt_left_running(reason)
         self.canceller.cancel(op.cancel)
-        self.wake(False)
+        self.send_loop.wake(False)
         return self.canceller.requested(op.cancel)
-
-    def wake(self, output: bool) -> None:
-        """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now."""
-        if self._activity is not None and not self._activity.done():
-            self._activity.set_result(output)
 
     async def close(self) -> None:
         """The session is closing: stop driving, and settle the active send as ended with the session."""
@@ -311,7 +267,7 @@ class SendDriver:
 
     async def _drive(self, op: SendOp) -> None:
         try:
-            reason, verdict = await self._wait_ready(op)
+            reason, verdict = await self.send_loop.wait_ready(op)
             await self._settle(op, reason, verdict)
         except asyncio.CancelledError:
             raise
@@ -333,136 +289,6 @@ class SendDriver:
             op.future.set_exception(InternalError("Internal error", incident=incident))
             op.future.exception()  # retrieved: a send nobody waits for is not logged a second time by asyncio
 
-    async def _sleep_or_activity(self, delay: float) -> bool:
-        """Sleep up to ``delay``; True if output arrived meanwhile."""
-        fut: asyncio.Future[bool] = self.loop.create_future()
-        self._activity = fut
-        timer = self.loop.call_later(delay, _resolve, fut, False)
-        try:
-            return await fut
-        finally:
-            timer.cancel()
-            self._activity = None
-
-    async def _wait_ready(self, op: SendOp) -> tuple[p.WaitReason, Verdict | None]:
-        cfg = self._config
-        min_interval = cfg.probe_min_interval_ms / 1000
-        interval = min_interval
-        while True:
-            if self._session.exited:
-                return "session_exit", None
-            self.canceller.follow(op.cancel)
-            if op.named is not None and (named := op.named.check(self.terminal)) is not None:
-                return named, None
-            verdict = self.tracker.check()
-            if op.keys and op.cancel.cancelled_at is not None:
-                op.keys = b""  # a cancelled send presses nothing more
-            if op.keys and await self._keys_due(op, verdict):
-                self._press_keys(op)
-                continue
-            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._nothing_owed():
-                # What the drain just rendered may hold the named line (a command that printed it and returned to
-                # the prompt between two checks): matched, not a prompt reached without it.
-                if op.named is not None and (named := op.named.check(self.terminal)) is not None:
-                    return named, None
-                return "stdin_read", verdict
-            probed = time.monotonic()
-            now = probed
-            if now >= op.deadline:
-                return "timeout", None
-            idle_deadline = self._idle_deadline(op)
-            if now >= idle_deadline:
-                return "inferred_idle", None
-            delay = min(interval, op.deadline - now, idle_deadline - now)
-            if op.named is not None and (due := op.named.next_due()) is not None:
-                delay = min(delay, due - now)
-            if op.keys:
-                delay = min(delay, KEYS_PROBE_S)
-            if await self._sleep_or_activity(max(delay, 0.0)):
-                interval = min_interval
-                await self._through_bulk(probed, op.deadline)
-            else:
-                interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
-
-    def _idle_deadline(self, op: SendOp) -> float:
-        """When silence settles ``op`` as inferred_idle: idle_s after the program's last output (counting output
-        still on its way through the daemon as output now), never with until_done, nor while the shell command an
-        empty send follows still runs."""
-        request = op.request
-        if request.until_done or (request.follow_command and self.view.command_running):
-            return op.deadline + 1.0
-        deadline = max(self.channel.last_output, op.started) + request.idle_s
-        if deadline <= time.monotonic():  # only then is the costlier look at the channel worth it
-            deadline = max(self.channel.quiet_since(), op.started) + request.idle_s
-        return deadline
-
-    async def _keys_due(self, op: SendOp, verdict: Verdict) -> bool:
-        """The program took the send's input, so its keys go to what the input started: it is ready for more
-        (vim after ``oX``: now Escape; ``cat`` after ``cat\n``: now C-c, which the shell would have taken,
-        flushing the line unread), or what the input started settled: a group the shell forked sat blocked for
-        KEYS_SETTLE_S (``sleep 30``), or anything in front ran that long unchanged for KEYS_HOLD_S (a busy loop,
-        a builtin loop the shell runs). Not in the gap between the shell reading the line and the command running:
-        a C-c there kills ``touch F`` in ``touch F; sleep 30`` before it ran (3 of 6 times, issue 26)."""
-        if self.channel.input_queued() or not self.tracker.taken:
-            return False
-        if verdict.ready:
-            return await self._nothing_owed()
-        front = self.foreground.describe(self._session.exited)
-        if front is None:
-            return False
-        asleep_s, in_front_s = self._front_settle.look(front.pgid, self._session.scope.pids())
-        forked = front.pgid != op.front_at_write
-        if forked and asleep_s >= KEYS_SETTLE_S:
-            return True
-        # Busy: the same group in front that long (make -j's members come and go), or groups that keep changing
-        # (a shell loop of short commands) for twice that.
-        return in_front_s >= KEYS_HOLD_S or time.monotonic() - op.started >= 2 * KEYS_HOLD_S
-
-    def _press_keys(self, op: SendOp) -> None:
-        keys, op.keys = op.keys, b""
-        self.tracker.mark_write(keys)  # before the write: the program may take the keys before it returns
-        self.channel.write(keys)
-
-    def _readiness_ends(self, op: SendOp, verdict: Verdict) -> bool:
-        """A named wait is for what a program prints, not for its readiness: only the command it typed returning
-        to a shell prompt ends it early (the command ended; waiting longer cannot match). A program that reads
-        the terminal while it works (a REPL, a TUI) keeps waiting for the name."""
-        if op.named is None:
-            return True
-        if not op.named.typed:
-            return False
-        if verdict.basis == "shell_integration":
-            return True
-        front = self.foreground.describe(self._session.exited)
-        return front is not None and front.name in SHELLS
-
-    async def _nothing_owed(self) -> bool:
-        """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
-        answer written now is input the program must first take (it blocked reading it): not ready yet."""
-        replies = self._session.replies
-        await self._read_all()
-        # An answer the gate still holds is owed too: written at its next check, once the asker is seen waiting.
-        return self._session.replies == replies and not self._session.answers.holding
-
-    async def _read_all(self, rounds: int = READ_ALL_ROUNDS) -> None:
-        """Read and render what the program wrote, the reader paused or not: a program that waits wrote a finite
-        amount, and a result must not show a screen behind it (12 floods: a send settled at the prompt showed a
-        line 700 lines before the end, the rest still in the PTY behind a paused reader)."""
-        for _ in range(rounds):
-            before = self.channel.received
-            self.channel.drain(paused_too=True)
-            await self.channel.rendered()
-            if self.channel.received == before:
-                return
-
-    async def _through_bulk(self, probed: float, deadline: float) -> None:
-        """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
-        (a probe is a dozen /proc reads and ioctls) that bring its output in. Probe at most every few ms then."""
-        while self.channel.bulk:
-            remaining = min(probed + BULK_PROBE_INTERVAL_S, deadline) - time.monotonic()
-            if remaining <= 0 or not await self._sleep_or_activity(remaining):
-                return
-
     def _exit_code(self, op: SendOp, unread: Unread) -> int | None:
         """The last command that ended during this send (as in protocol 4); else, with no command running now,
         the last that ended between calls (one running now must not read as ended)."""
@@ -475,7 +301,7 @@ class SendDriver:
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         session = self._session
         finite = reason in ("stdin_read", "session_exit")  # else a flood may go on: what is here now
-        await self._read_all(READ_ALL_ROUNDS if finite else 1)
+        await self.send_loop.read_all(READ_ALL_ROUNDS if finite else 1)
         if op.view_start == self.view.line:  # rendered now: whether the line shown last only ended since
             op.view_start = self.view.start(self.terminal.cursor_line, line_text(self.terminal, op.view_start))
         text, truncated, lines, compacted = viewport(op, self.terminal)
@@ -514,7 +340,7 @@ class SendDriver:
             self.active = None
             self.terminal.capture = None
         self.last_op = op
-        self._recent.append(op)
+        self.known.settled(op)
         session.record.progress(self.channel.received, self.terminal.total_lines)  # rendered by now
         session.record.settled(op.id)
         if not op.future.done():

@@ -25,7 +25,7 @@ import struct
 import termios
 from dataclasses import dataclass
 
-from ptyd.backends import procfs
+from ptyd.backends.os import procfs
 from ptyd.errors import InvalidArgument, SpawnFailed
 
 IUTF8 = getattr(termios, "IUTF8", 0o40000)  # Linux value; Python 3.11 does not export it

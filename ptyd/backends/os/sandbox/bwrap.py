@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 from typing import final
 
-from ptyd.backends import procfs
-from ptyd.backends.sandbox.network import INFO_FD, NET_GATE
-from ptyd.backends.sandbox.plan import SandboxPlan
-from ptyd.backends.sandbox.workspace import read_only_inside, within
+from ptyd.backends.os import procfs
+from ptyd.backends.os.sandbox.network import INFO_FD, NET_GATE
+from ptyd.backends.os.sandbox.plan import SandboxPlan
+from ptyd.backends.os.sandbox.workspace import read_only_inside, within
 from ptyd.errors import InvalidArgument
 
-PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # shell integration files are read from here, inside
+PACKAGE_DIR = str(Path(__file__).resolve().parents[3])  # shell integration files are read from here, inside
 PROBE_TIMEOUT_S = 10.0
 ORPHAN_WAIT_S = 1.0  # what the probe left exits at once; this only bounds a wait that should never be needed
 _NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")

@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import final
 
-from ptyd.backends.spawn import Spawned
-from ptyd.backends.tty import input_queued
+from ptyd.backends.os.spawn import Spawned
+from ptyd.backends.os.tty import input_queued
 from ptyd.terminal.engine import TerminalEngine
 
 READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions...

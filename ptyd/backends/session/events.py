@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, final
 
 from ptyd import protocol as p
-from ptyd.backends.channel import PtyChannel
+from ptyd.backends.os.channel import PtyChannel
 from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.terminal.engine import TerminalEngine
 from ptyd.terminal.viewport import bound

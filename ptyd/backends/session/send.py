@@ -12,10 +12,10 @@ from typing import final
 import msgspec
 
 from ptyd import protocol as p
-from ptyd.backends.agent_view import Unread
 from ptyd.backends.base import SendRequest
-from ptyd.backends.cancel import CancelState
-from ptyd.backends.named_wait import NamedWait
+from ptyd.backends.session.agent_view import Unread
+from ptyd.backends.session.cancel import CancelState
+from ptyd.backends.session.until import NamedWait
 from ptyd.backends.session_state import OpState
 from ptyd.terminal.capture import HeadCapture
 from ptyd.terminal.economy import compact_bound

@@ -23,8 +23,8 @@ import hashlib
 from pathlib import Path
 from typing import NamedTuple, final
 
-from ptyd.backends.containment import GROUP_PREFIX
-from ptyd.backends.sandbox.cgroupfs import CONTROLLERS, Amounts, Place, apply, counter, enable_v2, v1_bases, write
+from ptyd.backends.os.containment import GROUP_PREFIX
+from ptyd.backends.os.sandbox.cgroupfs import CONTROLLERS, Amounts, Place, apply, counter, enable_v2, v1_bases, write
 from ptyd.config import SandboxProfile
 from ptyd.errors import SandboxUnavailable
 

@@ -18,8 +18,8 @@ import os
 import shutil
 import signal
 
-from ptyd.backends import procfs
-from ptyd.backends.containment.reaper import ChildReaper
+from ptyd.backends.os import procfs
+from ptyd.backends.os.containment.reaper import ChildReaper
 from ptyd.errors import SandboxUnavailable, SpawnFailed
 
 NET_GATE_FD = 4  # inside the sandbox: read until the network is up

@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import final
 
+from ptyd.backends.readiness.blocked_read import Wait
 from ptyd.backends.readiness.foreground import ForegroundGroup
-from ptyd.backends.readiness.waits import Wait
 
 log = logging.getLogger("ptyd.session")
 

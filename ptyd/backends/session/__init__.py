@@ -1,0 +1,1 @@
+"""A session, orchestrated: its lifetime, its sends driven to their results, what it answers about itself."""

@@ -1,0 +1,207 @@
+"""The loop that waits for one send's result: the program's readiness asked of the tracker at a cadence that
+follows the output, the keys pressed after the input, named waits checked, and the drain before a wait counts.
+The send driver (``send_driver``) runs it once per send and settles the send on what it returns."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol, final
+
+from ptyd import protocol as p
+from ptyd.backends.os.channel import PtyChannel
+from ptyd.backends.os.containment import Scope
+from ptyd.backends.os.sandbox.limits import Counters
+from ptyd.backends.readiness.foreground import ForegroundGroup
+from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
+from ptyd.backends.recording.recorder import NoRecording
+from ptyd.backends.session.agent_view import AgentView
+from ptyd.backends.session.answers import AnswerGate
+from ptyd.backends.session.cancel import CancelPolicy
+from ptyd.backends.session.input_bounds import SHELLS
+from ptyd.backends.session.keys_after import KEYS_PROBE_S, KeysAfterInput
+from ptyd.backends.session.live_record import LiveRecord
+from ptyd.backends.session.send import SendOp
+from ptyd.config import Config
+from ptyd.terminal.emulator import Terminal
+
+BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
+READ_ALL_ROUNDS = 8  # reads (each up to the render backlog's bound, then rendered) before a settle at the prompt
+
+
+class SendingSession(Protocol):
+    """What the sends read of their session (a LocalSession) as one starts and as it settles."""
+
+    session_id: str
+    sandbox: str
+    scope: Scope
+    recording: NoRecording
+    record: LiveRecord
+    answers: AnswerGate
+
+    @property
+    def exited(self) -> bool: ...
+    @property
+    def replies(self) -> int: ...  # answers to terminal queries written to the program so far
+    def status(self) -> p.SessionStatus: ...
+    def shell_cwd(self) -> str | None: ...
+    def limit_counters(self) -> Counters: ...
+
+
+def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+@final
+class SendLoop:
+    """One session's send loop: at most one send waits in it at a time (the driver's active one)."""
+
+    def __init__(
+        self,
+        session: SendingSession,
+        config: Config,
+        terminal: Terminal,
+        channel: PtyChannel,
+        tracker: ReadinessTracker,
+        foreground: ForegroundGroup,
+        canceller: CancelPolicy,
+        view: AgentView,
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._session = session
+        self._config = config
+        self.terminal = terminal
+        self.channel = channel
+        self.tracker = tracker
+        self.foreground = foreground
+        self.canceller = canceller
+        self.view = view
+        self._activity: asyncio.Future[bool] | None = None
+        self.keys_after = KeysAfterInput()  # when the keys pressed after a send's input go out
+
+    def wake(self, output: bool) -> None:
+        """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now."""
+        if self._activity is not None and not self._activity.done():
+            self._activity.set_result(output)
+
+    async def _sleep_or_activity(self, delay: float) -> bool:
+        """Sleep up to ``delay``; True if output arrived meanwhile."""
+        fut: asyncio.Future[bool] = self.loop.create_future()
+        self._activity = fut
+        timer = self.loop.call_later(delay, _resolve, fut, False)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            self._activity = None
+
+    async def wait_ready(self, op: SendOp) -> tuple[p.WaitReason, Verdict | None]:
+        cfg = self._config
+        min_interval = cfg.probe_min_interval_ms / 1000
+        interval = min_interval
+        while True:
+            if self._session.exited:
+                return "session_exit", None
+            self.canceller.follow(op.cancel)
+            if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+                return named, None
+            verdict = self.tracker.check()
+            if op.keys and op.cancel.cancelled_at is not None:
+                op.keys = b""  # a cancelled send presses nothing more
+            if op.keys and await self._keys_due(op, verdict):
+                self._press_keys(op)
+                continue
+            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._nothing_owed():
+                # What the drain just rendered may hold the named line (a command that printed it and returned to
+                # the prompt between two checks): matched, not a prompt reached without it.
+                if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+                    return named, None
+                return "stdin_read", verdict
+            probed = time.monotonic()
+            now = probed
+            if now >= op.deadline:
+                return "timeout", None
+            idle_deadline = self._idle_deadline(op)
+            if now >= idle_deadline:
+                return "inferred_idle", None
+            delay = min(interval, op.deadline - now, idle_deadline - now)
+            if op.named is not None and (due := op.named.next_due()) is not None:
+                delay = min(delay, due - now)
+            if op.keys:
+                delay = min(delay, KEYS_PROBE_S)
+            if await self._sleep_or_activity(max(delay, 0.0)):
+                interval = min_interval
+                await self._through_bulk(probed, op.deadline)
+            else:
+                interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    def _idle_deadline(self, op: SendOp) -> float:
+        """When silence settles ``op`` as inferred_idle: idle_s after the program's last output (counting output
+        still on its way through the daemon as output now), never with until_done, nor while the shell command an
+        empty send follows still runs."""
+        request = op.request
+        if request.until_done or (request.follow_command and self.view.command_running):
+            return op.deadline + 1.0
+        deadline = max(self.channel.last_output, op.started) + request.idle_s
+        if deadline <= time.monotonic():  # only then is the costlier look at the channel worth it
+            deadline = max(self.channel.quiet_since(), op.started) + request.idle_s
+        return deadline
+
+    async def _keys_due(self, op: SendOp, verdict: Verdict) -> bool:
+        """The program took the send's input, so its keys go to what the input started: it is ready for more
+        (vim after ``oX``: now Escape; ``cat`` after ``cat\n``: now C-c, which the shell would have taken,
+        flushing the line unread), or what the input started settled (keys_after)."""
+        if self.channel.input_queued() or not self.tracker.taken:
+            return False
+        if verdict.ready:
+            return await self._nothing_owed()
+        front = self.foreground.describe(self._session.exited)
+        if front is None:
+            return False
+        return self.keys_after.settled(op, front.pgid, self._session.scope.pids())
+
+    def _press_keys(self, op: SendOp) -> None:
+        keys, op.keys = op.keys, b""
+        self.tracker.mark_write(keys)  # before the write: the program may take the keys before it returns
+        self.channel.write(keys)
+
+    def _readiness_ends(self, op: SendOp, verdict: Verdict) -> bool:
+        """A named wait is for what a program prints, not for its readiness: only the command it typed returning
+        to a shell prompt ends it early (the command ended; waiting longer cannot match). A program that reads
+        the terminal while it works (a REPL, a TUI) keeps waiting for the name."""
+        if op.named is None:
+            return True
+        if not op.named.typed:
+            return False
+        if verdict.basis == "shell_integration":
+            return True
+        front = self.foreground.describe(self._session.exited)
+        return front is not None and front.name in SHELLS
+
+    async def _nothing_owed(self) -> bool:
+        """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
+        answer written now is input the program must first take (it blocked reading it): not ready yet."""
+        replies = self._session.replies
+        await self.read_all()
+        # An answer the gate still holds is owed too: written at its next check, once the asker is seen waiting.
+        return self._session.replies == replies and not self._session.answers.holding
+
+    async def read_all(self, rounds: int = READ_ALL_ROUNDS) -> None:
+        """Read and render what the program wrote, the reader paused or not: a program that waits wrote a finite
+        amount, and a result must not show a screen behind it (12 floods: a send settled at the prompt showed a
+        line 700 lines before the end, the rest still in the PTY behind a paused reader)."""
+        for _ in range(rounds):
+            before = self.channel.received
+            self.channel.drain(paused_too=True)
+            await self.channel.rendered()
+            if self.channel.received == before:
+                return
+
+    async def _through_bulk(self, probed: float, deadline: float) -> None:
+        """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
+        (a probe is a dozen /proc reads and ioctls) that bring its output in. Probe at most every few ms then."""
+        while self.channel.bulk:
+            remaining = min(probed + BULK_PROBE_INTERVAL_S, deadline) - time.monotonic()
+            if remaining <= 0 or not await self._sleep_or_activity(remaining):
+                return
