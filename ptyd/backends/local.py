@@ -113,6 +113,7 @@ class LocalBackend:
             prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
         cgroups = isinstance(self._containment, CgroupContainment)  # a v2 leaf for each session
+        profile = limiter.enforceable(profile, v2_leaf=cgroups)
         try:  # before the session's cgroup: in v2 that is made in the group
             group = limiter.group(spec.agent, spec.agent_profile, v2_leaf=cgroups)
         except OSError as exc:

@@ -32,6 +32,7 @@ from ptyd.backends.sandbox.limits import Limiter
 from ptyd.backends.sandbox.workspace import state_directories
 from ptyd.backends.spawn import raise_fd_limit
 from ptyd.config import (
+    AUTO_PROFILE,
     OPERATOR_TOKEN_FILE,
     Config,
     ConfigError,
@@ -163,6 +164,8 @@ class Daemon:
             sandbox_name=confinement.sandbox.describe,
             limits_name=confinement.limiter.describe(),
         )
+        service.sandbox_unavailable = confinement.sandbox.unavailable
+        _say_sandbox(service)
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
@@ -211,8 +214,10 @@ class Daemon:
                 log.error("reload failed, keeping the running configuration: %s", exc)
                 return
             self.config = config
+            confinement.sandbox.reset(config.sandbox, config.bwrap_program)  # probed again: one installed since
             service.reconfigure(config, build_registry(config, reaper, containment, confinement, records))
             server.reconfigure(config)
+            _say_sandbox(service)
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
 
         maintenance = loop.create_task(self._maintain(service, reaper, saver))
@@ -363,3 +368,14 @@ class Daemon:
                 next_sweep = now + min(30.0, self.config.agent_idle_timeout_ms / 4000)
                 await service.release_idle()
                 systemd.notify(f"STATUS=serving, {service.session_count} sessions")
+
+
+def _say_sandbox(service: PtyService) -> None:
+    """With sandbox_default "auto", what agents' sessions get here (bubblewrap probed now): never silently none."""
+    if service.config.sandbox_default != AUTO_PROFILE:
+        return
+    default, warning = service.default_sandbox()
+    if warning is not None:
+        log.warning("sandbox: %s", warning)
+    else:
+        log.info("sandbox: agents' sessions run in %s (sandbox_default auto)", default)

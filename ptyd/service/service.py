@@ -26,11 +26,11 @@ from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, Sen
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
 from ptyd.backends.sandbox.workspace import default_scratch_base, scratch_dir
-from ptyd.config import AGENT_PROFILE_ENV, Config
+from ptyd.config import AGENT_PROFILE_ENV, AUTO_PROFILE, AUTO_SANDBOXED, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
-from ptyd.service.sandbox import agent_profile, agent_roots, workspace_owner
+from ptyd.service.sandbox import OPERATOR_PROFILE, agent_profile, agent_roots, configured_profile, workspace_owner
 from ptyd.service.sandbox import choose as choose_profile
 
 log = logging.getLogger("ptyd.service")
@@ -101,6 +101,8 @@ class PtyService:
         limits_name: str | None = None,
     ) -> None:
         self.sandbox_name = sandbox_name  # how sandboxes are made here, or why they cannot be
+        # Why no sandbox can be made here (probed again where none was found), or None: one can.
+        self.sandbox_unavailable: Callable[[], str | None] = lambda: None
         self.limits_name = limits_name
         self.config = config
         self.backends = backends
@@ -211,7 +213,9 @@ class PtyService:
                 limit="max_sessions_per_agent",
                 value=cfg.max_sessions_per_agent,
             )
-        sandbox = choose_profile(cfg, agent, params.sandbox)  # refused before a spawn
+        # "auto": where no sandbox can be made (looked for again now), this agent's sessions run unsandboxed, said.
+        unavailable = self.sandbox_unavailable() if configured_profile(cfg, agent) == AUTO_PROFILE else None
+        sandbox = choose_profile(cfg, agent, params.sandbox, unavailable)  # refused before a spawn
         scratch_base = cfg.sandbox_scratch_dir or default_scratch_base()
         profile = cfg.profiles()[sandbox]
         env = dict(AGENT_PROFILE_ENV) if env_profile(agent, params) == "agent" else {}
@@ -235,7 +239,7 @@ class PtyService:
             sandbox=sandbox,
             profile=profile,
             agent=owner,
-            agent_profile=cfg.profiles()[agent_profile(cfg, agent)],
+            agent_profile=cfg.profiles()[agent_profile(cfg, agent, unavailable)],
             others=self._workspaces(agent) if profile.contained else (),
             roots=agent_roots(cfg, agent),
             scratch=scratch_dir(scratch_base, owner),
@@ -255,6 +259,8 @@ class PtyService:
             # Released while the program was starting: nobody owns it.
             await session.close("owner released during open")
             raise SessionNotFound(spec.session_id)
+        if unavailable is not None and sandbox == OPERATOR_PROFILE:
+            session.sandbox_note = f"not sandboxed: sandbox_default is auto, and {unavailable}"
         self._sessions[spec.session_id] = Entry(session, agent)
         workspace = getattr(session, "workspace", "")
         if not agent.operator and workspace not in _COMMON:  # the operator is the user, not an agent
@@ -572,7 +578,21 @@ class PtyService:
         await asyncio.gather(*(self._close(sid, "daemon shutdown") for sid in ids))
         await asyncio.to_thread(self.recordings.close)  # what is queued reaches the files
 
+    def default_sandbox(self) -> tuple[str, str | None]:
+        """The profile of an agent the config names none for, and the warning if "auto" found no sandbox."""
+        default = self.config.sandbox_default
+        if default != AUTO_PROFILE:
+            return default, None
+        unavailable = self.sandbox_unavailable()
+        if unavailable is None:
+            return AUTO_SANDBOXED, None
+        return OPERATOR_PROFILE, (
+            f"agents' sessions are NOT sandboxed: {unavailable} (sandbox_default is auto); install bubblewrap "
+            "(Debian, Ubuntu: apt install bubblewrap) and send the daemon SIGHUP, or set sandbox_default"
+        )
+
     def info(self) -> p.DaemonInfoResult:
+        default, warning = self.default_sandbox()
         return p.DaemonInfoResult(
             version=__version__,
             protocol_version=p.PROTOCOL_VERSION,
@@ -587,6 +607,8 @@ class PtyService:
             sandbox=self.sandbox_name() if self.sandbox_name is not None else None,
             limits=self.limits_name,
             crash_continuity=self.crash_continuity(),
+            sandbox_default=default,
+            sandbox_warning=warning,
         )
 
     @property
