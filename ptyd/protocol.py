@@ -817,8 +817,10 @@ class DaemonInfoResult(Base, frozen=True):
     ] = None
     sandbox_warning: Annotated[
         str | None,
-        _d("Set when agents' sessions run unsandboxed because sandbox_default is 'auto' and no sandbox can be made "
-           "here: why, and what to install."),
+        _d(
+            "Set when agents' sessions run unsandboxed because sandbox_default is 'auto' and no sandbox can be made "
+            "here: why, and what to install."
+        ),
     ] = None
     crash_continuity: Annotated[
         str | None,

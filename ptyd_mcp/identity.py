@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import os
 import re
+import secrets
 from pathlib import Path
 
 import anyio
@@ -33,6 +34,29 @@ def token_path(daemon: Path | str, agent: str) -> Path:
         state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
         base = state / "ptyd" / ("host-" + hashlib.sha256(daemon.encode()).hexdigest()[:16])
     return base / TOKEN_DIR / f"{stem}.token"
+
+
+def secret_path(daemon: Path | str, agent: str) -> Path:
+    """Where the bearer secret of ``agent``'s HTTP transport is kept: beside its token (0600), in a directory no
+    sandboxed session sees (ptyd's runtime directory, or its state directory for an ``ssh://`` host)."""
+    return token_path(daemon, agent).with_suffix(".http-secret")
+
+
+def http_secret(path: Path) -> str:
+    """The bearer secret kept at ``path``, made (0600) if there is none: the same across restarts of the server,
+    so a host's configured header keeps working, until the runtime directory goes (a reboot)."""
+    kept = _read(path)
+    if kept is not None:
+        return kept
+    fd = _lock(path)
+    try:
+        kept = _read(path)
+        if kept is None:
+            kept = secrets.token_urlsafe(32)
+            _write(path, kept)
+        return kept
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> str | None:

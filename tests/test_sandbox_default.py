@@ -87,25 +87,31 @@ def test_without_bubblewrap_the_fresh_install_says_so_everywhere_and_looks_again
     fresh_install(fresh_daemon, tmp_path / "scratch", f'bwrap_program = "{missing}"\n')
     fresh_daemon.start()
     log = fresh_daemon.log()
-    assert "WARNING" in log and "agents' sessions are NOT sandboxed" in log and "not installed" in log, log
+    assert "WARNING" in log, log
+    assert "agents' sessions are NOT sandboxed" in log, log
+    assert "not installed" in log, log
     with fresh_daemon.rpc() as rpc:
         info = rpc.call("daemon_info")
         assert info["sandbox_default"] == "none"
-        assert "not installed" in info["sandbox_warning"] and "apt install bubblewrap" in info["sandbox_warning"]
+        assert "not installed" in info["sandbox_warning"]
+        assert "apt install bubblewrap" in info["sandbox_warning"]
         token = rpc.call("agent_register", name="fresh")["token"]
         s = Shell(rpc, token, env={"PS1": "$ "}, cwd=str(tmp_path))
         assert s.opened["sandbox"] == "none"
         assert "not installed" in s.opened["sandbox_note"], s.opened
         mine = rpc.call("terminal_open", token=operator(fresh_daemon), cwd=str(tmp_path))
-        assert mine["sandbox"] == "none" and mine.get("sandbox_note") is None  # the operator's: as configured
+        assert mine["sandbox"] == "none"
+        assert mine.get("sandbox_note") is None
         status = ptyctl_status(fresh_daemon)
-        assert "agents' sandbox: none" in status and "WARNING: agents' sessions are NOT sandboxed" in status
+        assert "agents' sandbox: none" in status
+        assert "WARNING: agents' sessions are NOT sandboxed" in status
         if BWRAP is None:
             return
         missing.parent.mkdir()
         missing.symlink_to(BWRAP)  # installed after the daemon started: the next open finds it
         again = Shell(rpc, token, env={"PS1": "$ "})
-        assert again.opened["sandbox"] == "workspace" and again.opened.get("sandbox_note") is None
+        assert again.opened["sandbox"] == "workspace"
+        assert again.opened.get("sandbox_note") is None
         assert "Read-only file system" in again.send("touch ~/ptyd-fresh-install-probe\n")["viewport"]
         info = rpc.call("daemon_info")
         assert (info["sandbox"], info["sandbox_default"], info["sandbox_warning"]) == ("bwrap", "workspace", None)
@@ -117,7 +123,9 @@ def test_sighup_probes_again_what_an_open_does_not(fresh_daemon: Daemon, tmp_pat
     probe it again (that would cost every open a probe), SIGHUP does."""
     flag = tmp_path / "userns-enabled"
     wrapper = tmp_path / "bwrap"
-    wrapper.write_text(f'#!/bin/sh\n[ -e "{flag}" ] || {{ echo "no user namespaces" >&2; exit 1; }}\nexec {BWRAP} "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\n[ -e "{flag}" ] || {{ echo "no user namespaces" >&2; exit 1; }}\nexec {BWRAP} "$@"\n'
+    )
     wrapper.chmod(0o755)
     fresh_install(fresh_daemon, tmp_path / "scratch", f'bwrap_program = "{wrapper}"\n')
     fresh_daemon.start()
@@ -126,7 +134,8 @@ def test_sighup_probes_again_what_an_open_does_not(fresh_daemon: Daemon, tmp_pat
         assert "no user namespaces" in rpc.call("daemon_info")["sandbox_warning"]
         flag.touch()
         opened = rpc.call("terminal_open", token=token, cwd=str(tmp_path))
-        assert opened["sandbox"] == "none" and "no user namespaces" in opened["sandbox_note"]
+        assert opened["sandbox"] == "none"
+        assert "no user namespaces" in opened["sandbox_note"]
         assert fresh_daemon.proc is not None
         fresh_daemon.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: "configuration reloaded" in fresh_daemon.log(), message="the reload")
@@ -140,7 +149,8 @@ def test_an_explicit_workspace_default_is_refused_not_degraded(fresh_daemon: Dae
     fresh_daemon.start()
     with fresh_daemon.rpc() as rpc:
         info = rpc.call("daemon_info")
-        assert info["sandbox_default"] == "workspace" and info["sandbox_warning"] is None
+        assert info["sandbox_default"] == "workspace"
+        assert info["sandbox_warning"] is None
         token = rpc.call("agent_register", name="strict")["token"]
         with pytest.raises(Exception, match="not installed"):
             Shell(rpc, token, cwd=str(tmp_path))
