@@ -128,7 +128,8 @@ class LocalBackend:
         try:
             leaf = Path(scope.cgroup) if scope.cgroup is not None else None
             limits = limiter.scope(spec.session_id, profile, leaf, group)
-            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix, network_gate=own_network)
+            key = launch.key if launch is not None else None
+            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix, network_gate=own_network, key=key)
         except BaseException as exc:
             _unmake(scope, limits, group)
             if isinstance(exc, OSError):
