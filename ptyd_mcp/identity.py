@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import secrets
@@ -20,6 +21,7 @@ import anyio
 
 from ptyd_client import AsyncClient
 
+log = logging.getLogger("ptyd_mcp")
 TOKEN_DIR = "mcp-agents"  # noqa: S105 - a directory name, not a secret
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -90,9 +92,10 @@ def _lock(path: Path) -> int:
 class Identity:
     """The agent this server acts as: its name, and the token in ``client.token`` once known."""
 
-    def __init__(self, client: AsyncClient, agent: str) -> None:
+    def __init__(self, client: AsyncClient, agent: str, key: str | None = None) -> None:
         self.client = client
         self.agent = agent
+        self.key = key  # the name's registration key (--agent-key-file): registrations prove the name
         self.path = token_path(client.socket_path, agent)
         self._lock = anyio.Lock()
 
@@ -120,7 +123,10 @@ class Identity:
             kept = _read(self.path)
             if kept is not None and kept != stale:
                 return kept
-            token = (await self.client.agent_register(self.agent))["token"]
+            registered = await self.client.agent_register(self.agent, self.key)
+            if self.key is not None and not registered.get("proven"):
+                log.warning("the key in --agent-key-file does not prove %r: registered anonymous", self.agent)
+            token = registered["token"]
             _write(self.path, token)
             return token
         finally:

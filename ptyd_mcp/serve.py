@@ -39,7 +39,9 @@ async def serve_stdio(server: Server[Any], early: Early | None) -> None:
 async def run(args: argparse.Namespace, early: Early | None) -> None:
     client = AsyncClient(args.socket)
     client.token = None  # the token comes from the agent's token file, never from $PTYD_TOKEN
-    server = build_server(client, args.agent, max_bytes=args.max_bytes, profiles=args.profiles)
+    server = build_server(
+        client, args.agent, max_bytes=args.max_bytes, profiles=args.profiles, key=getattr(args, "agent_key", None)
+    )
     try:
         if args.http_socket is not None or args.http_port is not None:
             from ptyd_mcp.http import private_to_sessions, serve_http  # uvicorn and starlette: only for HTTP

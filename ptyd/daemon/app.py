@@ -194,6 +194,7 @@ class Daemon:
             log.warning("adopted %d of the %d sessions %s kept for a daemon that died", count, held, holder)
         self._stored = {}
         live_record.sweep(records, keep={sid for sid, _ in service.entries()})
+        await service.sweep_scratch()  # unnamed agents' that a restart revoked
         service.on_change()
         if not any(agent.operator for agent in service.agents):
             write_operator_token(directory, service)

@@ -25,7 +25,7 @@ from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
-from ptyd.backends.sandbox.workspace import default_scratch_base, scratch_dir
+from ptyd.backends.sandbox.workspace import anonymous_scratch, default_scratch_base, remove_scratch, scratch_dir
 from ptyd.config import AGENT_PROFILE_ENV, AUTO_PROFILE, AUTO_SANDBOXED, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
@@ -147,7 +147,32 @@ class PtyService:
         self.events.drop_agent(agent)
         ids = [sid for sid, e in self._sessions.items() if e.owner is agent]
         results = await asyncio.gather(*(self._close(sid, "agent released") for sid in ids))
+        if workspace_owner(agent) == agent.agent_id:  # no name keeps it: nobody can come back to its scratch
+            await self._remove_scratch(agent.agent_id, self._scratch(agent))
         return sum(1 for closed, _ in results if closed)
+
+    def _scratch(self, agent: Agent) -> str:
+        """The agent's scratch directory (made at its first sandboxed open): its identity's, or its id's."""
+        base = self.config.sandbox_scratch_dir or default_scratch_base()
+        owner = workspace_owner(agent)
+        return scratch_dir(base, owner, anonymous=owner == agent.agent_id)
+
+    async def _remove_scratch(self, owner: str, path: str) -> None:
+        where, removed = await asyncio.to_thread(remove_scratch, path)
+        if removed:
+            log.info("removed the scratch directory of %s", owner)
+        elif removed is False:
+            log.warning("could not remove all of %s's scratch directory %s", owner, path)
+        self._used.get(owner, set()).discard(where)
+
+    async def sweep_scratch(self) -> None:
+        """At start: remove the scratch directories of unnamed agents that are gone (a restart revoked them; a
+        handover's and a crash's live agents keep theirs)."""
+        live = {agent.agent_id for agent in self.agents}
+        base = self.config.sandbox_scratch_dir or default_scratch_base()
+        for agent_id, path in anonymous_scratch(base):
+            if agent_id not in live:
+                await self._remove_scratch(agent_id, path)
 
     def agent(self, caller: Agent, agent_id: str) -> Agent:
         """The agent ``agent_id`` names, as ``caller`` may see it: any agent for the operator, else only itself."""
@@ -242,7 +267,7 @@ class PtyService:
             agent_profile=cfg.profiles()[agent_profile(cfg, agent, unavailable)],
             others=self._workspaces(agent) if profile.contained else (),
             roots=agent_roots(cfg, agent),
-            scratch=scratch_dir(scratch_base, owner),
+            scratch=self._scratch(agent),
             scratch_base=scratch_base,
             used=self._full(owner),
             recording=recording,
