@@ -244,7 +244,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # Operator-defined profiles, besides the built-in none, workspace, workspace-offline and readonly.
     sandbox_profiles: dict[ProfileName, SandboxProfile] = {}
     # How a sandbox is made: "auto" (bubblewrap, the only one so far) or "bwrap"; a session that needs one and
-    # cannot get it is refused (sandbox_unavailable), never started unsandboxed.
+    # cannot get it is refused (sandbox_unavailable), never started unsandboxed (sandbox_default "auto" resolves
+    # to "none" there before the open, and says so).
     sandbox: Literal["auto", "bwrap"] = "auto"
     # The bubblewrap program (looked up on PATH).
     bwrap_program: str = "bwrap"
