@@ -101,8 +101,9 @@ class PtyService:
         limits_name: str | None = None,
     ) -> None:
         self.sandbox_name = sandbox_name  # how sandboxes are made here, or why they cannot be
-        # Why no sandbox can be made here (probed again where none was found), or None: one can.
-        self.sandbox_unavailable: Callable[[], str | None] = lambda: None
+        # Why no sandbox can be made here (probed again where none was found), or None: one can. The daemon sets
+        # it from its sandbox; a service built without one (in-process tests) has none to make.
+        self.sandbox_unavailable: Callable[[], str | None] = lambda: "no sandbox was set up"
         self.limits_name = limits_name
         self.config = config
         self.backends = backends
