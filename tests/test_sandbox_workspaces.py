@@ -287,3 +287,18 @@ def test_a_restart_sweeps_the_scratch_of_unnamed_agents_it_revoked(fresh_daemon:
     fresh_daemon.start()
     assert not anonymous.exists()
     assert (Path(scratch_dir(str(base), "keeps-its-own")) / "here").read_text() == "kept\n"
+
+
+def test_the_sweep_takes_an_unnamed_agents_scratch_of_the_old_naming_too(tmp_path: Path) -> None:
+    """Daemons before the "+" prefix named an unnamed agent's scratch directory after its id like any name's: the
+    start's sweep finds those by their id and its hash, and leaves every name's alone."""
+    from ptyd.backends.sandbox.workspace import anonymous_scratch
+
+    old = Path(scratch_dir(str(tmp_path), "agent-0123456789abcdef"))
+    new = Path(scratch_dir(str(tmp_path), "agent-fedcba9876543210", anonymous=True))
+    named = Path(scratch_dir(str(tmp_path), "builder"))
+    lookalike = tmp_path / "agent-0123456789abcdef-000000000000"  # the id's form, not its hash: someone's name
+    for path in (old, new, named, lookalike):
+        path.mkdir()
+    found = sorted(anonymous_scratch(str(tmp_path)))
+    assert found == [("agent-0123456789abcdef", str(old)), ("agent-fedcba9876543210", str(new))]

@@ -145,13 +145,25 @@ def remove_scratch(path: str) -> tuple[str, bool | None]:
     return where, not os.path.lexists(path)
 
 
+_OLD_ANONYMOUS = re.compile(r"(agent-[0-9a-f]{16})-([0-9a-f]{12})")  # before "+": an id's own name and hash
+
+
 def anonymous_scratch(base: str) -> list[tuple[str, str]]:
-    """Every unnamed agent's scratch directory under ``base``: (agent id, path)."""
+    """Every unnamed agent's scratch directory under ``base``: (agent id, path); also those daemons before the
+    ``+`` prefix made, named like any agent's after its id (``agent-HEX-HASH``, the hash of that id; an agent
+    *named* so has the very same directory, and is taken for an id)."""
     try:
         names = os.listdir(base)
     except OSError:
         return []
-    return [(name[len(ANONYMOUS) :], os.path.join(base, name)) for name in names if name.startswith(ANONYMOUS)]
+    found = []
+    for name in names:
+        old = _OLD_ANONYMOUS.fullmatch(name)
+        if name.startswith(ANONYMOUS):
+            found.append((name[len(ANONYMOUS) :], os.path.join(base, name)))
+        elif old and hashlib.sha256(old[1].encode()).hexdigest()[:12] == old[2]:
+            found.append((old[1], os.path.join(base, name)))
+    return found
 
 
 def default_scratch_base() -> str:
