@@ -11,6 +11,7 @@ are no bound here (see ``looser``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ptyd.config import AUTO_PROFILE, AUTO_SANDBOXED, Config, SandboxProfile
 from ptyd.errors import SandboxRefused
@@ -110,3 +111,17 @@ def choose(config: Config, agent: Agent, requested: str | None, unavailable: str
             looser=worse,
         )
     return requested
+
+
+def default_profile(config: Config, unavailable: Callable[[], str | None]) -> tuple[str, str | None]:
+    """The profile of an agent the config names none for, and the warning when "auto" found no sandbox to make
+    (``unavailable`` probes, so it is asked only for "auto")."""
+    if config.sandbox_default != AUTO_PROFILE:
+        return config.sandbox_default, None
+    why = unavailable()
+    if why is None:
+        return AUTO_SANDBOXED, None
+    return OPERATOR_PROFILE, (
+        f"agents' sessions are NOT sandboxed: {why} (sandbox_default is auto); install bubblewrap "
+        "(Debian, Ubuntu: apt install bubblewrap) and send the daemon SIGHUP, or set sandbox_default"
+    )

@@ -25,12 +25,20 @@ from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
-from ptyd.backends.sandbox.workspace import anonymous_scratch, default_scratch_base, remove_scratch, scratch_dir
-from ptyd.config import AGENT_PROFILE_ENV, AUTO_PROFILE, AUTO_SANDBOXED, Config
+from ptyd.backends.sandbox.workspace import default_scratch_base
+from ptyd.config import AGENT_PROFILE_ENV, AUTO_PROFILE, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
+from ptyd.service import scratch
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
-from ptyd.service.sandbox import OPERATOR_PROFILE, agent_profile, agent_roots, configured_profile, workspace_owner
+from ptyd.service.sandbox import (
+    OPERATOR_PROFILE,
+    agent_profile,
+    agent_roots,
+    configured_profile,
+    default_profile,
+    workspace_owner,
+)
 from ptyd.service.sandbox import choose as choose_profile
 
 log = logging.getLogger("ptyd.service")
@@ -153,27 +161,14 @@ class PtyService:
         return sum(1 for closed, _ in results if closed)
 
     def _scratch(self, agent: Agent) -> str:
-        """The agent's scratch directory (made at its first sandboxed open): its identity's, or its id's."""
-        base = self.config.sandbox_scratch_dir or default_scratch_base()
-        owner = workspace_owner(agent)
-        return scratch_dir(base, owner, anonymous=owner == agent.agent_id)
+        return scratch.of(self.config, agent)
 
     async def _remove_scratch(self, owner: str, path: str) -> None:
-        where, removed = await asyncio.to_thread(remove_scratch, path)
-        if removed:
-            log.info("removed the scratch directory of %s", owner)
-        elif removed is False:
-            log.warning("could not remove all of %s's scratch directory %s", owner, path)
-        self._used.get(owner, set()).discard(where)
+        await scratch.remove(owner, path, self._used)
 
     async def sweep_scratch(self) -> None:
-        """At start: remove the scratch directories of unnamed agents that are gone (a restart revoked them; a
-        handover's and a crash's live agents keep theirs)."""
-        live = {agent.agent_id for agent in self.agents}
-        base = self.config.sandbox_scratch_dir or default_scratch_base()
-        for agent_id, path in anonymous_scratch(base):
-            if agent_id not in live:
-                await self._remove_scratch(agent_id, path)
+        """At start: the scratch directories of unnamed agents that are gone (scratch.sweep)."""
+        await scratch.sweep(self.config, {agent.agent_id for agent in self.agents}, self._used)
 
     def agent(self, caller: Agent, agent_id: str) -> Agent:
         """The agent ``agent_id`` names, as ``caller`` may see it: any agent for the operator, else only itself."""
@@ -606,16 +601,7 @@ class PtyService:
 
     def default_sandbox(self) -> tuple[str, str | None]:
         """The profile of an agent the config names none for, and the warning if "auto" found no sandbox."""
-        default = self.config.sandbox_default
-        if default != AUTO_PROFILE:
-            return default, None
-        unavailable = self.sandbox_unavailable()
-        if unavailable is None:
-            return AUTO_SANDBOXED, None
-        return OPERATOR_PROFILE, (
-            f"agents' sessions are NOT sandboxed: {unavailable} (sandbox_default is auto); install bubblewrap "
-            "(Debian, Ubuntu: apt install bubblewrap) and send the daemon SIGHUP, or set sandbox_default"
-        )
+        return default_profile(self.config, self.sandbox_unavailable)
 
     def info(self) -> p.DaemonInfoResult:
         default, warning = self.default_sandbox()
