@@ -24,7 +24,10 @@ $(DEV): $(STAMP)
 	touch $(DEV)
 
 ## Start the daemon in the foreground on the default socket (Ctrl-C stops it and every session).
+## It says first whether agents' sessions can be sandboxed here (the daemon's own start line says what it found).
 run: $(STAMP)
+	@if command -v bwrap >/dev/null; then echo "make run: found $$(bwrap --version): agents' sessions run sandboxed (workspace)"; \
+	else echo "make run: bubblewrap is NOT installed: agents' sessions run unsandboxed (Debian, Ubuntu: apt install bubblewrap)"; fi
 	$(VENV)/bin/ptyd
 
 ## A throwaway sshd on a loopback port, to try `ptyctl --host ssh://` on this machine (Ctrl-C stops it).

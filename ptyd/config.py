@@ -36,6 +36,10 @@ class SandboxProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     memory_mib: Annotated[int, Meta(ge=16)] | None = None
     pids_max: Annotated[int, Meta(ge=8)] | None = None
     cpu_percent: Annotated[int, Meta(ge=1, le=100_000)] | None = None  # 100: one whole CPU
+    # True: a limit above that no cgroup hierarchy here can enforce refuses the session (sandbox_unavailable).
+    # False (the built-in sandboxed profiles' default limits): such a limit is left out, and SessionInfo.limits
+    # and daemon_info.limits say which ones hold.
+    limits_required: bool = True
     # Limits of all the agent's sessions together, however many it opens; None: unlimited. Each session also keeps
     # its own limits above. Read from the agent's own profile (sandbox_agents, sandbox_default): a stricter profile
     # asked for at open brings its per-session limits, never other aggregate ones. Set when the agent's first
@@ -50,14 +54,26 @@ class SandboxProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         return self.filesystem != "full" or not self.network
 
 
+# The default limits of the built-in sandboxed profiles, enforced wherever a cgroup hierarchy can (elsewhere left
+# out, and said): a fork bomb stops at 4,096 processes (threads count: a JVM or a parallel build stays far below),
+# a memory hog at 8 GiB (a large link or test run fits; what it writes to its /tmp counts too). Profiles of the
+# config set their own.
+WORKSPACE_PIDS_MAX = 4096
+WORKSPACE_MEMORY_MIB = 8192
+_WORKSPACE_LIMITS = {"pids_max": WORKSPACE_PIDS_MAX, "memory_mib": WORKSPACE_MEMORY_MIB, "limits_required": False}
+
+# sandbox_default's (and sandbox_agents') "auto": AUTO_SANDBOXED where a sandbox can be made, else "none", said.
+AUTO_PROFILE = "auto"
+AUTO_SANDBOXED = "workspace"
+
 # The profiles every daemon has; config's sandbox_profiles adds others (it may not redefine these).
 BUILTIN_PROFILES: dict[str, SandboxProfile] = {
     "none": SandboxProfile(),
     # Edit the project, install packages: the network stays, the rest of the machine is read-only.
-    "workspace": SandboxProfile(filesystem="workspace"),
-    "workspace-offline": SandboxProfile(filesystem="workspace", network=False),
+    "workspace": SandboxProfile(filesystem="workspace", **_WORKSPACE_LIMITS),  # type: ignore[arg-type]
+    "workspace-offline": SandboxProfile(filesystem="workspace", network=False, **_WORKSPACE_LIMITS),  # type: ignore[arg-type]
     # Look, never touch: nothing writable but a private /tmp, and no network.
-    "readonly": SandboxProfile(filesystem="readonly", network=False),
+    "readonly": SandboxProfile(filesystem="readonly", network=False, **_WORKSPACE_LIMITS),  # type: ignore[arg-type]
 }
 
 
@@ -216,15 +232,20 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     term: str = "xterm-256color"
 
     # --- sandbox ---
-    # The profile of an agent the mapping below does not name. "none" (no sandbox) keeps what existing setups do;
-    # set "workspace" to contain every agent's commands (docs/sandbox.md).
-    sandbox_default: ProfileName = "none"
-    # Agent name -> profile (the name given to agent_register, e.g. ptyd-mcp's --agent).
+    # The profile of an agent the mapping below does not name. "auto": "workspace" where bubblewrap can make a
+    # sandbox, else "none", said at start (a warning), in daemon_info (sandbox_warning), in every such open's
+    # result (sandbox_note) and by ptyctl status, never silently; an agent's open re-probes while none is found.
+    # A profile's name ("workspace") is that profile or a refusal (sandbox_unavailable); "none": no sandbox
+    # (the default before protocol 6). The operator's sessions (ptyctl) are "none" whatever it
+    # says (docs/sandbox.md).
+    sandbox_default: ProfileName = "auto"
+    # Agent name -> profile (the name given to agent_register, e.g. ptyd-mcp's --agent); "auto" as above.
     sandbox_agents: dict[Annotated[str, Meta(max_length=128)], ProfileName] = {}
     # Operator-defined profiles, besides the built-in none, workspace, workspace-offline and readonly.
     sandbox_profiles: dict[ProfileName, SandboxProfile] = {}
     # How a sandbox is made: "auto" (bubblewrap, the only one so far) or "bwrap"; a session that needs one and
-    # cannot get it is refused (sandbox_unavailable), never started unsandboxed.
+    # cannot get it is refused (sandbox_unavailable), never started unsandboxed (sandbox_default "auto" resolves
+    # to "none" there before the open, and says so).
     sandbox: Literal["auto", "bwrap"] = "auto"
     # The bubblewrap program (looked up on PATH).
     bwrap_program: str = "bwrap"
@@ -266,9 +287,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     sandbox_scratch_dir: str = ""
 
     def __post_init__(self) -> None:
-        if redefined := sorted(self.sandbox_profiles.keys() & BUILTIN_PROFILES.keys()):
+        if redefined := sorted(self.sandbox_profiles.keys() & {*BUILTIN_PROFILES, AUTO_PROFILE}):
             raise ValueError(f"sandbox_profiles may not redefine the built-in {', '.join(redefined)}")
-        known = self.profiles()
+        known = {**self.profiles(), AUTO_PROFILE: None}
         agents = [(f"sandbox_agents.{agent}", name) for agent, name in self.sandbox_agents.items()]
         for where, name in [("sandbox_default", self.sandbox_default), *agents]:
             if name not in known:

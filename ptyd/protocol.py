@@ -19,7 +19,9 @@ DEFAULTS = Config()  # documented defaults come from the one place that sets the
 # 4: engine isolation, sandbox profiles, named waits, recordings (fields and methods added).
 # 5: the agent's unread cursor: results carry what happened between calls (commands, earlier_lines, running,
 #    lost_lines), until_done, terminal_wait follows a pending command, operation_lost.
-PROTOCOL_VERSION = 5
+# 6: sandboxed by default (sandbox_default "auto"): open's sandbox_note, daemon_info's sandbox_default and
+#    sandbox_warning.
+PROTOCOL_VERSION = 6
 
 
 def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
@@ -306,6 +308,13 @@ class TerminalOpenResult(Base, frozen=True):
     foreground: Foreground | None
     sandbox: Annotated[str, _d("The sandbox profile the session runs under ('none': no sandbox).")] = "none"
     env_profile: Annotated[EnvProfile | None, _d("The environment preset the program was started with.")] = None
+    sandbox_note: Annotated[
+        str | None,
+        _d(
+            "Set when this agent's session runs unsandboxed only because no sandbox can be made here (its profile "
+            "is sandbox_default 'auto': 'workspace' where bubblewrap works): why, e.g. bubblewrap is not installed."
+        ),
+    ] = None
 
 
 class TerminalSendParams(Base, frozen=True):
@@ -799,6 +808,20 @@ class DaemonInfoResult(Base, frozen=True):
         str | None, _d("How sandboxed sessions are made ('bwrap'), or why they cannot be on this system.")
     ] = None
     limits: Annotated[str | None, _d("Which cgroup hierarchy enforces each resource limit (or none).")] = None
+    sandbox_default: Annotated[
+        str | None,
+        _d(
+            "The profile an agent the config names no profile for gets now: sandbox_default, with 'auto' resolved "
+            "('workspace' where a sandbox can be made, else 'none')."
+        ),
+    ] = None
+    sandbox_warning: Annotated[
+        str | None,
+        _d(
+            "Set when agents' sessions run unsandboxed because sandbox_default is 'auto' and no sandbox can be made "
+            "here: why, and what to install."
+        ),
+    ] = None
     crash_continuity: Annotated[
         str | None,
         _d(

@@ -27,6 +27,21 @@ MISSING_EXTRA = (
 )
 
 
+def read_agent_key(parser: argparse.ArgumentParser, path: Path) -> str:
+    """The registration key in ``path``, which only its owner may read (as ssh holds its keys): a key others can
+    read proves nothing."""
+    try:
+        info = os.stat(path)
+        key = path.read_text().strip()
+    except OSError as exc:
+        parser.error(f"--agent-key-file {path}: {exc.strerror}")
+    if info.st_mode & 0o077:
+        parser.error(f"--agent-key-file {path}: others may read it (mode {info.st_mode & 0o777:o}); chmod 600 it")
+    if not key:
+        parser.error(f"--agent-key-file {path}: it is empty")
+    return key
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="ptyd-mcp",
@@ -38,6 +53,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=os.environ.get("PTYD_AGENT") or DEFAULT_AGENT,
         help="agent name: a restarted server with the same name sees the same sessions "
         f"(default: $PTYD_AGENT, else {DEFAULT_AGENT!r})",
+    )
+    parser.add_argument(
+        "--agent-key-file",
+        type=Path,
+        default=os.environ.get("PTYD_AGENT_KEY_FILE") or None,
+        help="a file (mode 0600) holding the agent's registration key (`ptyd agent-key NAME` prints one), which "
+        "proves the name to the daemon: a profile looser than sandbox_default, roots of its own "
+        "(default: $PTYD_AGENT_KEY_FILE)",
     )
     parser.add_argument(
         "--max-bytes",
@@ -62,6 +85,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--version", action="version", version=f"ptyd-mcp {__version__}")
     args = parser.parse_args(argv)
+    args.agent_key = read_agent_key(parser, args.agent_key_file) if args.agent_key_file else None
     args.profiles = tuple(dict.fromkeys(name.strip() for name in args.tools.split(",") if name.strip()))
     unknown = [name for name in args.profiles if name not in PROFILES]
     if unknown or not args.profiles:

@@ -1,9 +1,16 @@
 """Streamable HTTP for hosts that want it: on a Unix socket (0600), or on a loopback port that only serves processes
-of this user, as the daemon's own socket does (a port, unlike a socket file, has no permissions of its own)."""
+of this user, as the daemon's own socket does (a port, unlike a socket file, has no permissions of its own).
+
+Same-user is no boundary against a sandboxed session: a ``workspace`` session shares the machine's loopback (with
+``sandbox_network = "host"``) and runs as the same user, so a port, and a socket file where the sandbox can
+connect to it (outside the runtime directories it does not see), also demand a bearer secret
+(``Authorization: Bearer ...``), kept 0600 beside the agent's token, where no sandbox sees it. A request without it
+gets 401 and nothing else."""
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import os
 import socket
 import sys
@@ -12,11 +19,42 @@ from typing import Any
 
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ptyd.daemon.runtime import bind_socket
 from ptyd.loopback import SameUserOnly as _SameUserOnly
 from ptyd.loopback import peer_uid as peer_uid
+
+
+class BearerSecret:
+    """ASGI middleware: refuses (401) an HTTP or WebSocket request without ``Authorization: Bearer SECRET``."""
+
+    def __init__(self, app: ASGIApp, secret: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {secret}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            given = next((value for name, value in scope.get("headers", ()) if name == b"authorization"), b"")
+            if not hmac.compare_digest(given, self.expected):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                headers = [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": b"unauthorized\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+def private_to_sessions(path: Path, daemon_socket: Path | str) -> bool:
+    """Whether a socket at ``path`` is in a directory every sandbox hides (``$XDG_RUNTIME_DIR``, the daemon's
+    runtime directory): there no session's program reaches it, and no secret is needed."""
+    where = os.path.realpath(path.parent)
+    hidden = [os.environ.get("XDG_RUNTIME_DIR", "")]
+    if isinstance(daemon_socket, Path):
+        hidden.append(os.path.realpath(daemon_socket.parent))
+    return any(root and (where == root or where.startswith(root.rstrip("/") + "/")) for root in hidden)
 
 
 def SameUserOnly(app: ASGIApp) -> ASGIApp:
@@ -24,8 +62,11 @@ def SameUserOnly(app: ASGIApp) -> ASGIApp:
     return _SameUserOnly(app, b"ptyd-mcp serves only processes of its own user\n")
 
 
-async def serve_http(server: Server[Any], unix_path: Path | None, port: int | None) -> None:
-    """Serve ``server`` at ``/mcp`` on ``unix_path``, else on 127.0.0.1:``port`` (0: any free port, announced)."""
+async def serve_http(
+    server: Server[Any], unix_path: Path | None, port: int | None, secret: tuple[str, Path] | None
+) -> None:
+    """Serve ``server`` at ``/mcp`` on ``unix_path``, else on 127.0.0.1:``port`` (0: any free port, announced);
+    ``secret``: the bearer secret every request must carry, and the file that keeps it (None: none needed)."""
     import uvicorn
 
     app: ASGIApp
@@ -39,6 +80,9 @@ async def serve_http(server: Server[Any], unix_path: Path | None, port: int | No
         app = SameUserOnly(server.streamable_http_app(host="127.0.0.1"))
         listener = socket.create_server(("127.0.0.1", port or 0))
         print(f"ptyd-mcp: streamable HTTP on http://127.0.0.1:{listener.getsockname()[1]}/mcp", file=sys.stderr)
+    if secret is not None:
+        app = BearerSecret(app, secret[0])
+        print(f'ptyd-mcp: every request needs "Authorization: Bearer SECRET", SECRET in {secret[1]}', file=sys.stderr)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     try:
         await uvicorn.Server(config).serve(sockets=[listener])

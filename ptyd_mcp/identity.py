@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import re
+import secrets
 from pathlib import Path
 
 import anyio
 
 from ptyd_client import AsyncClient
 
+log = logging.getLogger("ptyd_mcp")
 TOKEN_DIR = "mcp-agents"  # noqa: S105 - a directory name, not a secret
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -33,6 +36,29 @@ def token_path(daemon: Path | str, agent: str) -> Path:
         state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
         base = state / "ptyd" / ("host-" + hashlib.sha256(daemon.encode()).hexdigest()[:16])
     return base / TOKEN_DIR / f"{stem}.token"
+
+
+def secret_path(daemon: Path | str, agent: str) -> Path:
+    """Where the bearer secret of ``agent``'s HTTP transport is kept: beside its token (0600), in a directory no
+    sandboxed session sees (ptyd's runtime directory, or its state directory for an ``ssh://`` host)."""
+    return token_path(daemon, agent).with_suffix(".http-secret")
+
+
+def http_secret(path: Path) -> str:
+    """The bearer secret kept at ``path``, made (0600) if there is none: the same across restarts of the server,
+    so a host's configured header keeps working, until the runtime directory goes (a reboot)."""
+    kept = _read(path)
+    if kept is not None:
+        return kept
+    fd = _lock(path)
+    try:
+        kept = _read(path)
+        if kept is None:
+            kept = secrets.token_urlsafe(32)
+            _write(path, kept)
+        return kept
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> str | None:
@@ -66,9 +92,10 @@ def _lock(path: Path) -> int:
 class Identity:
     """The agent this server acts as: its name, and the token in ``client.token`` once known."""
 
-    def __init__(self, client: AsyncClient, agent: str) -> None:
+    def __init__(self, client: AsyncClient, agent: str, key: str | None = None) -> None:
         self.client = client
         self.agent = agent
+        self.key = key  # the name's registration key (--agent-key-file): registrations prove the name
         self.path = token_path(client.socket_path, agent)
         self._lock = anyio.Lock()
 
@@ -96,7 +123,10 @@ class Identity:
             kept = _read(self.path)
             if kept is not None and kept != stale:
                 return kept
-            token = (await self.client.agent_register(self.agent))["token"]
+            registered = await self.client.agent_register(self.agent, self.key)
+            if self.key is not None and not registered.get("proven"):
+                log.warning("the key in --agent-key-file does not prove %r: registered anonymous", self.agent)
+            token = registered["token"]
             _write(self.path, token)
             return token
         finally:

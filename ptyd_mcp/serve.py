@@ -14,6 +14,7 @@ from mcp.server.stdio import stdio_server
 from ptyd.daemon.runtime import StartupError
 from ptyd_client import AsyncClient
 from ptyd_mcp.early import AnsweredStdout, Early, ReplayedStdin
+from ptyd_mcp.identity import http_secret, secret_path
 from ptyd_mcp.server import build_server
 
 __all__ = ["StartupError", "serve"]
@@ -38,12 +39,18 @@ async def serve_stdio(server: Server[Any], early: Early | None) -> None:
 async def run(args: argparse.Namespace, early: Early | None) -> None:
     client = AsyncClient(args.socket)
     client.token = None  # the token comes from the agent's token file, never from $PTYD_TOKEN
-    server = build_server(client, args.agent, max_bytes=args.max_bytes, profiles=args.profiles)
+    server = build_server(
+        client, args.agent, max_bytes=args.max_bytes, profiles=args.profiles, key=getattr(args, "agent_key", None)
+    )
     try:
         if args.http_socket is not None or args.http_port is not None:
-            from ptyd_mcp.http import serve_http  # uvicorn and starlette: only for HTTP
+            from ptyd_mcp.http import private_to_sessions, serve_http  # uvicorn and starlette: only for HTTP
 
-            await serve_http(server, args.http_socket, args.http_port)
+            secret = None
+            if args.http_socket is None or not private_to_sessions(args.http_socket, client.socket_path):
+                path = secret_path(client.socket_path, args.agent)
+                secret = (http_secret(path), path)
+            await serve_http(server, args.http_socket, args.http_port, secret)
         else:
             await serve_stdio(server, early)
     finally:

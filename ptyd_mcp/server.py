@@ -57,11 +57,17 @@ def _unknown_session(number: object) -> str:
 
 
 def build_server(
-    client: AsyncClient, agent: str, *, max_bytes: int = DEFAULT_MAX_BYTES, profiles: tuple[str, ...] = ("ptyd",)
+    client: AsyncClient,
+    agent: str,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    profiles: tuple[str, ...] = ("ptyd",),
+    key: str | None = None,
 ) -> Server[Any]:
     """An MCP server acting as ``agent`` on the daemon behind ``client``, with the tool sets ``profiles`` names
-    (ptyd_mcp.config.PROFILES); ``max_bytes``: the viewport budget of a send when the model gives none."""
-    terminals = Terminals(client, agent, max_bytes=max_bytes)
+    (ptyd_mcp.config.PROFILES); ``max_bytes``: the viewport budget of a send when the model gives none; ``key``:
+    the agent's registration key (--agent-key-file), which proves its name."""
+    terminals = Terminals(client, agent, max_bytes=max_bytes, key=key)
     codex = CodexExec(terminals.rpc)
     specs: list[ToolSpec] = []
     for profile in profiles:

@@ -42,10 +42,12 @@ class Outcome:
 class Terminals:
     """The tools' behaviour, one method per tool, over one daemon connection."""
 
-    def __init__(self, client: AsyncClient, agent: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, client: AsyncClient, agent: str, *, max_bytes: int = DEFAULT_MAX_BYTES, key: str | None = None
+    ) -> None:
         self.client = client
         self.max_bytes = max_bytes
-        self.identity = Identity(client, agent)
+        self.identity = Identity(client, agent, key)
         self._notices: list[str] = []
 
     def take_notices(self) -> list[str]:

@@ -23,7 +23,10 @@ pytest_plugins = ["sshd"]
 ROOT = Path(__file__).resolve().parent.parent
 EMULATOR = ""  # --emulator: the engine every test daemon runs (its config's ``emulator``); "" leaves "auto"
 ENGINE_PROCESS = ""  # --engine-process: where it runs (``engine_process``); "" leaves the default, "worker"
-SANDBOX = ""  # --sandbox: the profile every test daemon gives its agents (``sandbox_default``); "" leaves "none"
+# --sandbox: the profile every test daemon gives its agents (``sandbox_default``); "": "none", written into every
+# test daemon's config that names no sandbox_default, so that the suite's daemons do the same on machines with and
+# without bubblewrap (the default, "auto", would differ); tests/test_sandbox_default.py tests the default itself.
+SANDBOX = ""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -211,11 +214,21 @@ def sandboxed_config(config: str, profile: str) -> str:
     )
 
 
+class ConfigPath(type(Path())):  # type: ignore[misc]
+    """A test daemon's config file: what a test writes there names sandbox_default "none" unless it names one, so
+    that the suite's daemons behave alike with and without bubblewrap (see SANDBOX)."""
+
+    def write_text(self, data: str, *args: Any, **kwargs: Any) -> int:
+        if "sandbox_default" not in data:
+            data = f'sandbox_default = "none"\n{data}'
+        return super().write_text(data, *args, **kwargs)
+
+
 class Daemon:
     def __init__(self, directory: Path, config: str = "") -> None:
         self.directory = directory
         self.socket = directory / "ptyd.sock"
-        self.config_path = directory / "config.toml"
+        self.config_path = ConfigPath(directory / "config.toml")
         if EMULATOR and "emulator" not in config:
             config = f'emulator = "{EMULATOR}"\n{config}'
         if ENGINE_PROCESS and "engine_process" not in config:

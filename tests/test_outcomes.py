@@ -111,6 +111,27 @@ def test_forged_marks_change_nothing(shell: Shell) -> None:
     assert result["viewport"].splitlines()[-2] == "0"
 
 
+FD_OPENINGS = [name for name in OPENINGS if not name.startswith("fish")]  # fish: the environment (docs)
+
+
+@pytest.mark.parametrize("any_shell", FD_OPENINGS, indirect=True)
+def test_the_secret_is_not_in_the_shells_environ_nor_left_on_its_fd(any_shell: Shell) -> None:
+    """Issue 27, attack 9: the secret came in PTYD_SHELL_KEY, which ``unset`` leaves in /proc/PID/environ, where
+    any program of the session read it and forged a prompt mark (a failing command reported exit_code 0). It now
+    comes on fd 6, which the shell's startup code reads and closes."""
+    forge = (
+        "k=$(tr '\\0' '\\n' < /proc/$$/environ | sed -n 's/^PTYD_SHELL_KEY=//p'); "
+        "printf '\\033]6973;%s;D;0;/forged\\007' \"$k\"; echo fds: $(ls /proc/$$/fd); false\n"
+    )
+    result = any_shell.send(forge)
+    assert result["exit_code"] == 1, result
+    assert result["cwd"] != "/forged"
+    fds = next(line for line in result["viewport"].splitlines() if line.startswith("fds:")).split()
+    assert "6" not in fds, result["viewport"]
+    listed = any_shell.send("echo count=$(tr '\\0' '\\n' < /proc/$$/environ | grep -c '^PTYD_SHELL_KEY=')\n")
+    assert "count=0" in listed["viewport"].splitlines(), listed["viewport"]
+
+
 def test_null_inside_a_repl(shell: Shell) -> None:
     result = shell.send("python3 -q\n")
     assert (result["exit_code"], result["cwd"]) == (None, None)

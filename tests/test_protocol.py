@@ -187,5 +187,5 @@ def test_daemon_info(rpc: Rpc, token: str) -> None:
     info = rpc.call("daemon_info", token=token)
     assert info["backend_types"] == ["exec", "shell"]
     assert info["containment"] in ("cgroup", "subreaper")
-    assert info["protocol_version"] == 5
+    assert info["protocol_version"] == 6
     assert Path(f"/proc/{info['pid']}").exists()

@@ -38,10 +38,33 @@ def test_a_profile_field_typo_or_bad_value_is_an_error(tmp_path: Path) -> None:
             load_config(path)
 
 
-def test_the_default_for_existing_setups_is_no_sandbox() -> None:
-    assert Config().sandbox_default == "none"
+def test_a_fresh_install_sandboxes_agents_where_it_can_and_ships_limits() -> None:
+    assert Config().sandbox_default == "auto"  # workspace where bubblewrap works, else none, said (below)
     assert not BUILTIN_PROFILES["none"].contained
-    assert all(BUILTIN_PROFILES[name].contained for name in ("workspace", "workspace-offline", "readonly"))
+    for name in ("workspace", "workspace-offline", "readonly"):
+        profile = BUILTIN_PROFILES[name]
+        assert profile.contained
+        # Default limits, enforced where a cgroup hierarchy can (left out elsewhere, not refused).
+        assert (profile.pids_max, profile.memory_mib, profile.limits_required) == (4096, 8192, False)
+    assert Config().sandbox_tmp_mib == 1024
+    config = Config()
+    assert choose(config, agent("someone"), None) == "workspace"
+    assert choose(config, agent("someone"), None, "bubblewrap (bwrap) is not installed") == "none"
+    assert choose(config, agent("someone", operator=True), None) == "none"  # the operator's stay as they were
+    # Where none can be made, a stricter profile may still be asked for (and is refused at the spawn, not run).
+    assert choose(config, agent("someone"), "readonly", "not installed") == "readonly"
+
+
+def test_auto_is_reserved_and_weighs_as_workspace_for_keys(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[sandbox_profiles.auto]\nfilesystem = "full"\n')
+    with pytest.raises(ConfigError, match="may not redefine the built-in auto"):
+        load_config(path)
+    config = msgspec.convert({"sandbox_agents": {"prod": "none", "ci": "auto"}}, Config)
+    # "none" is looser than what auto stands for, with or without a bubblewrap: a key-less name gets the default.
+    assert choose(config, agent("prod"), None) == "workspace"
+    assert choose(config, agent("prod"), None, "not installed") == "none"  # ...which is none there, said
+    assert choose(config, agent("ci"), None) == "workspace"
 
 
 @pytest.mark.parametrize(

@@ -253,3 +253,52 @@ def test_an_agent_may_use_only_so_many_workspaces_each_hidden_from_every_other(
         assert limited.value.data["limit"] == "sandbox_workspaces_per_agent"
         assert str(dirs[2]) in limited.value.message
         assert shell(rpc, token, cwd=str(dirs[0])).opened["sandbox"] == "workspace"  # one it had: still its own
+
+
+def test_an_unnamed_agents_scratch_directory_goes_with_it(client: Rpc, scratch_base: Path) -> None:
+    """Issue 27, item 4: an agent without a name cannot come back to its scratch directory (nothing names it), so
+    its release (or expiry, which releases) removes it, whatever it made unwritable inside; a name's stays."""
+    registered = client.call("agent_register")
+    token, agent_id = registered["token"], registered["agent_id"]
+    s = shell(client, token)
+    scratch = Path(scratch_dir(str(scratch_base), agent_id, anonymous=True))
+    assert scratch.name == f"+{agent_id}"
+    result = s.send("pwd; mkdir -p locked/in; echo x > locked/in/f; chmod 500 locked/in locked; ln -s / escape\n")
+    assert str(scratch) in result["viewport"].splitlines(), result["viewport"]
+    assert (scratch / "locked" / "in" / "f").exists()
+    client.call("agent_release", token=token)
+    assert not scratch.exists()
+    assert Path("/etc/passwd").exists()  # the symlink to / was removed, not followed
+
+
+def test_a_restart_sweeps_the_scratch_of_unnamed_agents_it_revoked(fresh_daemon: Daemon, tmp_path: Path) -> None:
+    base = tmp_path / "scratch"
+    fresh_daemon.config_path.write_text(f'sandbox_default = "workspace"\nsandbox_scratch_dir = "{base}"\n')
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        registered = rpc.call("agent_register")
+        shell(rpc, registered["token"]).send("echo left > behind\n")
+        named = rpc.call("agent_register", name="keeps-its-own")["token"]
+        shell(rpc, named).send("echo kept > here\n")
+    anonymous = Path(scratch_dir(str(base), registered["agent_id"], anonymous=True))
+    assert (anonymous / "behind").exists()
+    assert fresh_daemon.stop() == 0  # a shutdown releases nobody: the next start's sweep does it
+    assert (anonymous / "behind").exists()
+    fresh_daemon.start()
+    assert not anonymous.exists()
+    assert (Path(scratch_dir(str(base), "keeps-its-own")) / "here").read_text() == "kept\n"
+
+
+def test_the_sweep_takes_an_unnamed_agents_scratch_of_the_old_naming_too(tmp_path: Path) -> None:
+    """Daemons before the "+" prefix named an unnamed agent's scratch directory after its id like any name's: the
+    start's sweep finds those by their id and its hash, and leaves every name's alone."""
+    from ptyd.backends.os.sandbox.workspace import anonymous_scratch
+
+    old = Path(scratch_dir(str(tmp_path), "agent-0123456789abcdef"))
+    new = Path(scratch_dir(str(tmp_path), "agent-fedcba9876543210", anonymous=True))
+    named = Path(scratch_dir(str(tmp_path), "builder"))
+    lookalike = tmp_path / "agent-0123456789abcdef-000000000000"  # the id's form, not its hash: someone's name
+    for path in (old, new, named, lookalike):
+        path.mkdir()
+    found = sorted(anonymous_scratch(str(tmp_path)))
+    assert found == [("agent-0123456789abcdef", str(old)), ("agent-fedcba9876543210", str(new))]

@@ -77,7 +77,9 @@ def test_interactive_bash_gets_the_integration(argv: list[str], rewritten: list[
     launch = bash_launch(argv, KEY, {})
     assert launch is not None
     assert launch.argv == (rewritten or argv)
-    assert launch.env["PTYD_SHELL_KEY"] == KEY
+    assert launch.key == KEY  # on fd 6, not in the environment (/proc/PID/environ would keep it)
+    assert "PTYD_SHELL_KEY" not in launch.env
+    assert launch.env["PTYD_SHELL_KEY_FD"] == "6"
     assert launch.env.get("PTYD_SHELL_RC") == rc
 
 
@@ -94,7 +96,8 @@ def test_fish_gets_the_integration_as_an_init_command() -> None:
     launch = shell_launch(["/usr/bin/fish", "-l"], KEY, {})
     assert launch is not None
     assert launch.argv == ["/usr/bin/fish", "-l", "--init-command", f"source '{FISH_FILE}'"]
-    assert launch.env == {"PTYD_SHELL_KEY": KEY}
+    assert launch.env == {"PTYD_SHELL_KEY": KEY}  # fish cannot close a descriptor: the environment, as before
+    assert launch.key is None
     for argv in (["fish", "-c", "echo"], ["fish", "--no-config"], ["fish", "script.fish"]):
         assert fish_launch(argv, KEY) is None
 
@@ -104,6 +107,8 @@ def test_zsh_keeps_argv_and_the_users_zdotdir() -> None:
     assert launch is not None
     assert launch.argv == ["zsh", "-l"]
     assert launch.env["PTYD_USER_ZDOTDIR"] == "/home/u/.config/zsh"
+    assert (launch.key, launch.env["PTYD_SHELL_KEY_FD"]) == (KEY, "6")
+    assert "PTYD_SHELL_KEY" not in launch.env
     assert zsh_launch(["zsh", "-f"], KEY, {}) is None
 
 

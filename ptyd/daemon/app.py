@@ -31,6 +31,7 @@ from ptyd.backends.os.spawn import raise_fd_limit
 from ptyd.backends.session import live_record
 from ptyd.backends.session.local import Confinement, build_registry
 from ptyd.config import (
+    AUTO_PROFILE,
     OPERATOR_TOKEN_FILE,
     Config,
     ConfigError,
@@ -152,6 +153,7 @@ class Daemon:
         )
         self._phase("take over")
         self._take_over(directory, service, handed, saved, crashed_fds, keeper, records)
+        await service.sweep_scratch()  # unnamed agents' that a restart revoked
         self._phase("serve")
         if sock is None:  # bound once the dead daemon's leftovers are gone
             sock = bind_socket(self.socket_path, self.config.listen_backlog)
@@ -170,8 +172,10 @@ class Daemon:
                 log.error("reload failed, keeping the running configuration: %s", exc)
                 return
             self.config = config
+            confinement.sandbox.reset(config.sandbox, config.bwrap_program)  # probed again: one installed since
             service.reconfigure(config, build_registry(config, reaper, containment, confinement, records))
             server.reconfigure(config)
+            _say_sandbox(service)
             log.info("configuration reloaded; %d live sessions untouched", service.session_count)
 
         maintenance = loop.create_task(self._maintain(service, reaper, saver))
@@ -310,6 +314,8 @@ class Daemon:
             sandbox_name=confinement.sandbox.describe,
             limits_name=confinement.limiter.describe(),
         )
+        service.sandbox_unavailable = confinement.sandbox.unavailable
+        _say_sandbox(service)
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
         service.on_change = saver.changed
@@ -415,3 +421,14 @@ class Daemon:
                 next_sweep = now + min(30.0, self.config.agent_idle_timeout_ms / 4000)
                 await service.release_idle()
                 systemd.notify(f"STATUS=serving, {service.session_count} sessions")
+
+
+def _say_sandbox(service: PtyService) -> None:
+    """With sandbox_default "auto", what agents' sessions get here (bubblewrap probed now): never silently none."""
+    if service.config.sandbox_default != AUTO_PROFILE:
+        return
+    default, warning = service.default_sandbox()
+    if warning is not None:
+        log.warning("sandbox: %s", warning)
+    else:
+        log.info("sandbox: agents' sessions run in %s (sandbox_default auto)", default)

@@ -76,6 +76,7 @@ class Api:
             alt_screen=info.alt_screen,
             foreground=info.foreground,
             sandbox=info.sandbox,
+            sandbox_note=session.sandbox_note,
             env_profile=env_profile(agent, params),
         )
 

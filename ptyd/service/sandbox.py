@@ -4,14 +4,16 @@
 as B when A's filesystem mode is no looser (readonly < workspace < full), every path A makes writable is inside a
 path B makes writable, every path B hides is hidden by A too, A has no network where B has none, and every
 resource limit of A is no higher than B's (no limit is the highest). Two profiles can be incomparable (one lower
-on memory, the other offline): then neither may stand in for the other.
+on memory, the other offline): then neither may stand in for the other. The built-in profiles' default limits
+are no bound here (see ``looser``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
-from ptyd.config import Config, SandboxProfile
+from ptyd.config import AUTO_PROFILE, AUTO_SANDBOXED, Config, SandboxProfile
 from ptyd.errors import SandboxRefused
 from ptyd.service.agents import Agent
 
@@ -35,16 +37,20 @@ def looser(a: SandboxProfile, b: SandboxProfile) -> list[str]:
         out.append("hidden")
     if a.network and not b.network:
         out.append("network")
-    for limit in ("memory_mib", "pids_max", "cpu_percent"):
+    # The built-in profiles' default limits (limits_required false) bound no other profile: an operator's own
+    # profile without limits is no looser than "workspace" for them, so existing mappings need no key.
+    for limit in ("memory_mib", "pids_max", "cpu_percent") if b.limits_required else ():
         mine, theirs = getattr(a, limit), getattr(b, limit)
         if theirs is not None and (mine is None or mine > theirs):
             out.append(limit)
     return out
 
 
-def agent_profile(config: Config, agent: Agent) -> str:
-    """The agent's own profile: its name's (sandbox_agents) where that is no looser than sandbox_default or the
-    agent proved its name (agent_keys), else the default; the operator's is ``none``."""
+def configured_profile(config: Config, agent: Agent) -> str:
+    """The agent's own profile as configured, "auto" unresolved: its name's (sandbox_agents) where that is no
+    looser than sandbox_default or the agent proved its name (agent_keys), else the default; the operator's is
+    ``none``. "auto" weighs as the profile it stands for, so a key is needed for the same names with or without a
+    bubblewrap."""
     if agent.operator:
         return OPERATOR_PROFILE
     default = config.sandbox_default
@@ -52,7 +58,21 @@ def agent_profile(config: Config, agent: Agent) -> str:
     if mapped is None or agent.identity != agent.name:  # no mapping, or a keyed name it did not prove
         return default
     profiles = config.profiles()
-    return mapped if agent.proven or not looser(profiles[mapped], profiles[default]) else default
+    nominal = profiles[_nominal(mapped)], profiles[_nominal(default)]
+    return mapped if agent.proven or not looser(*nominal) else default
+
+
+def _nominal(name: str) -> str:
+    return AUTO_SANDBOXED if name == AUTO_PROFILE else name
+
+
+def agent_profile(config: Config, agent: Agent, unavailable: str | None = None) -> str:
+    """The agent's own profile: "auto" is "workspace", or "none" where no sandbox can be made (``unavailable``
+    says why; None: one can)."""
+    name = configured_profile(config, agent)
+    if name != AUTO_PROFILE:
+        return name
+    return AUTO_SANDBOXED if unavailable is None else OPERATOR_PROFILE
 
 
 def agent_roots(config: Config, agent: Agent) -> tuple[str, ...]:
@@ -72,9 +92,9 @@ def workspace_owner(agent: Agent) -> str:
     return agent.identity or agent.agent_id
 
 
-def choose(config: Config, agent: Agent, requested: str | None) -> str:
+def choose(config: Config, agent: Agent, requested: str | None, unavailable: str | None = None) -> str:
     """The profile name a new session of this agent runs under; a request it may not have is refused."""
-    own = agent_profile(config, agent)
+    own = agent_profile(config, agent, unavailable)
     if requested is None or requested == own:
         return own
     profiles = config.profiles()
@@ -91,3 +111,17 @@ def choose(config: Config, agent: Agent, requested: str | None) -> str:
             looser=worse,
         )
     return requested
+
+
+def default_profile(config: Config, unavailable: Callable[[], str | None]) -> tuple[str, str | None]:
+    """The profile of an agent the config names none for, and the warning when "auto" found no sandbox to make
+    (``unavailable`` probes, so it is asked only for "auto")."""
+    if config.sandbox_default != AUTO_PROFILE:
+        return config.sandbox_default, None
+    why = unavailable()
+    if why is None:
+        return AUTO_SANDBOXED, None
+    return OPERATOR_PROFILE, (
+        f"agents' sessions are NOT sandboxed: {why} (sandbox_default is auto); install bubblewrap "
+        "(Debian, Ubuntu: apt install bubblewrap) and send the daemon SIGHUP, or set sandbox_default"
+    )

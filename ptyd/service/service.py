@@ -23,14 +23,22 @@ from typing import final
 from ptyd import __version__
 from ptyd import protocol as p
 from ptyd.backends.base import PtyBackend, PtyBackendSession, SendOperation, SendRequest, SpawnSpec
-from ptyd.backends.os.sandbox.workspace import default_scratch_base, scratch_dir
+from ptyd.backends.os.sandbox.workspace import default_scratch_base
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording, Recording
 from ptyd.backends.recording.store import RecordingStore
-from ptyd.config import AGENT_PROFILE_ENV, Config
+from ptyd.config import AGENT_PROFILE_ENV, AUTO_PROFILE, Config
 from ptyd.errors import BackendNotFound, InvalidArgument, LimitExceeded, SessionNotFound
+from ptyd.service import scratch
 from ptyd.service.agents import Agent, AgentRegistry, AgentState
 from ptyd.service.events import EventHub, Sink
-from ptyd.service.sandbox import agent_profile, agent_roots, workspace_owner
+from ptyd.service.sandbox import (
+    OPERATOR_PROFILE,
+    agent_profile,
+    agent_roots,
+    configured_profile,
+    default_profile,
+    workspace_owner,
+)
 from ptyd.service.sandbox import choose as choose_profile
 
 log = logging.getLogger("ptyd.service")
@@ -101,6 +109,9 @@ class PtyService:
         limits_name: str | None = None,
     ) -> None:
         self.sandbox_name = sandbox_name  # how sandboxes are made here, or why they cannot be
+        # Why no sandbox can be made here (probed again where none was found), or None: one can. The daemon sets
+        # it from its sandbox; a service built without one (in-process tests) has none to make.
+        self.sandbox_unavailable: Callable[[], str | None] = lambda: "no sandbox was set up"
         self.limits_name = limits_name
         self.config = config
         self.backends = backends
@@ -145,7 +156,19 @@ class PtyService:
         self.events.drop_agent(agent)
         ids = [sid for sid, e in self._sessions.items() if e.owner is agent]
         results = await asyncio.gather(*(self._close(sid, "agent released") for sid in ids))
+        if workspace_owner(agent) == agent.agent_id:  # no name keeps it: nobody can come back to its scratch
+            await self._remove_scratch(agent.agent_id, self._scratch(agent))
         return sum(1 for closed, _ in results if closed)
+
+    def _scratch(self, agent: Agent) -> str:
+        return scratch.of(self.config, agent)
+
+    async def _remove_scratch(self, owner: str, path: str) -> None:
+        await scratch.remove(owner, path, self._used)
+
+    async def sweep_scratch(self) -> None:
+        """At start: the scratch directories of unnamed agents that are gone (scratch.sweep)."""
+        await scratch.sweep(self.config, {agent.agent_id for agent in self.agents}, self._used)
 
     def agent(self, caller: Agent, agent_id: str) -> Agent:
         """The agent ``agent_id`` names, as ``caller`` may see it: any agent for the operator, else only itself."""
@@ -211,7 +234,9 @@ class PtyService:
                 limit="max_sessions_per_agent",
                 value=cfg.max_sessions_per_agent,
             )
-        sandbox = choose_profile(cfg, agent, params.sandbox)  # refused before a spawn
+        # "auto": where no sandbox can be made (looked for again now), this agent's sessions run unsandboxed, said.
+        unavailable = self.sandbox_unavailable() if configured_profile(cfg, agent) == AUTO_PROFILE else None
+        sandbox = choose_profile(cfg, agent, params.sandbox, unavailable)  # refused before a spawn
         scratch_base = cfg.sandbox_scratch_dir or default_scratch_base()
         profile = cfg.profiles()[sandbox]
         env = dict(AGENT_PROFILE_ENV) if env_profile(agent, params) == "agent" else {}
@@ -235,10 +260,10 @@ class PtyService:
             sandbox=sandbox,
             profile=profile,
             agent=owner,
-            agent_profile=cfg.profiles()[agent_profile(cfg, agent)],
+            agent_profile=cfg.profiles()[agent_profile(cfg, agent, unavailable)],
             others=self._workspaces(agent) if profile.contained else (),
             roots=agent_roots(cfg, agent),
-            scratch=scratch_dir(scratch_base, owner),
+            scratch=self._scratch(agent),
             scratch_base=scratch_base,
             used=self._full(owner),
             recording=recording,
@@ -256,6 +281,8 @@ class PtyService:
             # Released while the program was starting: nobody owns it.
             await session.close("owner released during open")
             raise SessionNotFound(spec.session_id)
+        if unavailable is not None and sandbox == OPERATOR_PROFILE:
+            session.sandbox_note = f"not sandboxed: sandbox_default is auto, and {unavailable}"
         self._sessions[spec.session_id] = Entry(session, agent)
         workspace = session.workspace
         if not agent.operator and workspace not in _COMMON:  # the operator is the user, not an agent
@@ -583,7 +610,12 @@ class PtyService:
         await asyncio.gather(*(self._close(sid, "daemon shutdown") for sid in ids))
         await asyncio.to_thread(self.recordings.close)  # what is queued reaches the files
 
+    def default_sandbox(self) -> tuple[str, str | None]:
+        """The profile of an agent the config names none for, and the warning if "auto" found no sandbox."""
+        return default_profile(self.config, self.sandbox_unavailable)
+
     def info(self) -> p.DaemonInfoResult:
+        default, warning = self.default_sandbox()
         return p.DaemonInfoResult(
             version=__version__,
             protocol_version=p.PROTOCOL_VERSION,
@@ -598,6 +630,8 @@ class PtyService:
             sandbox=self.sandbox_name() if self.sandbox_name is not None else None,
             limits=self.limits_name,
             crash_continuity=self.crash_continuity(),
+            sandbox_default=default,
+            sandbox_warning=warning,
         )
 
     @property

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import subprocess
@@ -20,50 +22,69 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import Daemon
-from ptyd_mcp.identity import token_path
+from conftest import Daemon, Shell
+from ptyd_mcp.identity import secret_path, token_path
 from ptyd_mcp.tools import BY_NAME
 
 from .harness import ROOT, new_agent, ok, server_argv, server_env
 
 
-@pytest.fixture
-def http_server(request: pytest.FixtureRequest, daemon: Daemon, tmp_path: Path) -> Iterator[tuple[str, Path | None]]:
-    """``ptyd-mcp`` serving HTTP; yields the endpoint URL and the Unix socket (None for a port)."""
-    unix = tmp_path / "mcp.sock" if request.param == "unix" else None
+@contextlib.contextmanager
+def serving_http(socket_path: Path, unix: Path | None) -> Iterator[tuple[str, Path | None, dict[str, str]]]:
+    """``ptyd-mcp`` serving HTTP; yields the endpoint URL, the Unix socket (None for a port) and the headers a
+    request needs (the bearer secret, read from where the server says it keeps it)."""
     listen = ["--http-socket", str(unix)] if unix else ["--http-port", "0"]
-    argv = server_argv(daemon.socket, new_agent(), *listen)
+    agent = new_agent()
+    argv = server_argv(socket_path, agent, *listen)
     proc = subprocess.Popen(argv, env=server_env(), cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
     try:
+        url = "http://localhost/mcp"
+        if unix is None:
+            announced = re.search(r"http://127\.0\.0\.1:\d+/mcp", proc.stderr.readline())
+            assert announced, "ptyd-mcp did not announce its port"
+            url = announced.group(0)
+        said = re.search(r"Authorization: Bearer SECRET\", SECRET in (\S+)$", proc.stderr.readline())
+        assert said, "ptyd-mcp did not say where its secret is"
+        kept = Path(said.group(1))
+        assert kept == secret_path(socket_path, agent)
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600
         if unix is not None:
             deadline = time.monotonic() + 20
             while not unix.exists():  # bound and listening before the path appears
                 assert proc.poll() is None, "ptyd-mcp exited"
                 assert time.monotonic() < deadline, "ptyd-mcp did not start"
                 time.sleep(0.01)
-            yield "http://localhost/mcp", unix
-        else:
-            assert proc.stderr is not None
-            announced = re.search(r"http://127\.0\.0\.1:\d+/mcp", proc.stderr.readline())
-            assert announced, "ptyd-mcp did not announce its port"
-            yield announced.group(0), None
+        yield url, unix, {"Authorization": f"Bearer {kept.read_text().strip()}"}
     finally:
         proc.terminate()
         proc.wait(20)
-        if proc.stderr:
-            proc.stderr.close()
+        proc.stderr.close()
+
+
+@pytest.fixture
+def http_server(
+    request: pytest.FixtureRequest, daemon: Daemon, tmp_path: Path
+) -> Iterator[tuple[str, Path | None, dict[str, str]]]:
+    with serving_http(daemon.socket, tmp_path / "mcp.sock" if request.param == "unix" else None) as served:
+        yield served
 
 
 @pytest.mark.parametrize("http_server", ["unix", "port"], indirect=True)
-def test_streamable_http(http_server: tuple[str, Path | None]) -> None:
-    url, unix = http_server
+def test_streamable_http(http_server: tuple[str, Path | None, dict[str, str]]) -> None:
+    url, unix, headers = http_server
     if unix is not None:
         assert stat.S_IMODE(unix.stat().st_mode) == 0o600
 
     async def scenario() -> None:
         transport = httpx2.AsyncHTTPTransport(uds=str(unix)) if unix else None
+        async with httpx2.AsyncClient(transport=transport) as http:  # without the secret: 401, and nothing else
+            refused = await http.post(url, json=INITIALIZE, headers={"Accept": "application/json, text/event-stream"})
+            assert (refused.status_code, refused.text) == (401, "unauthorized\n")
+            wrong = await http.post(url, json=INITIALIZE, headers={"Authorization": headers["Authorization"] + "x"})
+            assert wrong.status_code == 401
         async with (
-            httpx2.AsyncClient(transport=transport) as http,
+            httpx2.AsyncClient(transport=transport, headers=headers) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
             assert {tool.name for tool in (await client.list_tools()).tools} == set(BY_NAME)
@@ -77,7 +98,7 @@ def test_streamable_http(http_server: tuple[str, Path | None]) -> None:
 
 @pytest.mark.parametrize("http_server", ["unix"], indirect=True)
 def test_a_second_server_leaves_a_live_servers_socket_alone(
-    http_server: tuple[str, Path | None], daemon: Daemon
+    http_server: tuple[str, Path | None, dict[str, str]], daemon: Daemon
 ) -> None:
     unix = http_server[1]
     assert unix is not None
@@ -117,15 +138,78 @@ def status_seen_by_nobody(port: int) -> str:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
 @pytest.mark.parametrize("http_server", ["port"], indirect=True)
-def test_a_loopback_port_serves_only_this_user(http_server: tuple[str, Path | None]) -> None:
+def test_a_loopback_port_serves_only_this_user(http_server: tuple[str, Path | None, dict[str, str]]) -> None:
     port = int(http_server[0].rsplit(":", 1)[1].split("/")[0])
-    assert status_seen_by_nobody(port) == "HTTP/1.1 403 Forbidden"
+    assert status_seen_by_nobody(port) == "HTTP/1.1 401 Unauthorized"  # the secret first; then the uid (403)
 
     async def same_user() -> int:
-        async with httpx2.AsyncClient() as http:
+        async with httpx2.AsyncClient(headers=http_server[2]) as http:
             return (await http.get(http_server[0], headers={"Accept": "text/event-stream"})).status_code
 
-    assert anyio.run(same_user) != 403
+    assert anyio.run(same_user) not in (401, 403)
+
+
+def test_a_socket_no_sandbox_sees_needs_no_secret(daemon: Daemon, tmp_path: Path) -> None:
+    from ptyd_mcp.http import private_to_sessions
+
+    assert private_to_sessions(daemon.socket.parent / "mcp.sock", daemon.socket)  # the daemon's runtime directory
+    assert not private_to_sessions(tmp_path / "mcp.sock", daemon.socket)
+    assert not private_to_sessions(Path.home() / "mcp.sock", "ssh://host")
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}},
+}
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None, reason="needs bwrap and curl")
+def test_a_sandboxed_session_cannot_use_the_http_port(fresh_daemon: Daemon, tmp_path: Path) -> None:
+    """Issue 27, attack 2: a workspace session shares the machine's loopback (sandbox_network host) and the
+    user; a real HTTP client in it reaches the port and gets 401, and cannot read the secret."""
+    fresh_daemon.config_path.write_text(f'sandbox_default = "workspace"\nsandbox_scratch_dir = "{tmp_path}/scratch"\n')
+    fresh_daemon.start()
+    with serving_http(fresh_daemon.socket, None) as (url, _, headers), fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="hostile")["token"]
+        s = Shell(rpc, token, env={"PS1": "$ "})
+        assert s.opened["sandbox"] == "workspace"
+        body = json.dumps(INITIALIZE)
+        curl = (
+            f"curl -s -o /dev/null -w 'code=%{{http_code}}\\n' -H 'Content-Type: application/json' "
+            f"-H 'Accept: application/json, text/event-stream' --data '{body}' {url}\n"
+        )
+        result = s.send(curl)
+        assert "code=401" in result["viewport"], result["viewport"]
+        secret = re.sub(r"^Bearer ", "", headers["Authorization"])
+        kept = secret_path(fresh_daemon.socket, "x").parent
+        result = s.send(f"cat {kept}/*\n")  # ptyd's runtime directory: hidden
+        assert "No such file or directory" in result["viewport"]
+        assert secret not in result["viewport"]
+        # The same request, with the secret, from outside: served.
+        asked = ["-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream"]
+        outside = subprocess.run(
+            [
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-H",
+                f"Authorization: {headers['Authorization']}",
+                *asked,
+                "--data",
+                body,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        assert outside.stdout == "200"
 
 
 def test_the_daemon_never_imports_the_mcp_sdk() -> None:

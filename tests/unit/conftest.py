@@ -41,6 +41,9 @@ async def local_service(**overrides: Any) -> AsyncIterator[PtyService]:
     # The emulator in this process: a worker process costs 0.3-2 s to start per service, which was most of this
     # tier's time; workers have tests of their own (test_engine_workers.py, test_worker_inbox.py).
     overrides.setdefault("engine_process", "daemon")
+    # As the suite's daemons (tests/conftest.py): "none" unless a test names a default, so that "auto" does not make
+    # the tests depend on the machine (an in-process service has no sandbox to make: "auto" would be "none", said).
+    overrides.setdefault("sandbox_default", "none")
     config = Config(containment="subreaper", **overrides)
     reaper = ChildReaper(asyncio.get_running_loop())
     service = PtyService(config, build_registry(config, reaper, SubreaperContainment()), "subreaper")

@@ -67,6 +67,9 @@ def daemon_status(info: DaemonInfoResult, socket_path: str) -> str:
             f"backends: {backends}; containment: {info['containment']}",
             # Whether the sessions outlive a crash of the daemon right now (absent from daemons before it).
             f"crash continuity: {safe(str(info.get('crash_continuity') or 'unknown'))}",
+            # What agents' sessions run in (absent from daemons before protocol 6), and loudly when that is none.
+            *([f"agents' sandbox: {safe(str(info['sandbox_default']))}"] if info.get("sandbox_default") else []),
+            *([f"WARNING: {safe(str(info['sandbox_warning']))}"] if info.get("sandbox_warning") else []),
         ]
     )
 

@@ -93,6 +93,10 @@ class TerminalOpenResult(TypedDict, total=False):
     """The sandbox profile the session runs under ('none': no sandbox)."""
     env_profile: EnvProfile | None
     """The environment preset the program was started with."""
+    sandbox_note: str | None
+    """Set when this agent's session runs unsandboxed only because no sandbox can be made here (its profile is
+    sandbox_default 'auto': 'workspace' where bubblewrap works): why, e.g. bubblewrap is not installed.
+    """
 
 
 class LineRange(TypedDict):
@@ -417,6 +421,14 @@ class DaemonInfoResult(TypedDict, total=False):
     """How sandboxed sessions are made ('bwrap'), or why they cannot be on this system."""
     limits: str | None
     """Which cgroup hierarchy enforces each resource limit (or none)."""
+    sandbox_default: str | None
+    """The profile an agent the config names no profile for gets now: sandbox_default, with 'auto' resolved
+    ('workspace' where a sandbox can be made, else 'none').
+    """
+    sandbox_warning: str | None
+    """Set when agents' sessions run unsandboxed because sandbox_default is 'auto' and no sandbox can be made
+    here: why, and what to install.
+    """
     crash_continuity: str | None
     """Whether the sessions would outlive a crash of this daemon right now: 'systemd' (its fd store holds
     their terminals), 'keeper' (a ptyd keeper does), or 'none: ' and why not (fd_keeper = false, the keeper

@@ -2,7 +2,7 @@
 // Do not edit: change the msgspec Structs and regenerate. Field names are snake_case, as on the wire.
 
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 
 export interface AgentInfo {
   agent_id: string;
@@ -115,6 +115,10 @@ export interface DaemonInfoResult {
   sandbox?: string | null;
   /** Which cgroup hierarchy enforces each resource limit (or none). */
   limits?: string | null;
+  /** The profile an agent the config names no profile for gets now: sandbox_default, with 'auto' resolved ('workspace' where a sandbox can be made, else 'none'). */
+  sandbox_default?: string | null;
+  /** Set when agents' sessions run unsandboxed because sandbox_default is 'auto' and no sandbox can be made here: why, and what to install. */
+  sandbox_warning?: string | null;
   /** Whether the sessions would outlive a crash of this daemon right now: 'systemd' (its fd store holds their terminals), 'keeper' (a ptyd keeper does), or 'none: ' and why not (fd_keeper = false, the keeper died and another is being started). */
   crash_continuity?: string | null;
 }
@@ -561,6 +565,8 @@ export interface TerminalOpenResult {
   sandbox?: string;
   /** The environment preset the program was started with. */
   env_profile?: "agent" | "human" | null;
+  /** Set when this agent's session runs unsandboxed only because no sandbox can be made here (its profile is sandbox_default 'auto': 'workspace' where bubblewrap works): why, e.g. bubblewrap is not installed. */
+  sandbox_note?: string | null;
 }
 
 /** Consume the rendered output produced since the previous call (for background sends). */

@@ -59,6 +59,7 @@ def set_child_nofile(limits: tuple[int, int]) -> None:
 
 
 GATE_FD = 3
+KEY_FD = 6  # the shell-integration secret's pipe (shell_integration.KEY_FD)
 GATE = ("/bin/sh", "-c", 'read -r _ <&3 || exit 125; exec 3<&-; exec "$@"', "ptyd-gate")
 
 
@@ -164,9 +165,11 @@ def spawn(
     sandbox: tuple[str, ...] = (),
     *,
     network_gate: bool = False,
+    key: str | None = None,
 ) -> Spawned:
     """``sandbox``: the argv prefix of the sandbox to run the program in (ending with ``--``), or empty;
-    ``network_gate``: it holds the program at a second gate (fd 4) and reports its namespaces (fd 5)."""
+    ``network_gate``: it holds the program at a second gate (fd 4) and reports its namespaces (fd 5); ``key``: the
+    shell-integration secret, handed on a pipe at fd 6 (the shell reads it and closes it; shell_integration)."""
     check_exec_strings(argv, env)
     if not os.path.isdir(cwd):
         raise _fail(f"cwd {cwd}", errno.ENOENT if not os.path.exists(cwd) else errno.ENOTDIR, cwd=cwd)
@@ -208,6 +211,14 @@ def spawn(
             info_write = fcntl.fcntl(info_write, fcntl.F_DUPFD_CLOEXEC, 10)
             theirs.append(info_write)
             extra = [(os.POSIX_SPAWN_DUP2, net_read, 4), (os.POSIX_SPAWN_DUP2, info_write, 5)]
+        if key is not None:
+            key_read, key_write = os.pipe()
+            theirs.append(key_read)
+            with os.fdopen(key_write, "wb") as pipe:  # a line, far below a pipe's buffer: never blocks
+                pipe.write(key.encode() + b"\n")
+            key_read = fcntl.fcntl(key_read, fcntl.F_DUPFD_CLOEXEC, 10)  # above what the actions write
+            theirs.append(key_read)
+            extra.append((os.POSIX_SPAWN_DUP2, key_read, KEY_FD))
         pid = os.posix_spawn(
             SETSID,
             [SETSID, "-c", ENV, "-C", cwd, "--", *GATE, *sandbox, program, *argv[1:]],

@@ -113,6 +113,7 @@ class LocalBackend:
             prefix = confinement.sandbox.wrap(plan)
         limiter = confinement.limiter
         cgroups = self._containment.leaf_parent is not None  # a v2 leaf for each session
+        profile = limiter.enforceable(profile, v2_leaf=cgroups)
         try:  # before the session's cgroup: in v2 that is made in the group
             group = limiter.group(spec.agent, spec.agent_profile, v2_leaf=cgroups)
         except OSError as exc:
@@ -127,7 +128,8 @@ class LocalBackend:
         try:
             leaf = Path(scope.cgroup) if scope.cgroup is not None else None
             limits = limiter.scope(spec.session_id, profile, leaf, group)
-            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix, network_gate=own_network)
+            key = launch.key if launch is not None else None
+            spawned = spawn(argv, cwd, env, spec.cols, spec.rows, sandbox=prefix, network_gate=own_network, key=key)
         except BaseException as exc:
             _unmake(scope, limits, group)
             if isinstance(exc, OSError):

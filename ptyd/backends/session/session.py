@@ -122,6 +122,7 @@ class LocalSession:
         self._closing: asyncio.Task[int] | None = None
         # The sandbox and limits it was opened with (set by the backend, or from the state a handover carried).
         self.sandbox = "none"
+        self.sandbox_note: str | None = None  # the service's: sandbox_default "auto" where none can be made
         self.profile = SandboxProfile()
         self.limits: LimitScope | None = None
         self.workspace = ""

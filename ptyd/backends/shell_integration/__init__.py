@@ -5,9 +5,18 @@ launchers); that file first loads what
 bash would have loaded (``/etc/bash.bashrc`` and ``~/.bashrc``, the ``--rcfile`` given, or the login files), then
 installs a hook: ``PS0`` prints a *command* mark before each command runs, and the first ``PROMPT_COMMAND`` entry
 prints a *prompt* mark with ``$?`` and ``$PWD`` before each prompt. Neither the user's rc files nor ``PS1`` are
-touched. Every mark carries the session's secret, which lives only in a non-exported shell variable (the
-environment variable that brings it is unset at once), and the daemon strips valid marks from the output before
-the terminal sees them, so they never reach a viewport or the transcript.
+touched. Every mark carries the session's secret, which lives only in a non-exported shell variable, and the
+daemon strips valid marks from the output before the terminal sees them, so they never reach a viewport or the
+transcript.
+
+The secret reaches bash and zsh on a pipe at fd 6 (``KEY_FD``), which their startup code reads and closes before
+anything else runs: not in the environment, because ``unset`` does not erase the environment a process was
+started with, and any program of the session could read it from ``/proc/PID/environ`` and forge marks (a failing
+command reported as ``exit_code: 0``). fish cannot close a descriptor, so it still gets ``PTYD_SHELL_KEY`` in its
+environment (erased from its variables, readable in its ``/proc/PID/environ``). What the fd does not stop: a
+process that may ptrace the shell (the same user, ``kernel.yama.ptrace_scope`` 0; a command the shell runs is its
+child, not its ancestor, so scope 1 keeps it out) reads the variable from the shell's memory; so can anything
+that reads ``/proc/PID/mem`` with the same rights (docs/shell-integration.md).
 
 Wire form: ``ESC ] 6973 ; <secret> ; C BEL`` and ``ESC ] 6973 ; <secret> ; D ; <status> ; <cwd> BEL``.
 """
@@ -25,7 +34,14 @@ MAX_MARK = 8192  # longer is not one of ours: passed through as output
 RC_FILE = Path(__file__).with_name("bash_integration.sh")
 ZDOTDIR = Path(__file__).with_name("zsh")  # holds the .zshenv that zsh reads first
 FISH_FILE = Path(__file__).with_name("fish_integration.fish")
-KEY_VAR = "PTYD_SHELL_KEY"
+KEY_VAR = "PTYD_SHELL_KEY"  # fish's: the secret itself
+KEY_FD = 6  # bash's and zsh's: the secret on this descriptor (above the spawn chain's gates, 3-5)
+KEY_FD_VAR = "PTYD_SHELL_KEY_FD"  # set when it is there
+# The lines that take the secret, in bash and zsh (and every POSIX shell): from fd 6 when it is there, and close it.
+_TAKE_KEY = (
+    'if [ "${PTYD_SHELL_KEY_FD-}" = 6 ]; then IFS= read -r __ptyd_key <&6; exec 6<&-; '
+    "else __ptyd_key=${PTYD_SHELL_KEY-}; fi"
+)
 HOOK_VAR = "PTYD_SHELL_HOOK"
 RC_VAR = "PTYD_SHELL_RC"  # what bash would have loaded: "default", "login" or a file
 PC_VAR = "PTYD_SHELL_PC"  # the caller's own PROMPT_COMMAND, restored by the bootstrap
@@ -43,8 +59,9 @@ HOOK = (
 
 BOOTSTRAP = (
     "export -n PROMPT_COMMAND; __ptyd_pc=$PTYD_SHELL_PC; PROMPT_COMMAND=$__ptyd_pc; "
-    '[ -n "$PROMPT_COMMAND" ] || unset PROMPT_COMMAND; __ptyd_key=$PTYD_SHELL_KEY; eval "$PTYD_SHELL_HOOK"; '
-    'unset PTYD_SHELL_KEY PTYD_SHELL_HOOK PTYD_SHELL_PC; __ptyd_prompt; eval "$__ptyd_pc"; unset __ptyd_pc'
+    f'[ -n "$PROMPT_COMMAND" ] || unset PROMPT_COMMAND; {_TAKE_KEY}; eval "$PTYD_SHELL_HOOK"; '
+    'unset PTYD_SHELL_KEY PTYD_SHELL_KEY_FD PTYD_SHELL_HOOK PTYD_SHELL_PC; __ptyd_prompt; eval "$__ptyd_pc"; '
+    "unset __ptyd_pc"
 )  # bash runs the PROMPT_COMMAND it installs from the next prompt on: this one runs both entries itself
 
 # Options of an interactive bash that ptyd can start with its rc file (anything else is left untouched).
@@ -56,6 +73,7 @@ _WITH_VALUE = {"--rcfile", "--init-file"}
 class Launch:
     argv: list[str]
     env: dict[str, str]
+    key: str | None = None  # the secret to hand the shell on KEY_FD (None: it is in env)
 
 
 def bash_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None:
@@ -88,13 +106,13 @@ def bash_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None
             login = True
     if login:
         rc = "none" if noprofile else "login"
-    added = {KEY_VAR: key, HOOK_VAR: HOOK}
+    added = {KEY_FD_VAR: str(KEY_FD), HOOK_VAR: HOOK}
     if rc == "none":
         added[PC_VAR] = env.get("PROMPT_COMMAND", "")
         added["PROMPT_COMMAND"] = BOOTSTRAP
-        return Launch(list(argv), added)
+        return Launch(list(argv), added, key)
     added[RC_VAR] = rc
-    return Launch([argv[0].lstrip("-"), "--rcfile", str(RC_FILE), "-i"], added)
+    return Launch([argv[0].lstrip("-"), "--rcfile", str(RC_FILE), "-i"], added, key)
 
 
 _ZSH_FLAGS = {"-i", "-l", "--login"}
@@ -106,11 +124,11 @@ def zsh_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | None:
     and loads their files before it adds its hooks."""
     if not argv or os.path.basename(argv[0]).lstrip("-") != "zsh" or any(a not in _ZSH_FLAGS for a in argv[1:]):
         return None
-    added = {KEY_VAR: key, "ZDOTDIR": str(ZDOTDIR)}
+    added = {KEY_FD_VAR: str(KEY_FD), "ZDOTDIR": str(ZDOTDIR)}
     user = env.get("ZDOTDIR", os.environ.get("ZDOTDIR"))
     if user is not None:
         added["PTYD_USER_ZDOTDIR"] = user
-    return Launch(list(argv), added)
+    return Launch(list(argv), added, key)
 
 
 _FISH_FLAGS = {"-i", "--interactive", "-l", "--login"}
@@ -119,7 +137,8 @@ _FISH_FLAGS = {"-i", "--interactive", "-l", "--login"}
 def fish_launch(argv: list[str], key: str) -> Launch | None:
     """An interactive fish with ``fish_integration.fish`` as an ``--init-command``, which fish runs after the
     user's configuration; None for anything else (``fish -c``, a script, ``--no-config``). The secret is in fish's
-    environment while its configuration runs, and erased before the first prompt."""
+    environment while its configuration runs, and erased from its variables before the first prompt; fish cannot
+    close a descriptor, so it does not get the fd bash and zsh get, and its /proc/PID/environ still holds it."""
     if not argv or os.path.basename(argv[0]).lstrip("-") != "fish" or any(a not in _FISH_FLAGS for a in argv[1:]):
         return None
     return Launch([*argv, "--init-command", f"source {_fish_quoted(str(FISH_FILE))}"], {KEY_VAR: key})

@@ -107,6 +107,12 @@ class Bubblewrap:
     def describe(self) -> str:
         return self.name
 
+    def unavailable(self) -> str | None:
+        return None
+
+    def reset(self, choice: str, bwrap_program: str) -> None:
+        """Nothing to probe again: the daemon's DetectedSandbox does that."""
+
     def wrap(self, plan: SandboxPlan) -> tuple[str, ...]:
         profile = plan.profile
         workspace = os.path.realpath(plan.workspace)

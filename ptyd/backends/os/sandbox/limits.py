@@ -23,6 +23,8 @@ import hashlib
 from pathlib import Path
 from typing import NamedTuple, final
 
+import msgspec
+
 from ptyd.backends.os.containment import GROUP_PREFIX
 from ptyd.backends.os.sandbox.cgroupfs import CONTROLLERS, Amounts, Place, apply, counter, enable_v2, v1_bases, write
 from ptyd.config import SandboxProfile
@@ -162,6 +164,21 @@ class Limiter:
                 reason="no_cgroup_controller",
                 controllers=missing,
             )
+
+    def enforceable(self, profile: SandboxProfile, *, v2_leaf: bool) -> SandboxProfile:
+        """The profile with the limits no hierarchy here can enforce left out, if it does not require them (the
+        built-in profiles' default limits); as it is otherwise (check refuses it then)."""
+        if profile.limits_required:
+            return profile
+        fields = {"memory": ("memory_mib",), "pids": ("pids_max",), "cpu": ("cpu_percent",)}
+        dropped = {
+            name: None
+            for controller, names in fields.items()
+            if controller not in self.v1 and not (controller in self.v2 and v2_leaf)
+            for name in names
+            if getattr(profile, name) is not None
+        }
+        return msgspec.structs.replace(profile, **dropped) if dropped else profile
 
     def group(self, agent: str, profile: SandboxProfile | None, *, v2_leaf: bool) -> AgentGroup | None:
         """The agent's group, made with its aggregate limits at its first limited session, else as it is (its

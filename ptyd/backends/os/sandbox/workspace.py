@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,10 +120,50 @@ def _scratch(path: str) -> str:
     return real(path)
 
 
-def scratch_dir(base: str, owner: str) -> str:
-    """An agent's scratch directory: its name made safe, and a hash so that two names never share one."""
+ANONYMOUS = "+"  # the prefix of an unnamed agent's scratch directory: no name's directory starts with it
+
+
+def scratch_dir(base: str, owner: str, *, anonymous: bool = False) -> str:
+    """An agent's scratch directory: its name made safe, and a hash so that two names never share one; an agent
+    known only by its id (no name, or a keyed name it did not prove): ``+`` and the id, removed with the agent."""
+    if anonymous:
+        return os.path.join(base, ANONYMOUS + re.sub(r"[^A-Za-z0-9_-]", "_", owner))
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", owner)[:48].lstrip(".") or "agent"
     return os.path.join(base, f"{safe}-{hashlib.sha256(owner.encode()).hexdigest()[:12]}")
+
+
+def remove_scratch(path: str) -> tuple[str, bool | None]:
+    """Remove a scratch directory and everything the agent left in it, directories it made unwritable too
+    (never following a symlink out of it): its real path, and whether it is gone (None: there was none)."""
+    where = os.path.realpath(path)
+    if not os.path.lexists(path):
+        return where, None
+    with contextlib.suppress(OSError):
+        for directory, _, _ in os.walk(path):  # os.walk follows no symlinked directory
+            os.chmod(directory, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+    return where, not os.path.lexists(path)
+
+
+_OLD_ANONYMOUS = re.compile(r"(agent-[0-9a-f]{16})-([0-9a-f]{12})")  # before "+": an id's own name and hash
+
+
+def anonymous_scratch(base: str) -> list[tuple[str, str]]:
+    """Every unnamed agent's scratch directory under ``base``: (agent id, path); also those daemons before the
+    ``+`` prefix made, named like any agent's after its id (``agent-HEX-HASH``, the hash of that id; an agent
+    *named* so has the very same directory, and is taken for an id)."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        old = _OLD_ANONYMOUS.fullmatch(name)
+        if name.startswith(ANONYMOUS):
+            found.append((name[len(ANONYMOUS) :], os.path.join(base, name)))
+        elif old and hashlib.sha256(old[1].encode()).hexdigest()[:12] == old[2]:
+            found.append((old[1], os.path.join(base, name)))
+    return found
 
 
 def default_scratch_base() -> str:

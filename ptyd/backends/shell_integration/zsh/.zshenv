@@ -7,8 +7,10 @@ else
   unset ZDOTDIR
 fi
 unset PTYD_USER_ZDOTDIR
-typeset -g __ptyd_key=${PTYD_SHELL_KEY-}
-unset PTYD_SHELL_KEY
+# The secret from fd 6, closed at once (not in the environment: /proc/PID/environ would keep it).
+typeset -g __ptyd_key
+if [[ "${PTYD_SHELL_KEY_FD-}" == 6 ]]; then IFS= read -r __ptyd_key <&6; exec 6<&-; else __ptyd_key=${PTYD_SHELL_KEY-}; fi
+unset PTYD_SHELL_KEY PTYD_SHELL_KEY_FD
 [[ -r "${ZDOTDIR:-$HOME}/.zshenv" ]] && builtin source "${ZDOTDIR:-$HOME}/.zshenv"
 if [[ -o interactive && -n "$__ptyd_key" ]]; then
   __ptyd_precmd() { local s=$?; builtin printf '\033]6973;%s;D;%s;%s\007' "$__ptyd_key" "$s" "$PWD"; return $s }
