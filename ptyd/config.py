@@ -205,6 +205,19 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # a marker says so: the event loop never waits for a disk, and a flood cannot grow the daemon's memory.
     recording_queue_bytes: Annotated[int, Meta(ge=65536)] = 32 * 1024 * 1024
 
+    # --- screenshots (terminal_screenshot, `ptyctl screenshot`, GIF export; the extra ptyd[screenshot]) ---
+    # TrueType fonts tried in order for the cells; the first that exists is drawn with, its "-Bold" sibling for
+    # bold. DejaVu Sans Mono (Debian: fonts-dejavu-core) covers Latin, Greek, Cyrillic, box drawing and block
+    # elements; with none found, Pillow's own bitmap font draws ASCII.
+    screenshot_fonts: tuple[str, ...] = (
+        "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf",
+        "/usr/share/fonts/dejavu/DejaVuSansMono.ttf",
+        "/usr/share/fonts/TTF/DejaVuSansMono.ttf",
+        "/usr/share/fonts/truetype/liberation/LiberationMono-Regular.ttf",
+    )
+    # Pixels per em: 14 makes an 80x24 screen about 680x410, legible in a PR and small in a model's context.
+    screenshot_font_size: Annotated[int, Meta(ge=6, le=64)] = 14
+
     # --- processes ---
     # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker;
     # "cgroup" refuses to start without one. A typo ("cgroups") is an error, not a quiet subreaper.

@@ -33,6 +33,7 @@ from ptyd.backends.readiness.live import LiveEvidence
 from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.sandbox.limits import Counters, LimitScope
+from ptyd.backends.screenshot import screenshot
 from ptyd.backends.send import SendOp
 from ptyd.backends.send_driver import SendDriver
 from ptyd.backends.session_state import SAVED_LINES, SessionState
@@ -310,6 +311,10 @@ class LocalSession:
             alt_screen=self.terminal.alt_screen,
             title=str(screen.title),
         )
+
+    async def screenshot(self, fonts: tuple[str, ...], size: int) -> p.TerminalScreenshotResult:
+        await self.channel.rendered()
+        return await screenshot(self.terminal, fonts, size)
 
     def info(self, owner: str, owner_name: str | None) -> p.SessionInfo:
         op = self.sends.current

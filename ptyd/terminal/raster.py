@@ -1,0 +1,160 @@
+"""Styled cells drawn as pixels (Pillow, the extra ``ptyd[screenshot]``): PNG screenshots and GIF animations.
+
+Every cell is a fixed box of the font's advance by its line height; a wide cell is two boxes, its glyph drawn
+from its first. Colours resolve through xterm's palette, the defaults being the native engine's own (light grey
+on black); italics are drawn upright (no oblique face is loaded). The cursor is a block in the foreground
+colour with the glyph under it in the background colour.
+Pillow is imported on first use; without it, ``ExtraMissing`` names the extra.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from ptyd.errors import ExtraMissing
+from ptyd.terminal.styled import (
+    BOLD,
+    DEFAULT,
+    FAINT,
+    INVERSE,
+    INVISIBLE,
+    RGB,
+    STRIKE,
+    UNDERLINE,
+    StyledScreen,
+)
+
+FOREGROUND = (0xE5, 0xE5, 0xE5)  # the native engine's defaults (ghostty/engine.py)
+BACKGROUND = (0, 0, 0)
+# xterm's 16 named colours: the ones programs are tested against.
+NAMED = (
+    (0x00, 0x00, 0x00), (0xCD, 0x00, 0x00), (0x00, 0xCD, 0x00), (0xCD, 0xCD, 0x00),
+    (0x00, 0x00, 0xEE), (0xCD, 0x00, 0xCD), (0x00, 0xCD, 0xCD), (0xE5, 0xE5, 0xE5),
+    (0x7F, 0x7F, 0x7F), (0xFF, 0x00, 0x00), (0x00, 0xFF, 0x00), (0xFF, 0xFF, 0x00),
+    (0x5C, 0x5C, 0xFF), (0xFF, 0x00, 0xFF), (0x00, 0xFF, 0xFF), (0xFF, 0xFF, 0xFF),
+)  # fmt: skip
+_CUBE = (0, 95, 135, 175, 215, 255)
+PALETTE: tuple[tuple[int, int, int], ...] = (
+    NAMED
+    + tuple((_CUBE[i // 36], _CUBE[i // 6 % 6], _CUBE[i % 6]) for i in range(216))
+    + tuple((8 + 10 * i, 8 + 10 * i, 8 + 10 * i) for i in range(24))
+)
+
+
+def rgb(colour: int, default: tuple[int, int, int]) -> tuple[int, int, int]:
+    if colour == DEFAULT:
+        return default
+    if colour & RGB:
+        return (colour >> 16 & 0xFF, colour >> 8 & 0xFF, colour & 0xFF)
+    return PALETTE[colour & 0xFF]
+
+
+def _pil() -> Any:
+    try:
+        from PIL import Image, ImageDraw, ImageFont
+    except ImportError as exc:
+        raise ExtraMissing(
+            "screenshots need Pillow: install ptyd with the extra 'screenshot' (pip install 'ptyd[screenshot]')",
+            extra="screenshot",
+            module="PIL",
+        ) from exc
+    return Image, ImageDraw, ImageFont
+
+
+def require() -> None:
+    """Raise ``ExtraMissing`` unless Pillow imports here."""
+    _pil()
+
+
+class Fonts:
+    """The regular and bold faces at one size, and the cell box they make."""
+
+    def __init__(self, paths: Sequence[str], size: int) -> None:
+        _, _, font = _pil()
+        path = next((p for p in paths if os.path.exists(p)), None)
+        if path is None:
+            self.regular = self.bold = font.load_default(size)
+        else:
+            self.regular = font.truetype(path, size)
+            bold = path.replace("SansMono.", "SansMono-Bold.").replace("-Regular.", "-Bold.")
+            self.bold = font.truetype(bold, size) if bold != path and os.path.exists(bold) else self.regular
+        self.path = path
+        self.width = max(1, round(self.regular.getlength("M")))
+        ascent, descent = self.regular.getmetrics() if hasattr(self.regular, "getmetrics") else (size, size // 4)
+        self.ascent = ascent
+        self.height = ascent + descent
+
+
+@lru_cache(maxsize=8)
+def fonts(paths: tuple[str, ...], size: int) -> Fonts:
+    return Fonts(paths, size)
+
+
+def draw(screen: StyledScreen, font: Fonts) -> Any:
+    """The screen as a Pillow RGB image."""
+    image_mod, draw_mod, _ = _pil()
+    cw, ch = font.width, font.height
+    image = image_mod.new("RGB", (screen.cols * cw, screen.rows * ch), BACKGROUND)
+    pen = draw_mod.Draw(image)
+    cx, cy, hidden = screen.cursor
+    cx = min(max(cx, 0), screen.cols - 1)
+    cursor_drawn = hidden or not 0 <= cy < screen.rows
+    for y, row in enumerate(screen.cells[: screen.rows]):
+        top = y * ch
+        for cell in row:
+            if cell.x >= screen.cols:
+                break
+            fg, bg = rgb(cell.fg, FOREGROUND), rgb(cell.bg, BACKGROUND)
+            if cell.attrs & INVERSE:
+                fg, bg = bg, fg
+            if cell.attrs & FAINT:
+                fg = (
+                    (fg[0] + bg[0]) // 2,
+                    (fg[1] + bg[1]) // 2,
+                    (fg[2] + bg[2]) // 2,
+                )
+            if cell.attrs & INVISIBLE:
+                fg = bg
+            at_cursor = not cursor_drawn and y == cy and cell.x <= cx < cell.x + cell.width
+            if at_cursor:
+                fg, bg, cursor_drawn = bg, FOREGROUND, True
+            left, right = cell.x * cw, min(cell.x + cell.width, screen.cols) * cw
+            if bg != BACKGROUND:
+                pen.rectangle((left, top, right - 1, top + ch - 1), fill=bg)
+            if cell.text.strip():
+                face = font.bold if cell.attrs & BOLD else font.regular
+                pen.text((left, top), cell.text, font=face, fill=fg)
+            if cell.attrs & UNDERLINE:
+                pen.line((left, top + font.ascent + 1, right - 1, top + font.ascent + 1), fill=fg)
+            if cell.attrs & STRIKE:
+                pen.line((left, top + ch // 2, right - 1, top + ch // 2), fill=fg)
+    if not cursor_drawn:  # on a blank cell
+        pen.rectangle((cx * cw, cy * ch, (cx + 1) * cw - 1, (cy + 1) * ch - 1), fill=FOREGROUND)
+    return image
+
+
+def encode_png(image: Any) -> bytes:
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+def png(screen: StyledScreen, font: Fonts) -> bytes:
+    return encode_png(draw(screen, font))
+
+
+def gif(frames: Sequence[tuple[StyledScreen, int]], font: Fonts) -> bytes:
+    """An animated GIF of ``(screen, milliseconds shown)`` frames, looping (frames of one size: the first's)."""
+    if not frames:
+        raise ValueError("no frames")
+    images = [draw(screen, font) for screen, _ in frames]
+    size = images[0].size
+    images = [img if img.size == size else img.crop((0, 0, *size)) for img in images]
+    out = io.BytesIO()
+    durations = [max(20, ms) for _, ms in frames]
+    images[0].save(out, "GIF", save_all=True, append_images=images[1:], duration=durations, loop=0, optimize=False)
+    return out.getvalue()
