@@ -1,4 +1,5 @@
-"""terminal_screenshot: real programs on a real daemon, drawn from the daemon's own engine state, pixels checked.
+"""terminal_screenshot and `ptyctl screenshot`: real programs on a real daemon, drawn from the daemon's own
+engine state, pixels checked.
 
 A cell's box is the image's size over the screen's; a cell "is red" when a good share of its pixels are mostly
 red (glyph strokes cover part of a cell), and the cursor cell is a block in the default foreground colour.
@@ -8,7 +9,11 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,22 @@ FOREGROUND = (0xE5, 0xE5, 0xE5)
 def shot(shell: Shell, **params: Any) -> tuple[Any, dict[str, Any]]:
     result = shell.call("terminal_screenshot", **params)
     image = Image.open(io.BytesIO(base64.b64decode(result["png"])))
+    assert image.format == "PNG"
+    assert image.size == (result["width"], result["height"])
+    return image.convert("RGB"), result
+
+
+def ptyctl_shot(socket: Path, shell: Shell, out: Path) -> tuple[Any, dict[str, Any]]:
+    """`ptyctl screenshot` with the agent's token, as a person or a CI job would save one."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
+    argv = [sys.executable, "-m", "ptyd_client", "--socket", str(socket), "--token", shell.token, "--json"]
+    done = subprocess.run(
+        [*argv, "screenshot", shell.id, "-o", str(out)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["path"] == str(out)
+    image = Image.open(out)
     assert image.format == "PNG"
     assert image.size == (result["width"], result["height"])
     return image.convert("RGB"), result
@@ -72,10 +93,10 @@ def coloured_ls(shell: Shell, tmp_path: Path) -> None:
     shell.send(f"cd {tmp_path} && LS_COLORS='*.tar=01;31:di=01;34' ls --color=always -1\n")
 
 
-def test_a_red_ls_name_is_red_and_the_cursor_is_drawn(shell: Shell, tmp_path: Path) -> None:
+def test_a_red_ls_name_is_red_and_the_cursor_is_drawn(daemon: Daemon, shell: Shell, tmp_path: Path) -> None:
     coloured_ls(shell, tmp_path)
     lines = shell.call("terminal_screen")["lines"]
-    image, result = shot(shell)
+    image, result = ptyctl_shot(daemon.socket, shell, tmp_path / "ls.png")
     assert result["engine"] in ("ghostty", "pyte")
     x, y = find(lines, "archive.tar")
     red = [ink(cell_pixels(image, result, x + i, y)) for i in range(len("archive"))]
@@ -99,10 +120,10 @@ def test_a_bigger_font_makes_a_bigger_picture(shell: Shell) -> None:
     assert (a["cols"], a["rows"]) == (b["cols"], b["rows"])
 
 
-def test_vim_draws_its_tildes_in_colour_on_the_alternate_screen(shell: Shell) -> None:
+def test_vim_draws_its_tildes_in_colour_on_the_alternate_screen(daemon: Daemon, shell: Shell, tmp_path: Path) -> None:
     shell.send("vim -u NONE -N -c 'syntax on' -c 'hi NonText ctermfg=12'\n", timeout_ms=30_000)
     try:
-        image, result = shot(shell)
+        image, result = ptyctl_shot(daemon.socket, shell, tmp_path / "vim.png")
         assert result["alt_screen"]
         lines = shell.call("terminal_screen")["lines"]
         y = next(i for i, line in enumerate(lines) if line.startswith("~"))
@@ -116,12 +137,12 @@ def test_vim_draws_its_tildes_in_colour_on_the_alternate_screen(shell: Shell) ->
 
 
 @pytest.mark.skipif(shutil.which("htop") is None, reason="htop is not installed")
-def test_htop_draws_its_function_bar_on_cyan(shell: Shell) -> None:
+def test_htop_draws_its_function_bar_on_cyan(daemon: Daemon, shell: Shell, tmp_path: Path) -> None:
     shell.send("htop\n", timeout_ms=30_000)
     try:
         wait_until(lambda: "F10" in "".join(shell.call("terminal_screen")["lines"]), message="htop's function bar")
         lines = shell.call("terminal_screen")["lines"]
-        image, result = shot(shell)
+        image, result = ptyctl_shot(daemon.socket, shell, tmp_path / "htop.png")
         x, y = find(lines, "Help")
         cells = [cell_pixels(image, result, x + i, y) for i in range(4)]
         assert all(share(px, lambda p: p[0] < 60 and p[1] > 150 and p[2] > 150) > 0.3 for px in cells)

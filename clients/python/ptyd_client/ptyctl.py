@@ -294,6 +294,26 @@ def cmd_resize(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_screenshot(ctx: Context) -> int:
+    import base64
+    from pathlib import Path
+
+    a = ctx.args
+    session_id = ctx.session_id(a.id)
+    result = ctx.client().terminal_screenshot(session_id, a.font_size)
+    data = base64.b64decode(result["png"])
+    out = a.output or f"{session_id}.png"
+    if out == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return EXIT_OK
+    Path(out).write_bytes(data)
+    shown = {k: v for k, v in result.items() if k != "png"}
+    text = f"wrote {out}: {result['width']}x{result['height']} px, {result['cols']}x{result['rows']} cells"
+    ctx.emit({**shown, "path": out, "bytes": len(data)}, text)
+    return EXIT_OK
+
+
 def cmd_close(ctx: Context) -> int:
     session_id = ctx.session_id(ctx.args.id)
     result = ctx.client().terminal_close(session_id, reason="ptyctl close")
@@ -487,6 +507,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("resize", cmd_resize, "change the terminal size: resize ID 120x40, or resize ID 120 40")
     p.add_argument("id")
     p.add_argument("size", nargs="+", metavar="COLSxROWS")
+    p = command("screenshot", cmd_screenshot, "save the session's screen as a PNG, in colour, with its cursor")
+    p.add_argument("id")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: ID.png; '-': stdout)")
+    p.add_argument("--font-size", type=int, metavar="PX", help="pixels per em (default: the daemon's, 14)")
     p = command("close", cmd_close, "end the session's whole process tree")
     p.add_argument("id")
     p = command("watch", cmd_watch, "follow the session's screen live, read-only (Ctrl-C quits)")
