@@ -215,6 +215,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         "/usr/share/fonts/TTF/DejaVuSansMono.ttf",
         "/usr/share/fonts/truetype/liberation/LiberationMono-Regular.ttf",
     )
+    # Fonts for the characters the font above lacks, tried in order: GNU Unifont (Debian: fonts-unifont) has every
+    # character of the BMP, CJK among them, and its "upper" file the emoji, in one colour.
+    screenshot_fallback_fonts: tuple[str, ...] = (
+        "/usr/share/fonts/opentype/unifont/unifont.otf",
+        "/usr/share/fonts/opentype/unifont/unifont_upper.otf",
+        "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+    )
     # Pixels per em: 14 makes an 80x24 screen about 680x410, legible in a PR and small in a model's context.
     screenshot_font_size: Annotated[int, Meta(ge=6, le=64)] = 14
 

@@ -180,3 +180,18 @@ def test_a_screenshot_is_the_owners_alone(rpc: Rpc, shell: Shell) -> None:
     with pytest.raises(RpcError) as err:
         rpc.call("terminal_screenshot", token=other, session_id=shell.id)
     assert err.value.kind == "session_not_found"
+
+
+UNIFONT = Path("/usr/share/fonts/opentype/unifont/unifont.otf")
+
+
+@pytest.mark.skipif(not UNIFONT.exists(), reason="fonts-unifont is not installed")
+def test_a_wide_character_fills_both_of_its_cells(shell: Shell) -> None:
+    shell.send("printf '\\xe4\\xb8\\xad\\xe6\\x96\\x87:ok\\n'\n")
+    lines = shell.call("terminal_screen")["lines"]
+    image, result = shot(shell)
+    y = next(i for i, line in enumerate(lines) if line.startswith("中文:ok"))
+    # Each glyph spans two cells: both halves have ink, and the ":" after them is at column 4.
+    for x in range(4):
+        assert ink(cell_pixels(image, result, x, y)), f"cell {x} of the wide characters is blank"
+    assert ink(cell_pixels(image, result, 4, y))

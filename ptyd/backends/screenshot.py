@@ -11,13 +11,13 @@ from ptyd.terminal.engine import TerminalEngine
 from ptyd.terminal.styled import StyledScreen
 
 
-def _draw(screen: StyledScreen, fonts: tuple[str, ...], size: int) -> tuple[bytes, int, int]:
-    font = raster.fonts(fonts, size)
+def _draw(screen: StyledScreen, fonts: raster.FontChoice, size: int) -> tuple[bytes, int, int]:
+    font = raster.fonts(fonts[0], size, fonts[1])
     image = raster.draw(screen, font)
     return raster.encode_png(image), image.width, image.height
 
 
-async def screenshot(terminal: TerminalEngine, fonts: tuple[str, ...], size: int) -> p.TerminalScreenshotResult:
+async def screenshot(terminal: TerminalEngine, fonts: raster.FontChoice, size: int) -> p.TerminalScreenshotResult:
     """The styled cells are read where the engine renders (a worker: one round trip), then drawn in a thread
     (~0.1 s for 80x24): the loop keeps serving the other sessions meanwhile."""
     raster.require()  # a missing extra is said before any work

@@ -312,7 +312,7 @@ class LocalSession:
             title=str(screen.title),
         )
 
-    async def screenshot(self, fonts: tuple[str, ...], size: int) -> p.TerminalScreenshotResult:
+    async def screenshot(self, fonts: tuple[tuple[str, ...], tuple[str, ...]], size: int) -> p.TerminalScreenshotResult:
         await self.channel.rendered()
         return await screenshot(self.terminal, fonts, size)
 

@@ -45,6 +45,11 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
 )
 
 
+FontChoice = tuple[tuple[str, ...], tuple[str, ...]]
+"""The fonts tried for the cells, and the fallbacks for characters they lack (config's screenshot_fonts and
+screenshot_fallback_fonts)."""
+
+
 def rgb(colour: int, default: tuple[int, int, int]) -> tuple[int, int, int]:
     if colour == DEFAULT:
         return default
@@ -71,9 +76,10 @@ def require() -> None:
 
 
 class Fonts:
-    """The regular and bold faces at one size, and the cell box they make."""
+    """The regular and bold faces at one size, the cell box they make, and the fallbacks for characters they
+    lack (CJK, emoji): the first fallback that has a character draws it."""
 
-    def __init__(self, paths: Sequence[str], size: int) -> None:
+    def __init__(self, paths: Sequence[str], size: int, fallbacks: Sequence[str] = ()) -> None:
         _, _, font = _pil()
         path = next((p for p in paths if os.path.exists(p)), None)
         if path is None:
@@ -83,15 +89,37 @@ class Fonts:
             bold = path.replace("SansMono.", "SansMono-Bold.").replace("-Regular.", "-Bold.")
             self.bold = font.truetype(bold, size) if bold != path and os.path.exists(bold) else self.regular
         self.path = path
+        self.fallbacks = [font.truetype(p, size) for p in fallbacks if os.path.exists(p)]
         self.width = max(1, round(self.regular.getlength("M")))
         ascent, descent = self.regular.getmetrics() if hasattr(self.regular, "getmetrics") else (size, size // 4)
         self.ascent = ascent
         self.height = ascent + descent
+        self._notdef: dict[int, bytes] = {}
+        self._chosen: dict[tuple[str, bool], Any] = {}
+
+    def _has(self, face: Any, char: str) -> bool:
+        """``face`` draws ``char`` as something other than its missing-glyph box (Pillow has no cmap lookup)."""
+        key = id(face)
+        if key not in self._notdef:
+            self._notdef[key] = bytes(face.getmask("\U0010fffd"))
+        return bytes(face.getmask(char)) != self._notdef[key]
+
+    def face(self, text: str, bold: bool) -> Any:
+        """The face that draws the cell ``text`` (chosen by its first character, once per character)."""
+        key = (text[0], bold)
+        chosen = self._chosen.get(key)
+        if chosen is None:
+            main = self.bold if bold else self.regular
+            chosen = main
+            if not text.isascii() and self.fallbacks and not self._has(main, text[0]):
+                chosen = next((f for f in self.fallbacks if self._has(f, text[0])), main)
+            self._chosen[key] = chosen
+        return chosen
 
 
 @lru_cache(maxsize=8)
-def fonts(paths: tuple[str, ...], size: int) -> Fonts:
-    return Fonts(paths, size)
+def fonts(paths: tuple[str, ...], size: int, fallbacks: tuple[str, ...] = ()) -> Fonts:
+    return Fonts(paths, size, fallbacks)
 
 
 def draw(screen: StyledScreen, font: Fonts) -> Any:
@@ -126,8 +154,7 @@ def draw(screen: StyledScreen, font: Fonts) -> Any:
             if bg != BACKGROUND:
                 pen.rectangle((left, top, right - 1, top + ch - 1), fill=bg)
             if cell.text.strip():
-                face = font.bold if cell.attrs & BOLD else font.regular
-                pen.text((left, top), cell.text, font=face, fill=fg)
+                pen.text((left, top), cell.text, font=font.face(cell.text, bool(cell.attrs & BOLD)), fill=fg)
             if cell.attrs & UNDERLINE:
                 pen.line((left, top + font.ascent + 1, right - 1, top + font.ascent + 1), fill=fg)
             if cell.attrs & STRIKE:
