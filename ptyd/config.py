@@ -224,6 +224,15 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     )
     # Pixels per em: 14 makes an 80x24 screen about 680x410, legible in a PR and small in a model's context.
     screenshot_font_size: Annotated[int, Meta(ge=6, le=64)] = 14
+    # A recording exported as an animated GIF (`ptyctl replay ID --gif FILE`): a frame at most this often (10 per
+    # second: typing and progress bars read as motion, and the file stays small)...
+    gif_frame_ms: Annotated[int, Meta(ge=20, le=10_000)] = 100
+    # ...pauses cut to this (a recording of an agent is mostly waiting), the last screen held this long...
+    gif_idle_limit_ms: Annotated[int, Meta(ge=20)] = 2_000
+    gif_end_hold_ms: Annotated[int, Meta(ge=20)] = 3_000
+    # ...and frames at most (each is kept until the file is written, ~0.3 MB at 80x24): a longer recording ends
+    # early, and says so.
+    gif_max_frames: Annotated[int, Meta(ge=2, le=100_000)] = 1_200
 
     # --- processes ---
     # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker;

@@ -45,10 +45,10 @@ def ptyctl_shot(socket: Path, shell: Shell, out: Path) -> tuple[Any, dict[str, A
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["path"] == str(out)
-    image = Image.open(out)
-    assert image.format == "PNG"
-    assert image.size == (result["width"], result["height"])
-    return image.convert("RGB"), result
+    with Image.open(out) as image:
+        assert image.format == "PNG"
+        assert image.size == (result["width"], result["height"])
+        return image.convert("RGB"), result
 
 
 def cell_pixels(image: Any, result: dict[str, Any], x: int, y: int) -> list[tuple[int, int, int]]:

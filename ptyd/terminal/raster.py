@@ -58,7 +58,7 @@ def rgb(colour: int, default: tuple[int, int, int]) -> tuple[int, int, int]:
     return PALETTE[colour & 0xFF]
 
 
-def _pil() -> Any:
+def pil() -> Any:
     try:
         from PIL import Image, ImageDraw, ImageFont
     except ImportError as exc:
@@ -72,7 +72,7 @@ def _pil() -> Any:
 
 def require() -> None:
     """Raise ``ExtraMissing`` unless Pillow imports here."""
-    _pil()
+    pil()
 
 
 class Fonts:
@@ -80,7 +80,7 @@ class Fonts:
     lack (CJK, emoji): the first fallback that has a character draws it."""
 
     def __init__(self, paths: Sequence[str], size: int, fallbacks: Sequence[str] = ()) -> None:
-        _, _, font = _pil()
+        _, _, font = pil()
         path = next((p for p in paths if os.path.exists(p)), None)
         if path is None:
             self.regular = self.bold = font.load_default(size)
@@ -124,7 +124,7 @@ def fonts(paths: tuple[str, ...], size: int, fallbacks: tuple[str, ...] = ()) ->
 
 def draw(screen: StyledScreen, font: Fonts) -> Any:
     """The screen as a Pillow RGB image."""
-    image_mod, draw_mod, _ = _pil()
+    image_mod, draw_mod, _ = pil()
     cw, ch = font.width, font.height
     image = image_mod.new("RGB", (screen.cols * cw, screen.rows * ch), BACKGROUND)
     pen = draw_mod.Draw(image)
@@ -172,16 +172,3 @@ def encode_png(image: Any) -> bytes:
 
 def png(screen: StyledScreen, font: Fonts) -> bytes:
     return encode_png(draw(screen, font))
-
-
-def gif(frames: Sequence[tuple[StyledScreen, int]], font: Fonts) -> bytes:
-    """An animated GIF of ``(screen, milliseconds shown)`` frames, looping (frames of one size: the first's)."""
-    if not frames:
-        raise ValueError("no frames")
-    images = [draw(screen, font) for screen, _ in frames]
-    size = images[0].size
-    images = [img if img.size == size else img.crop((0, 0, *size)) for img in images]
-    out = io.BytesIO()
-    durations = [max(20, ms) for _, ms in frames]
-    images[0].save(out, "GIF", save_all=True, append_images=images[1:], duration=durations, loop=0, optimize=False)
-    return out.getvalue()
