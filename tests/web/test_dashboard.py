@@ -270,3 +270,17 @@ def unix_get(path: Path, target: str) -> Answer:
             self.sock.connect(str(path))
 
     return Answer(UnixConnection("localhost", timeout=30), target, {})
+
+
+def test_a_busy_port_is_explained_not_a_traceback(web: Web, web_daemon: Daemon) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ptyd", "web", "--socket", str(web_daemon.socket), "--listen", f"127.0.0.1:{web.port}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert f"port {web.port} on 127.0.0.1 is in use" in done.stderr
+    assert "--listen 127.0.0.1:0" in done.stderr
