@@ -195,3 +195,17 @@ def test_a_wide_character_fills_both_of_its_cells(shell: Shell) -> None:
     for x in range(4):
         assert ink(cell_pixels(image, result, x, y)), f"cell {x} of the wide characters is blank"
     assert ink(cell_pixels(image, result, 4, y))
+
+
+def test_a_screenshot_in_flight_when_its_session_closes_is_answered(daemon: Daemon, rpc: Rpc, token: str) -> None:
+    # Seen: the worker's answer never came for a closed session, and the call hung (the dashboard's screen
+    # reader with it). Now the close answers it with what the mirror has, or the session is already gone.
+    with Rpc(daemon.socket, timeout=20) as other:
+        for _ in range(10):
+            shell = Shell(rpc, token, env={"PS1": "$ "})
+            shell.send("echo about to close\n")
+            asked = other.request("terminal_screenshot", {"token": token, "session_id": shell.id})
+            shell.close()
+            reply = other.recv()
+            assert reply["id"] == asked
+            assert "result" in reply or reply["error"]["data"]["kind"] == "session_not_found", reply

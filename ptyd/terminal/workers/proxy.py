@@ -366,7 +366,6 @@ class RemoteTerminal(Terminal):
             for fut in self._snap_waiters:
                 if not fut.done():
                     fut.set_result(None)
-            self._paint_failed()
             self._snap_waiters.clear()
         elif self._snap_waiters:
             self._ask_snapshot()
@@ -517,3 +516,4 @@ class RemoteTerminal(Terminal):
             for fut in self._snap_waiters:
                 if not fut.done():
                     fut.set_result(None)
+            self._paint_failed()
