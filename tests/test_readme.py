@@ -97,7 +97,7 @@ def same_shape(shown: Any, real: Any, path: str = "$") -> list[str]:
             problems += same_shape(shown[key], real[key], f"{path}.{key}")
         return problems
     if isinstance(shown, list) and isinstance(real, list) and len(shown) == len(real):
-        return [p for i, (s, r) in enumerate(zip(shown, real)) for p in same_shape(s, r, f"{path}[{i}]")]
+        return [p for i, (s, r) in enumerate(zip(shown, real, strict=True)) for p in same_shape(s, r, f"{path}[{i}]")]
     name = path.rsplit(".", 1)[-1].split("[")[0]
     if name in VOLATILE:
         return [] if type(shown) is type(real) else [f"{path}: {shown!r} is not like {real!r}"]
