@@ -209,4 +209,3 @@ def test_a_screenshot_in_flight_when_its_session_closes_is_answered(daemon: Daem
             reply = other.recv()
             assert reply["id"] == asked
             assert "result" in reply or reply["error"]["data"]["kind"] == "session_not_found", reply
-
