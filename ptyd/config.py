@@ -221,6 +221,35 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # a marker says so: the event loop never waits for a disk, and a flood cannot grow the daemon's memory.
     recording_queue_bytes: Annotated[int, Meta(ge=65536)] = 32 * 1024 * 1024
 
+    # --- screenshots (terminal_screenshot, `ptyctl screenshot`, GIF export; the extra ptyd[screenshot]) ---
+    # TrueType fonts tried in order for the cells; the first that exists is drawn with, its "-Bold" sibling for
+    # bold. DejaVu Sans Mono (Debian: fonts-dejavu-core) covers Latin, Greek, Cyrillic, box drawing and block
+    # elements; with none found, Pillow's own bitmap font draws ASCII.
+    screenshot_fonts: tuple[str, ...] = (
+        "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf",
+        "/usr/share/fonts/dejavu/DejaVuSansMono.ttf",
+        "/usr/share/fonts/TTF/DejaVuSansMono.ttf",
+        "/usr/share/fonts/truetype/liberation/LiberationMono-Regular.ttf",
+    )
+    # Fonts for the characters the font above lacks, tried in order: GNU Unifont (Debian: fonts-unifont) has every
+    # character of the BMP, CJK among them, and its "upper" file the emoji, in one colour.
+    screenshot_fallback_fonts: tuple[str, ...] = (
+        "/usr/share/fonts/opentype/unifont/unifont.otf",
+        "/usr/share/fonts/opentype/unifont/unifont_upper.otf",
+        "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+    )
+    # Pixels per em: 14 makes an 80x24 screen about 680x410, legible in a PR and small in a model's context.
+    screenshot_font_size: Annotated[int, Meta(ge=6, le=64)] = 14
+    # A recording exported as an animated GIF (`ptyctl replay ID --gif FILE`): a frame at most this often (10 per
+    # second: typing and progress bars read as motion, and the file stays small)...
+    gif_frame_ms: Annotated[int, Meta(ge=20, le=10_000)] = 100
+    # ...pauses cut to this (a recording of an agent is mostly waiting), the last screen held this long...
+    gif_idle_limit_ms: Annotated[int, Meta(ge=20)] = 2_000
+    gif_end_hold_ms: Annotated[int, Meta(ge=20)] = 3_000
+    # ...and frames at most (each is kept until the file is written, ~0.3 MB at 80x24): a longer recording ends
+    # early, and says so.
+    gif_max_frames: Annotated[int, Meta(ge=2, le=100_000)] = 1_200
+
     # --- processes ---
     # "auto" uses a cgroup v2 leaf per session when the hierarchy is writable, else a subreaper and a marker;
     # "cgroup" refuses to start without one. A typo ("cgroups") is an error, not a quiet subreaper.

@@ -166,6 +166,14 @@ class OperationLost(PtydError):
     kind = "operation_lost"
 
 
+class ExtraMissing(PtydError):
+    """The daemon was installed without the optional part this call needs; ``data.extra`` names the extra
+    (``pip install 'ptyd[EXTRA]'``), ``data.module`` the missing module."""
+
+    code = -32031
+    kind = "extra_missing"
+
+
 class InternalError(PtydError):
     """A daemon bug; ``data.incident`` matches a line in the daemon's log."""
 
@@ -194,6 +202,7 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     SandboxUnavailable,
     OperationLost,
     WorkspaceRefused,
+    ExtraMissing,
 )
 """Every error kind the daemon reports, JSON-RPC's own first."""
 

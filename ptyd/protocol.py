@@ -20,7 +20,7 @@ DEFAULTS = Config()  # documented defaults come from the one place that sets the
 # 5: the agent's unread cursor: results carry what happened between calls (commands, earlier_lines, running,
 #    lost_lines), until_done, terminal_wait follows a pending command, operation_lost.
 # 6: sandboxed by default (sandbox_default "auto"): open's sandbox_note, daemon_info's sandbox_default and
-#    sandbox_warning.
+#    sandbox_warning; terminal_screenshot (the screen as a PNG), the error kind extra_missing.
 PROTOCOL_VERSION = 6
 
 
@@ -612,6 +612,30 @@ class TerminalScreenResult(Base, frozen=True):
     cursor_visible: bool
     alt_screen: bool
     title: Annotated[str, _d("The window title the program set (OSC 0/2), or empty.")]
+
+
+class TerminalScreenshotParams(SessionRefParams, frozen=True):
+    """The visible screen as a PNG image, drawn from the daemon's own terminal state: colours, bold, underline,
+    inverse and the cursor, as a person watching the session sees it. Needs the daemon's extra ``screenshot``
+    (Pillow); without it the error is ``extra_missing``."""
+
+    font_size: Annotated[
+        Annotated[int, Meta(ge=6, le=64)] | None,
+        _d("Pixels per em of the cells' font; null: the daemon's screenshot_font_size."),
+    ] = None
+
+
+class TerminalScreenshotResult(Base, frozen=True):
+    png: Annotated[str, _d("The PNG image, base64.")]
+    width: Annotated[int, _d("Pixels.")]
+    height: Annotated[int, _d("Pixels.")]
+    cols: int
+    rows: int
+    cursor_x: int
+    cursor_y: int
+    cursor_visible: bool
+    alt_screen: bool
+    engine: Annotated[str, _d("The terminal engine whose cells were drawn ('ghostty' or 'pyte').")]
 
 
 class TerminalSignalParams(SessionRefParams, frozen=True):

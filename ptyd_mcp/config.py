@@ -29,3 +29,12 @@ CODEX_SHELL = "/bin/bash"  # the shell a command runs in when the model names no
 CODEX_READ_PAGE_LINES = 10_000  # terminal_read page when collecting a call's output
 CODEX_OUTPUT_MAX_BYTES = 1024 * 1024  # one call's output read whole, then the tail (Codex retains 1 MiB a session)
 CODEX_SESSION_IDS = (1000, 100_000)  # numeric session ids drawn from this range, as Codex's are
+
+# --- streamable HTTP: resumable streams (SEP-1699) ---
+# How long a host waits before reconnecting a dropped stream (the SSE `retry` of each priming event): a send's
+# answer is kept meanwhile, so reconnecting soon only gets it sooner.
+HTTP_RETRY_MS = 1_000
+# Events kept for replay with Last-Event-ID, all streams together: the oldest streams' go first. A tool result is
+# one event, so this is many hosts' worth of calls in flight; the bytes bound keeps a run of screenshots in check.
+HTTP_EVENTS_KEPT = 4_096
+HTTP_EVENT_BYTES_KEPT = 64 * 1024 * 1024

@@ -24,6 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ptyd.daemon.runtime import bind_socket
 from ptyd.loopback import SameUserOnly as _SameUserOnly
 from ptyd.loopback import peer_uid as peer_uid
+from ptyd_mcp.config import HTTP_RETRY_MS
+from ptyd_mcp.events import MemoryEventStore
 
 
 class BearerSecret:
@@ -70,14 +72,16 @@ async def serve_http(
     import uvicorn
 
     app: ASGIApp
+    # Resumable: a stream that drops (a send waiting for its program) is picked up again with Last-Event-ID.
+    resumable: dict[str, Any] = {"event_store": MemoryEventStore(), "retry_interval": HTTP_RETRY_MS}
     if unix_path is not None:
         # No browser reaches a Unix socket, so DNS rebinding (the Host-header check) does not apply.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        app = server.streamable_http_app(transport_security=security)
+        app = server.streamable_http_app(transport_security=security, **resumable)
         # The daemon's own binding: 0600, and a socket file another server still listens on is left alone.
         listener = bind_socket(unix_path, backlog=128)
     else:
-        app = SameUserOnly(server.streamable_http_app(host="127.0.0.1"))
+        app = SameUserOnly(server.streamable_http_app(host="127.0.0.1", **resumable))
         listener = socket.create_server(("127.0.0.1", port or 0))
         print(f"ptyd-mcp: streamable HTTP on http://127.0.0.1:{listener.getsockname()[1]}/mcp", file=sys.stderr)
     if secret is not None:

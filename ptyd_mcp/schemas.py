@@ -49,9 +49,14 @@ def _without_null(prop: JsonSchema) -> JsonSchema:
     return inner
 
 
-def output_schema(struct: type[msgspec.Struct]) -> JsonSchema:
-    """The schema of a daemon result object, as a tool's ``outputSchema``."""
+def output_schema(struct: type[msgspec.Struct], *, drop: tuple[str, ...] = ()) -> JsonSchema:
+    """The schema of a daemon result object, as a tool's ``outputSchema``; without the fields in ``drop`` (a
+    result this server returns in another form)."""
     result: JsonSchema = _open(_inline_root(struct))
+    if drop:
+        result["properties"] = {k: v for k, v in result.get("properties", {}).items() if k not in drop}
+        if "required" in result:
+            result["required"] = [name for name in result["required"] if name not in drop]
     return result
 
 

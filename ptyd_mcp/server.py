@@ -28,9 +28,10 @@ log = logging.getLogger("ptyd_mcp")
 
 def _result(outcome: Outcome, notices: list[str]) -> types.CallToolResult:
     body = "\n".join([*notices, outcome.text])
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=body)], structured_content=outcome.structured
-    )
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=body)]
+    if outcome.image_png is not None:
+        content.append(types.ImageContent(type="image", data=outcome.image_png, mime_type="image/png"))
+    return types.CallToolResult(content=content, structured_content=outcome.structured)
 
 
 def _failure(message: str, notices: list[str]) -> types.CallToolResult:

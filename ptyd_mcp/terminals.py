@@ -37,6 +37,7 @@ class Outcome:
 
     text: str
     structured: dict[str, Any]
+    image_png: str | None = None  # base64: a picture for the model beside the text (terminal_screenshot)
 
 
 class Terminals:
@@ -82,12 +83,27 @@ class Terminals:
             return Outcome(f"Started {started['operation_id']}; the program runs on.", started)
         if name == "terminal_wait":
             return await self.wait(args, progress)
+        if name == "terminal_screenshot":
+            return await self.screenshot(args)
         simple = _SIMPLE.get(name)
         if simple is None:
             raise LookupError(name)
         method, describe = simple
         result = await self.rpc(method, **args)
         return Outcome(describe(result, args.get("session_id", "")), result)
+
+    async def screenshot(self, args: dict[str, Any]) -> Outcome:
+        result = await self.rpc("terminal_screenshot", **args)
+        png = str(result.pop("png"))  # once, as the image: not again as base64 text in the structured result
+        sid = args.get("session_id", "")
+        cursor = (
+            f"cursor at row {result['cursor_y']}, column {result['cursor_x']}"
+            if result["cursor_visible"]
+            else ("cursor hidden")
+        )
+        full = "; a full-screen program is showing" if result["alt_screen"] else ""
+        caption = f"[screenshot of {sid}: {result['cols']}x{result['rows']} cells, {cursor}{full}]"
+        return Outcome(caption, result, image_png=png)
 
     async def open(self, args: dict[str, Any]) -> Outcome:
         if args.pop("profile", None) == "none":  # the tool's older spelling

@@ -210,6 +210,18 @@ TOOLS: tuple[ToolSpec, ...] = (
         _hints(read_only=True, idempotent=True),
     ),
     ToolSpec(
+        "terminal_screenshot",
+        "A picture (PNG) of the session's screen as a person sees it: colours, bold, inverse and the cursor. Use it "
+        "when colour carries the meaning terminal_screen's text loses: a highlighted menu item or selection, a red "
+        "error or failing test, a diff, a TUI's layout; and as evidence of what a program showed.",
+        input_schema(
+            p.TerminalScreenshotParams,
+            describe={**_session, "font_size": "Pixels per em of the font (default 14); 10 halves the picture."},
+        ),
+        output_schema(p.TerminalScreenshotResult, drop=("png",)),  # the PNG is the image content block
+        _hints(read_only=True, idempotent=True),
+    ),
+    ToolSpec(
         "terminal_signal",
         "Send a signal to the program in the foreground of the session's terminal (not to the shell behind it): "
         "SIGINT is Ctrl-C, SIGTSTP Ctrl-Z, SIGQUIT Ctrl-\\, SIGTERM asks it to end, SIGKILL forces it. Returns at "

@@ -21,6 +21,10 @@ log = logging.getLogger("ptyd.web")
 LIST_INTERVAL_S = 1.0  # the session list (status, foreground program, last activity) is re-read this often...
 LIST_MIN_INTERVAL_S = 0.2  # ...and on events, at most this often (50 busy sessions must not mean 50 lists a turn)
 SCREEN_MIN_INTERVAL_S = 0.1  # one session's screen is read at most this often, however fast it changes
+# ...and its picture (terminal_screenshot: colours, ~0.1-0.2 s of the daemon's time at 80x24) at most this often:
+# a busy session costs the daemon a few pictures a second, whatever the number of pages.
+PICTURE_MIN_INTERVAL_S = 0.5
+PICTURE_FONT_SIZE = 12  # pixels per em: a thumbnail scales it down, the zoomed view shows it as it is
 RECONNECT_S = 1.0  # a daemon that went away is asked again this often
 PAGE_QUEUE = 256  # messages queued for one page; a page that does not read is dropped (it reconnects)
 
@@ -55,6 +59,11 @@ class Hub:
         self._list_wanted = asyncio.Event()
         self._last_read: dict[str, float] = {}
         self._activity: dict[str, int] = {}  # session id -> Unix ms of the last change this hub heard of
+        self.pictures = True  # the daemon draws screenshots (off once it answers extra_missing)
+        self._pictured: dict[str, float] = {}  # session id -> when its picture was last read
+        self._pictures: dict[str, str] = {}  # session id -> its last picture, a data: URL
+        self._stale: set[str] = set()  # sessions changed since their last picture, read again when it is due
+        self._timers: set[str] = set()  # ...for which that look is scheduled
 
     # --- pages ---------------------------------------------------------------------------------------
 
@@ -128,6 +137,7 @@ class Hub:
             if event["kind"] == "session_closed":
                 self.sessions.pop(sid, None)
                 self.screens.pop(sid, None)
+                self._forget(sid)
                 self._broadcast("closed", sid)
                 continue
             if sid not in self.sessions or event["kind"] in ("session_exit", "send_settled", "input_wait"):
@@ -156,6 +166,7 @@ class Hub:
         for sid in self.sessions.keys() - sessions.keys():
             self.screens.pop(sid, None)
             self._activity.pop(sid, None)
+            self._forget(sid)
             self._broadcast("closed", sid)
         if sessions != self.sessions:
             self.sessions = sessions
@@ -184,9 +195,55 @@ class Hub:
         except PtydError:  # closed meanwhile: the list says so next
             return
         screen["session_id"] = sid
+        if self.pictures:
+            screen["picture"] = await self._picture(sid, changed=self._text_of(sid) != self._text(screen))
+            screen["picture_current"] = sid not in self._stale  # else an older picture, until the next is due
         if self.screens.get(sid) != screen:
             self.screens[sid] = screen
             self._broadcast("screen", screen)
+
+    @staticmethod
+    def _text(screen: dict[str, Any]) -> Any:
+        return {k: v for k, v in screen.items() if k not in ("picture", "picture_current")}
+
+    def _text_of(self, sid: str) -> Any:
+        known = self.screens.get(sid)
+        return self._text(known) if known is not None else None
+
+    async def _picture(self, sid: str, *, changed: bool) -> str | None:
+        """The session's screen in colour; read again once PICTURE_MIN_INTERVAL_S passed since the last one (a
+        change sooner is read then: the session is marked for another look)."""
+        assert self.client is not None
+        last = self._pictured.get(sid)
+        now = time.monotonic()
+        if last is not None and now - last < PICTURE_MIN_INTERVAL_S:
+            if (changed or sid in self._stale) and sid not in self._timers:  # one look again, once it is due
+                self._stale.add(sid)
+                self._timers.add(sid)
+                asyncio.get_running_loop().call_later(PICTURE_MIN_INTERVAL_S - (now - last), self._again, sid)
+            return self._pictures.get(sid)
+        self._pictured[sid] = now
+        self._stale.discard(sid)
+        try:
+            shot = await self.client.terminal_screenshot(sid, PICTURE_FONT_SIZE)
+        except PtydError as exc:
+            if exc.kind == "extra_missing":  # the daemon draws no pictures: text alone, as before
+                log.warning("the daemon draws no screenshots (%s): screens are shown as text", exc)
+                self.pictures = False
+            return self._pictures.get(sid)
+        self._pictures[sid] = "data:image/png;base64," + shot["png"]
+        return self._pictures[sid]
+
+    def _again(self, sid: str) -> None:
+        self._timers.discard(sid)
+        if sid in self._stale:  # a closed session's look fails quietly (_read_screen)
+            self._dirty.add(sid)
+            self._wake.set()
+
+    def _forget(self, sid: str) -> None:
+        for table in (self._pictured, self._pictures, self._last_read):
+            table.pop(sid, None)
+        self._stale.discard(sid)
 
     async def recordings(self) -> dict[str, Any]:
         await asyncio.wait_for(self.connected.wait(), 5)

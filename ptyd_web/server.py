@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import importlib.util
 import os
 import socket
@@ -50,6 +51,19 @@ def missing_extra() -> str | None:
     return next((module for module in WEB_EXTRA if importlib.util.find_spec(module) is None), None)
 
 
+def busy(where: tuple[str, int], exc: OSError) -> str:
+    """Why ``where`` cannot be listened on, and what to do, instead of a traceback."""
+    host, port = where
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is in use by another program (another `ptyd web`?): open the URL that one "
+            f"printed, stop it, or pick another port: --listen {host}:0 takes any free one"
+        )
+    if exc.errno == errno.EACCES:
+        return f"port {port} on {host} needs privileges this user lacks: --listen {host}:0 takes any free port"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
 def run(socket_path: Path, listen: str, emulator: str = "auto") -> int:
     missing = missing_extra()
     if missing is not None:
@@ -89,7 +103,11 @@ def run(socket_path: Path, listen: str, emulator: str = "auto") -> int:
         asgi = TokenRequired(app, token, hosts=None)
         print(f"ptyd web: serving on unix:{where}; token {first}", flush=True)
     else:
-        listener = socket.create_server(where)
+        try:
+            listener = socket.create_server(where)
+        except OSError as exc:
+            print(f"ptyd web: {busy(where, exc)}", file=sys.stderr)
+            return 2
         port = listener.getsockname()[1]
         hosts = frozenset(f"{h}:{port}" for h in LOOPBACK)
         asgi = SameUserOnly(TokenRequired(app, token, hosts), b"ptyd web serves only processes of its own user\n")

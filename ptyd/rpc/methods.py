@@ -28,6 +28,7 @@ RETRY_SAFE = frozenset(
         "terminal_list",
         "terminal_status",
         "terminal_screen",
+        "terminal_screenshot",
         "terminal_read",
         "terminal_wait",
         "terminal_resize",
@@ -132,6 +133,10 @@ class Api:
     async def terminal_screen(self, _: Any, params: p.TerminalScreenParams) -> p.TerminalScreenResult:
         return await self.service.screen(self.service.authenticate(params.token), params)
 
+    async def terminal_screenshot(self, _: Any, params: p.TerminalScreenshotParams) -> p.TerminalScreenshotResult:
+        agent = self.service.authenticate(params.token)
+        return await self.service.screenshot(agent, params)
+
     async def terminal_signal(self, _: Any, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
         return self.service.signal(self.service.authenticate(params.token), params)
 
@@ -174,6 +179,12 @@ class Api:
             ("terminal_cancel", p.TerminalCancelParams, p.TerminalCancelResult, self.terminal_cancel),
             ("terminal_read", p.TerminalReadParams, p.TerminalReadResult, self.terminal_read),
             ("terminal_screen", p.TerminalScreenParams, p.TerminalScreenResult, self.terminal_screen),
+            (
+                "terminal_screenshot",
+                p.TerminalScreenshotParams,
+                p.TerminalScreenshotResult,
+                self.terminal_screenshot,
+            ),
             ("terminal_signal", p.TerminalSignalParams, p.TerminalSignalResult, self.terminal_signal),
             ("terminal_resize", p.TerminalResizeParams, p.SessionInfo, self.terminal_resize),
             ("terminal_status", p.TerminalStatusParams, p.SessionInfo, self.terminal_status),

@@ -424,6 +424,12 @@ class PtyService:
         session = self.session(agent, params.session_id)
         return await session.read(params.start_line, max_lines, max_bytes, join_wrapped=params.join_wrapped)
 
+    async def screenshot(self, agent: Agent, params: p.TerminalScreenshotParams) -> p.TerminalScreenshotResult:
+        cfg = self.config
+        session = self.session(agent, params.session_id)
+        fonts = (cfg.screenshot_fonts, cfg.screenshot_fallback_fonts)
+        return await session.screenshot(fonts, params.font_size or cfg.screenshot_font_size)
+
     def signal(self, agent: Agent, params: p.TerminalSignalParams) -> p.TerminalSignalResult:
         return self.session(agent, params.session_id).signal(parse_signal(params.signal))
 

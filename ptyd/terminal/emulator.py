@@ -25,6 +25,7 @@ from ptyd.terminal.replay import (
     title_suffix,
 )
 from ptyd.terminal.scrollback import Scrollback
+from ptyd.terminal.styled import StyledScreen, plain
 
 
 class Terminal:
@@ -120,6 +121,17 @@ class Terminal:
     def app_cursor_keys(self) -> bool:
         """The program turned on application cursor keys (DECCKM): arrows, Home and End are sent as SS3."""
         raise NotImplementedError
+
+    def styled(self) -> StyledScreen:
+        """The active screen as styled cells (colours, attributes, cursor), as rendered now: each engine reads
+        its own cells; this text-only fallback is what a screen of rows knows."""
+        screen = self.current_screen()
+        cursor = (int(screen.cursor.x), int(screen.cursor.y), bool(screen.cursor.hidden))
+        return plain(self.cols, screen.visible_rows(), cursor, self.engine)
+
+    async def styled_screen(self) -> StyledScreen:
+        """``styled``, asked of wherever the engine renders (a worker's is a round trip)."""
+        return self.styled()
 
     def _dump_screen(self) -> bytes:
         """VT sequences that draw the active screen, its modes and cursor (see ``replay``)."""

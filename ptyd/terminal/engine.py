@@ -13,6 +13,7 @@ from typing import Protocol
 from ptyd.terminal.capture import HeadCapture
 from ptyd.terminal.replay import TerminalState
 from ptyd.terminal.scrollback import Scrollback
+from ptyd.terminal.styled import StyledScreen
 
 
 class CursorView(Protocol):
@@ -92,3 +93,6 @@ class TerminalEngine(Protocol):
     def restore(self, state: TerminalState) -> None: ...
     def close(self) -> None: ...
     async def synced(self) -> None: ...
+    async def styled_screen(self) -> StyledScreen:
+        """The active screen as styled cells, as the engine has it (a screenshot's source)."""
+        ...

@@ -2,7 +2,7 @@
 // Read-only: nothing here writes to a session.
 "use strict";
 
-const state = { sessions: new Map(), screens: new Map(), connected: false };
+const state = { sessions: new Map(), screens: new Map(), connected: false, zoomed: null };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, attrs = {}, ...children) {
@@ -65,20 +65,69 @@ function drawSessions() {
     );
     body.append(row);
   }
-  // One card per session, in the list's order; cards of closed sessions go.
+  // One thumbnail per session, in the list's order; those of closed sessions go. One session is zoomed above
+  // them: the one last clicked (a thumbnail or a row), else the first.
   const screens = $("screens");
   const wanted = new Set(sessions.map((s) => s.session_id));
   for (const card of [...screens.children]) if (!wanted.has(card.dataset.session)) card.remove();
+  if (!wanted.has(state.zoomed)) state.zoomed = sessions.length ? sessions[0].session_id : null;
   for (const info of sessions) {
     let card = screens.querySelector(`[data-session="${CSS.escape(info.session_id)}"]`);
     if (!card) {
-      card = el("div", { class: "card", "data-session": info.session_id }, el("h2"), el("pre", { class: "screen" }));
+      card = el(
+        "div",
+        { class: "card", "data-session": info.session_id },
+        el("h2"),
+        el("img", { class: "picture", alt: "", hidden: "" }),
+        el("pre", { class: "screen" }),
+      );
+      card.addEventListener("click", () => zoom(info.session_id));
       screens.append(card);
       const screen = state.screens.get(info.session_id);
-      if (screen) drawScreen(card.querySelector("pre"), screen.lines, screen.cursor_visible ? [screen.cursor_x, screen.cursor_y] : null, info.cols, info.rows);
+      if (screen) drawCard(card, screen, info);
     }
+    card.classList.toggle("zoomed", info.session_id === state.zoomed);
     const program = info.foreground ? info.foreground.name : statusText(info.status);
     card.querySelector("h2").textContent = `${label(info)} · ${info.owner_name || info.owner} · ${program}`;
+  }
+  for (const row of body.querySelectorAll("tr")) row.addEventListener("click", () => zoom(row.dataset.session));
+  drawZoom();
+}
+
+function zoom(sid) {
+  state.zoomed = sid;
+  for (const card of $("screens").children) card.classList.toggle("zoomed", card.dataset.session === sid);
+  for (const row of $("sessions").querySelectorAll("tbody tr")) row.classList.toggle("selected", row.dataset.session === sid);
+  drawZoom();
+}
+
+// The zoomed session: its picture as the daemon drew it (colours, cursor), else its text.
+function drawZoom() {
+  const box = $("zoom");
+  const info = state.sessions.get(state.zoomed);
+  box.hidden = !info;
+  if (!info) return;
+  box.dataset.session = info.session_id;
+  const program = info.foreground ? info.foreground.name : statusText(info.status);
+  box.querySelector("h2").textContent = `${label(info)} · ${info.owner_name || info.owner} · ${program}`;
+  const screen = state.screens.get(info.session_id);
+  if (screen) drawCard(box, screen, info);
+}
+
+// A card (or the zoomed box): the picture when the daemon draws them, the text otherwise (kept for both).
+function drawCard(card, screen, info) {
+  const picture = card.querySelector("img");
+  const pre = card.querySelector("pre");
+  const cursor = screen.cursor_visible ? [screen.cursor_x, screen.cursor_y] : null;
+  drawScreen(pre, screen.lines, cursor, info && info.cols, info && info.rows);
+  if (screen.picture) {
+    if (picture.getAttribute("src") !== screen.picture) picture.setAttribute("src", screen.picture);
+    picture.dataset.current = String(screen.picture_current !== false); // an older picture until the next is due
+    picture.hidden = false;
+    pre.hidden = true;
+  } else {
+    picture.hidden = true;
+    pre.hidden = false;
   }
 }
 
@@ -105,10 +154,8 @@ function applyScreen(screen) {
   state.screens.set(screen.session_id, screen);
   const card = $("screens").querySelector(`[data-session="${CSS.escape(screen.session_id)}"]`);
   const info = state.sessions.get(screen.session_id);
-  if (card) {
-    const cursor = screen.cursor_visible ? [screen.cursor_x, screen.cursor_y] : null;
-    drawScreen(card.querySelector("pre"), screen.lines, cursor, info && info.cols, info && info.rows);
-  }
+  if (card) drawCard(card, screen, info);
+  if (screen.session_id === state.zoomed) drawZoom();
 }
 
 function setLink(up) {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import stat
 import time
 from typing import Any
@@ -9,12 +10,13 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp_types import ImageContent
 
 from conftest import Daemon
 from ptyd_mcp.identity import token_path
 from sshd import HOST_ALIAS, Sshd
 
-from .harness import fails, mcp_client, new_agent, ok
+from .harness import fails, mcp_client, new_agent, ok, text_of
 
 PROMPT = {"PS1": "$ "}
 TOOLS = {
@@ -27,6 +29,7 @@ TOOLS = {
     "terminal_cancel",
     "terminal_read",
     "terminal_screen",
+    "terminal_screenshot",
     "terminal_signal",
     "terminal_resize",
     "terminal_close",
@@ -90,6 +93,18 @@ def test_a_shell_driven_through_every_tool(daemon: Daemon) -> None:
             text, screen = await ok(client, "terminal_screen", session_id=sid)
             assert "hello-42" in screen["lines"]
             assert "cursor at row" in text
+
+            # The picture is an image content block, once: not again as base64 in the structured result.
+            shot = await client.call_tool("terminal_screenshot", {"session_id": sid})
+            assert not shot.is_error, text_of(shot)
+            images = [block for block in shot.content if isinstance(block, ImageContent)]
+            assert len(images) == 1
+            assert images[0].mime_type == "image/png"
+            assert base64.b64decode(images[0].data).startswith(b"\x89PNG\r\n\x1a\n")
+            assert shot.structured_content is not None
+            assert "png" not in shot.structured_content
+            assert shot.structured_content["rows"] == len(screen["lines"])
+            assert "cursor at row" in text_of(shot)
 
             text, resized = await ok(client, "terminal_resize", session_id=sid, cols=90, rows=20)
             assert (resized["cols"], resized["rows"]) == (90, 20)
@@ -188,6 +203,7 @@ def test_bad_ids_busy_and_exited_sessions_are_tool_errors(daemon: Daemon) -> Non
                 ("terminal_send_background", {"input": "ls\n"}),
                 ("terminal_read", {}),
                 ("terminal_screen", {}),
+                ("terminal_screenshot", {}),
                 ("terminal_signal", {"signal": "SIGINT"}),
                 ("terminal_wait", {}),
                 ("terminal_output", {}),

@@ -1,4 +1,5 @@
-"""Regenerate docs/web-dashboard.png: a daemon of its own with a few agents' sessions (a build, vim, htop),
+"""Regenerate docs/web-dashboard.png: a daemon of its own with a few agents' sessions (a build and a coloured ls,
+vim, htop) in colour, the editor zoomed,
 ``ptyd web`` and headless Chromium. From the checkout: ``PYTHONPATH=tests .venv/bin/python -m web.make_screenshot``.
 """
 
@@ -26,9 +27,9 @@ def main() -> int:
                 editor = rpc.call("agent_register", name="refactor-agent")["token"]
                 build = Shell(rpc, ci, name="build", env={"PS1": "$ "}, cols=80, rows=14, cwd=str(ROOT))
                 build.send("python3 -m compileall -f -q ptyd_web && echo build ok\n", timeout_ms=60_000)
-                build.send("ls ptyd_web\n")
+                build.send("ls --color=always ptyd ptyd_web\n")
                 vim = Shell(rpc, editor, name="edit", env={"PS1": "$ "}, cols=80, rows=14, cwd=str(ROOT))
-                vim.send(f"HOME={base} vim -u NONE -N +'syntax off' ptyd_web/hub.py\n", idle_ms=5_000)
+                vim.send(f"HOME={base} vim -u NONE -N +'syntax on' ptyd_web/hub.py\n", idle_ms=5_000)
                 top = Shell(rpc, editor, name="monitor", env={"PS1": "$ "}, cols=80, rows=14)
                 top.send(f"HOME={base} htop -d 600 -p $$\n", timeout_ms=15_000)  # this session's shell only
                 with Browser(base / "chromium") as browser:
@@ -38,6 +39,16 @@ def main() -> int:
                     browser.navigate(web.url)
                     for name, text in (("build", "build ok"), ("edit", "dashboard's one link"), ("monitor", "PID")):
                         browser.wait_for(f"{card_text(name)}.includes({text!r})")
+                    # The editor zoomed; every picture the screen as it is now (the hub reads them at most twice
+                    # a second) and loaded.
+                    browser.evaluate(
+                        "[...document.querySelectorAll('#screens .card')]"
+                        ".find(c => c.querySelector('h2').textContent.startsWith('edit')).click()"
+                    )
+                    browser.wait_for(
+                        "[...document.querySelectorAll('.card img')].every(i => !i.hidden && i.complete && "
+                        "i.naturalWidth > 0 && i.dataset.current === 'true')"
+                    )
                     out = ROOT / "docs" / "web-dashboard.png"
                     browser.screenshot(out)
                     print(out)

@@ -270,3 +270,85 @@ def unix_get(path: Path, target: str) -> Answer:
             self.sock.connect(str(path))
 
     return Answer(UnixConnection("localhost", timeout=30), target, {})
+
+
+def test_a_busy_port_is_explained_not_a_traceback(web: Web, web_daemon: Daemon) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ptyd", "web", "--socket", str(web_daemon.socket), "--listen", f"127.0.0.1:{web.port}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert f"port {web.port} on 127.0.0.1 is in use" in done.stderr
+    assert "--listen 127.0.0.1:0" in done.stderr
+
+
+@needs_chromium
+def test_the_zoomed_screen_is_in_colour_above_a_grid_of_thumbnails(
+    web: Web, browser: Browser, agent: tuple[Rpc, str], tmp_path: Path
+) -> None:
+    pytest.importorskip("PIL.Image")
+    from PIL import Image
+
+    rpc, token = agent
+    plain = Shell(rpc, token, name="grid-plain", env={"PS1": "$ "}, cols=80, rows=12)
+    red = Shell(rpc, token, name="grid-red", env={"PS1": "$ "}, cols=80, rows=12)
+    try:
+        plain.send("echo nothing red here\n")
+        red.send("clear; printf '\\033[41;97m%s\\033[0m\\n' ' RED ALERT BANNER RED ALERT BANNER '\n")
+        browser.navigate(web.url)
+        zoomed = "document.querySelector('#zoom')"
+        # Both thumbnails are pictures once the daemon drew them; the red session is zoomed by a click.
+        browser.wait_for(
+            "[...document.querySelectorAll('#screens .card img')].filter(i => !i.hidden && i.naturalWidth > 0)"
+            ".length >= 2"
+        )
+        browser.evaluate(
+            "[...document.querySelectorAll('#screens .card')]"
+            ".find(c => c.querySelector('h2').textContent.startsWith('grid-red')).click()"
+        )
+        # The zoomed picture is the session's screen now (the hub reads a picture at most twice a second: until
+        # then an older one shows, marked so), and loaded.
+        browser.wait_for(
+            f"{zoomed}.querySelector('h2').textContent.startsWith('grid-red') && "
+            f"{zoomed}.querySelector('pre').textContent.includes('RED ALERT BANNER') && "
+            f"{zoomed}.querySelector('img').dataset.current === 'true' && "
+            f"!{zoomed}.querySelector('img').hidden && {zoomed}.querySelector('img').naturalWidth > 0 && "
+            f"{zoomed}.querySelector('img').complete"
+        )
+        box = browser.evaluate(
+            f"(() => {{ const r = {zoomed}.querySelector('img').getBoundingClientRect(); "
+            "const g = document.querySelector('#screens').getBoundingClientRect(); "
+            "const cards = [...document.querySelectorAll('#screens .card')].map(c => c.getBoundingClientRect()); "
+            "return {x: r.x, y: r.y, w: r.width, h: r.height, grid: g.y, "
+            "tops: cards.map(c => Math.round(c.y)), lefts: cards.map(c => Math.round(c.x)), "
+            "dpr: window.devicePixelRatio}; })()"
+        )
+        # The layout: the zoomed screen above the grid, the thumbnails side by side in one row.
+        assert box["y"] + box["h"] <= box["grid"] + 1
+        assert len(set(box["tops"])) == 1, box
+        assert len(set(box["lefts"])) == len(box["lefts"]), box
+        shot = browser.screenshot(tmp_path / "web-grid.png")
+        print(f"dashboard screenshot: {shot}")
+        with Image.open(shot) as image:
+            scale = box["dpr"]
+            crop = image.convert("RGB").crop(
+                (
+                    int(box["x"] * scale),
+                    int(box["y"] * scale),
+                    int((box["x"] + box["w"]) * scale),
+                    int((box["y"] + box["h"]) * scale),
+                )
+            )
+            raw = crop.tobytes()
+        pixels = [tuple(raw[i : i + 3]) for i in range(0, len(raw), 3)]
+        reds = sum(1 for r, g, b in pixels if r > 150 and g < 60 and b < 60)
+        # The banner: 34 cells of a 12-row screen on a red background, several percent of the picture.
+        assert reds / len(pixels) > 0.02, f"the zoomed screen shows no red ({reds} of {len(pixels)} pixels)"
+    finally:
+        for s in (plain, red):
+            with contextlib.suppress(Exception):
+                s.close()

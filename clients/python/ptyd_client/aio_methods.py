@@ -8,6 +8,7 @@ when ``methods.py`` is stale. Each client supplies ``call`` (its transport) and 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +35,7 @@ from ptyd_client.types import (
     TerminalRecordingsResult,
     TerminalRecordResult,
     TerminalScreenResult,
+    TerminalScreenshotResult,
     TerminalSignalResult,
     TerminalUnsubscribeResult,
     TerminalWaitResult,
@@ -213,6 +215,14 @@ class AsyncMethods:
         """The visible screen now (a full-screen program's too), read without writing to the session."""
         return cast(TerminalScreenResult, await self._session_call("terminal_screen", session_id))
 
+    async def terminal_screenshot(self, session_id: str, font_size: int | None = None) -> TerminalScreenshotResult:
+        """The visible screen as a PNG (base64 in ``png``) with its colours, attributes and cursor (daemon protocol
+        6; ``ExtraMissing`` when the daemon lacks its extra ``screenshot``)."""
+        return cast(
+            TerminalScreenshotResult,
+            await self._session_call("terminal_screenshot", session_id, font_size=font_size),
+        )
+
     async def terminal_status(self, session_id: str) -> SessionInfo:
         """Describe one session: status, size, foreground process, whether a send is active."""
         return cast(SessionInfo, await self._session_call("terminal_status", session_id))
@@ -314,6 +324,11 @@ class AsyncSession:
     async def screen(self) -> TerminalScreenResult:
         """The visible screen now (a full-screen program's too), read without writing to the session."""
         return await self.client.terminal_screen(self.id)
+
+    async def screenshot(self, font_size: int | None = None) -> bytes:
+        """The visible screen as PNG bytes, with its colours, attributes and cursor (daemon protocol 6)."""
+        result = await self.client.terminal_screenshot(self.id, font_size)
+        return base64.b64decode(result["png"])
 
     async def status(self) -> SessionInfo:
         """Describe the session."""

@@ -103,6 +103,13 @@ class OperationLost(PtydError):
     CODE, KIND = -32030, "operation_lost"
 
 
+class ExtraMissing(PtydError):
+    """The daemon was installed without the optional part the call needs; ``data["extra"]`` names the extra
+    (``pip install 'ptyd[EXTRA]'``) (daemon protocol 6)."""
+
+    CODE, KIND = -32031, "extra_missing"
+
+
 class WorkspaceRefused(PtydError):
     """A sandboxed session may not work in the cwd asked for (the home, ptyd's own directories, another agent's
     workspace); ``data["path"]`` names it, ``data["reason"]`` the rule."""
@@ -157,6 +164,7 @@ ERROR_CLASSES: tuple[type[PtydError], ...] = (
     SandboxUnavailable,
     OperationLost,
     WorkspaceRefused,
+    ExtraMissing,
     InvalidParams,
     MethodNotFound,
     InvalidRequest,

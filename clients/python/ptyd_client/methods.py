@@ -5,6 +5,7 @@ file and run ``make docs``. The methods of :class:`~ptyd_client.Client` and its 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +32,7 @@ from ptyd_client.types import (
     TerminalRecordingsResult,
     TerminalRecordResult,
     TerminalScreenResult,
+    TerminalScreenshotResult,
     TerminalSignalResult,
     TerminalUnsubscribeResult,
     TerminalWaitResult,
@@ -210,6 +212,14 @@ class Methods:
         """The visible screen now (a full-screen program's too), read without writing to the session."""
         return cast(TerminalScreenResult, self._session_call("terminal_screen", session_id))
 
+    def terminal_screenshot(self, session_id: str, font_size: int | None = None) -> TerminalScreenshotResult:
+        """The visible screen as a PNG (base64 in ``png``) with its colours, attributes and cursor (daemon protocol
+        6; ``ExtraMissing`` when the daemon lacks its extra ``screenshot``)."""
+        return cast(
+            TerminalScreenshotResult,
+            self._session_call("terminal_screenshot", session_id, font_size=font_size),
+        )
+
     def terminal_status(self, session_id: str) -> SessionInfo:
         """Describe one session: status, size, foreground process, whether a send is active."""
         return cast(SessionInfo, self._session_call("terminal_status", session_id))
@@ -311,6 +321,11 @@ class Session:
     def screen(self) -> TerminalScreenResult:
         """The visible screen now (a full-screen program's too), read without writing to the session."""
         return self.client.terminal_screen(self.id)
+
+    def screenshot(self, font_size: int | None = None) -> bytes:
+        """The visible screen as PNG bytes, with its colours, attributes and cursor (daemon protocol 6)."""
+        result = self.client.terminal_screenshot(self.id, font_size)
+        return base64.b64decode(result["png"])
 
     def status(self) -> SessionInfo:
         """Describe the session."""

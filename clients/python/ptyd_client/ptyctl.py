@@ -294,6 +294,26 @@ def cmd_resize(ctx: Context) -> int:
     return EXIT_OK
 
 
+def cmd_screenshot(ctx: Context) -> int:
+    import base64
+    from pathlib import Path
+
+    a = ctx.args
+    session_id = ctx.session_id(a.id)
+    result = ctx.client().terminal_screenshot(session_id, a.font_size)
+    data = base64.b64decode(result["png"])
+    out = a.output or f"{session_id}.png"
+    if out == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return EXIT_OK
+    Path(out).write_bytes(data)
+    shown = {k: v for k, v in result.items() if k != "png"}
+    text = f"wrote {out}: {result['width']}x{result['height']} px, {result['cols']}x{result['rows']} cells"
+    ctx.emit({**shown, "path": out, "bytes": len(data)}, text)
+    return EXIT_OK
+
+
 def cmd_close(ctx: Context) -> int:
     session_id = ctx.session_id(ctx.args.id)
     result = ctx.client().terminal_close(session_id, reason="ptyctl close")
@@ -386,6 +406,14 @@ def cmd_replay(ctx: Context) -> int:
             what = "no recording" if not match else f"{len(match)} recorded sessions ({', '.join(match)})"
             raise Usage(f"{a.target!r} is not a file, and names {what}: see `ptyctl recordings`")
         paths = [Path(r["path"]) for r in sorted(found, key=lambda r: r["part"]) if r["session_id"] == match[0]]
+    if a.gif is not None:
+        from ptyd_client.export import export_gif
+
+        try:
+            ctx.emit(*export_gif(paths, a.gif, font_size=a.font_size, idle_limit=a.idle_limit))
+        except (BadRecording, OSError) as exc:
+            raise Usage(str(exc)) from None
+        return EXIT_OK
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         reason = play(paths, sys.stdout, speed=a.speed, idle_limit=a.idle_limit)
@@ -487,6 +515,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("resize", cmd_resize, "change the terminal size: resize ID 120x40, or resize ID 120 40")
     p.add_argument("id")
     p.add_argument("size", nargs="+", metavar="COLSxROWS")
+    p = command("screenshot", cmd_screenshot, "save the session's screen as a PNG, in colour, with its cursor")
+    p.add_argument("id")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: ID.png; '-': stdout)")
+    p.add_argument("--font-size", type=int, metavar="PX", help="pixels per em (default: the daemon's, 14)")
     p = command("close", cmd_close, "end the session's whole process tree")
     p.add_argument("id")
     p = command("watch", cmd_watch, "follow the session's screen live, read-only (Ctrl-C quits)")
@@ -497,10 +529,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--stop", action="store_true", help="stop recording")
     command("recordings", cmd_recordings, "the recordings on disk: session, part, size, start, title")
-    p = command("replay", cmd_replay, "play a recording in this terminal at its own pace (Ctrl-C stops)")
+    p = command("replay", cmd_replay, "play a recording in this terminal at its own pace (Ctrl-C stops), or --gif")
     p.add_argument("target", metavar="FILE|ID", help="a .cast file, or a session id (all its parts, in order)")
     p.add_argument("--speed", type=float, default=1.0, metavar="N", help="N times as fast (default 1)")
     p.add_argument("--idle-limit", type=float, metavar="SECONDS", help="cut pauses longer than this")
+    p.add_argument("--gif", metavar="FILE", help="write it as an animated GIF instead of playing it (a PR holds one)")
+    p.add_argument("--font-size", type=int, metavar="PX", help="the GIF's pixels per em (default 14)")
     return parser
 
 

@@ -290,6 +290,23 @@ class TerminalScreenResult(TypedDict):
     """The window title the program set (OSC 0/2), or empty."""
 
 
+class TerminalScreenshotResult(TypedDict):
+    png: str
+    """The PNG image, base64."""
+    width: int
+    """Pixels."""
+    height: int
+    """Pixels."""
+    cols: int
+    rows: int
+    cursor_x: int
+    cursor_y: int
+    cursor_visible: bool
+    alt_screen: bool
+    engine: str
+    """The terminal engine whose cells were drawn ('ghostty' or 'pyte')."""
+
+
 class TerminalSignalResult(TypedDict):
     delivered: bool
     pgid: int
@@ -476,6 +493,7 @@ METHODS: Final = (
     "terminal_cancel",
     "terminal_read",
     "terminal_screen",
+    "terminal_screenshot",
     "terminal_signal",
     "terminal_resize",
     "terminal_status",
@@ -496,6 +514,7 @@ RETRY_SAFE: Final = frozenset(
         "terminal_wait",
         "terminal_read",
         "terminal_screen",
+        "terminal_screenshot",
         "terminal_resize",
         "terminal_status",
         "terminal_list",
@@ -528,5 +547,6 @@ ERROR_CODES: Final[dict[str, int]] = {
     "sandbox_unavailable": -32019,
     "operation_lost": -32030,
     "workspace_refused": -32027,
+    "extra_missing": -32031,
 }
 """``error.data.kind`` of every error the daemon reports (JSON-RPC's own first) and its code."""

@@ -24,6 +24,7 @@ import type {
   SendStarted,
   SessionInfo,
   TerminalScreenResult,
+  TerminalScreenshotResult,
   TerminalCancelResult,
   TerminalCloseResult,
   TerminalIntegrateParams,
@@ -300,6 +301,15 @@ export class PtydClient {
   /** `terminal_screen`: the visible screen now (a full-screen program's too), read without writing to it. */
   terminalScreen(sessionId: string): Promise<TerminalScreenResult> {
     return this.call("terminal_screen", this.ref(sessionId));
+  }
+
+  /** `terminal_screenshot`: the visible screen as a PNG (base64 in `png`) with its colours, attributes and cursor
+   * (daemon protocol 6). */
+  terminalScreenshot(sessionId: string, fontSize?: number): Promise<TerminalScreenshotResult> {
+    return this.call("terminal_screenshot", {
+      ...this.ref(sessionId),
+      ...(fontSize !== undefined ? { font_size: fontSize } : {}),
+    });
   }
 
   /** `terminal_status`: what the session is and what it is doing now. */

@@ -63,6 +63,8 @@ export class SandboxUnavailableError extends PtydError {}
 export class OperationLostError extends PtydError {}
 /** `-32027 workspace_refused`: a sandboxed session may not work in that cwd; `data.path` names it. */
 export class WorkspaceRefusedError extends PtydError {}
+/** `-32031 extra_missing`: the daemon lacks the optional part the call needs; `data.extra` names the extra. */
+export class ExtraMissingError extends PtydError {}
 
 // Record<ErrorKind, ...>: a kind added to the daemon (and regenerated into protocol.ts) fails the build here
 // until it has a class.
@@ -86,6 +88,7 @@ const CLASSES: Record<ErrorKind, new (error: WireError) => PtydError> = {
   sandbox_unavailable: SandboxUnavailableError,
   operation_lost: OperationLostError,
   workspace_refused: WorkspaceRefusedError,
+  extra_missing: ExtraMissingError,
 };
 
 const BY_CODE = new Map<number, new (error: WireError) => PtydError>();

@@ -739,6 +739,46 @@ export interface TerminalScreenResult {
 }
 
 /**
+ * The visible screen as a PNG image, drawn from the daemon's own terminal state: colours, bold, underline,
+ * inverse and the cursor, as a person watching the session sees it. Needs the daemon's extra `screenshot`
+ * (Pillow); without it the error is `extra_missing`.
+ */
+export interface TerminalScreenshotParams {
+  /**
+   * Agent token from agent_register.
+   * Bounds: min length 1, max length 256.
+   */
+  token: string;
+  /**
+   * Session id from terminal_open.
+   * Bounds: min length 1, max length 128.
+   */
+  session_id: string;
+  /**
+   * Pixels per em of the cells' font; null: the daemon's screenshot_font_size.
+   * Bounds: >= 6, <= 64.
+   */
+  font_size?: number | null;
+}
+
+export interface TerminalScreenshotResult {
+  /** The PNG image, base64. */
+  png: string;
+  /** Pixels. */
+  width: number;
+  /** Pixels. */
+  height: number;
+  cols: number;
+  rows: number;
+  cursor_x: number;
+  cursor_y: number;
+  cursor_visible: boolean;
+  alt_screen: boolean;
+  /** The terminal engine whose cells were drawn ('ghostty' or 'pyte'). */
+  engine: string;
+}
+
+/**
  * Write `input` verbatim to the terminal, then any named `keys`, and wait until the program is ready for more.
  *
  * The caller adds `\n` to submit a line; control characters pass through (`\u0003` is Ctrl-C).
@@ -969,6 +1009,12 @@ export interface Methods {
    * without writing to the session: what a person watching it sees.
    */
   terminal_screen: { params: TerminalScreenParams; result: TerminalScreenResult };
+  /**
+   * The visible screen as a PNG image, drawn from the daemon's own terminal state: colours, bold, underline,
+   * inverse and the cursor, as a person watching the session sees it. Needs the daemon's extra `screenshot`
+   * (Pillow); without it the error is `extra_missing`.
+   */
+  terminal_screenshot: { params: TerminalScreenshotParams; result: TerminalScreenshotResult };
   /** Signal the verified foreground process group of the terminal. */
   terminal_signal: { params: TerminalSignalParams; result: TerminalSignalResult };
   /** Change the terminal size; the foreground program gets SIGWINCH. */
@@ -1022,6 +1068,7 @@ export const RETRY_SAFE_METHODS: readonly string[] = [
   "terminal_wait",
   "terminal_read",
   "terminal_screen",
+  "terminal_screenshot",
   "terminal_resize",
   "terminal_status",
   "terminal_list",
@@ -1085,6 +1132,11 @@ export const ERROR_CODES = {
    *     says which rule; nothing was started.
    */
   workspace_refused: -32027,
+  /**
+   * The daemon was installed without the optional part this call needs; `data.extra` names the extra
+   *     (`pip install 'ptyd[EXTRA]'`), `data.module` the missing module.
+   */
+  extra_missing: -32031,
 } as const;
 
 /** An `error.data.kind`. */

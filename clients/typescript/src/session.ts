@@ -8,6 +8,7 @@ import type {
   SendResult,
   SessionInfo,
   TerminalScreenResult,
+  TerminalScreenshotResult,
   TerminalCloseResult,
   TerminalOpenResult,
   TerminalOutputResult,
@@ -57,6 +58,11 @@ export class Session {
   /** The visible screen now (a full-screen program's too), read without writing to the session. */
   screen(): Promise<TerminalScreenResult> {
     return this.client.terminalScreen(this.id);
+  }
+
+  /** The visible screen as a PNG (base64 in `png`), with its colours, attributes and cursor. */
+  screenshot(fontSize?: number): Promise<TerminalScreenshotResult> {
+    return this.client.terminalScreenshot(this.id, fontSize);
   }
 
   /** What the session is and what it is doing now. */

@@ -333,8 +333,8 @@ class PtyChannel:
         """Wait until everything read so far is rendered (by a remote engine: acknowledged, its answers
         written)."""
         mark = self.received
-        if self._rendered >= mark and not self._raw and self.terminal.idle:
-            return
+        if self.closed or (self._rendered >= mark and not self._raw and self.terminal.idle):
+            return  # closed: nothing more will render (a waiter added now would never be told)
         fut = self.loop.create_future()
         self._render_waiters.append((mark, self.terminal.units_sent, fut))
         if not self._render_scheduled:

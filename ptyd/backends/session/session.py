@@ -35,6 +35,7 @@ from ptyd.backends.session.events import Listener, SessionWatch
 from ptyd.backends.session.listening import listening
 from ptyd.backends.session.live_record import LiveRecord, RecordRead, lost_marker
 from ptyd.backends.session.paging import page
+from ptyd.backends.session.screenshot import screenshot
 from ptyd.backends.session.send import SendOp
 from ptyd.backends.session.send_driver import SendDriver
 from ptyd.backends.session_state import SAVED_LINES, SessionState
@@ -311,6 +312,10 @@ class LocalSession:
             alt_screen=self.terminal.alt_screen,
             title=str(screen.title),
         )
+
+    async def screenshot(self, fonts: tuple[tuple[str, ...], tuple[str, ...]], size: int) -> p.TerminalScreenshotResult:
+        await self.channel.rendered()
+        return await screenshot(self.terminal, fonts, size)
 
     def info(self, owner: str, owner_name: str | None) -> p.SessionInfo:
         op = self.sends.current

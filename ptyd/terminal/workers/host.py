@@ -162,6 +162,10 @@ class EngineHost:
         elif isinstance(msg, m.Settle):
             engine.settle()
             return []
+        elif isinstance(msg, m.Paint):
+            engine.process(float("inf"))
+            self._dirty[msg.sid] = None
+            return [m.Painted(sid=msg.sid, end=rec.end, screen=engine.styled())]
         elif isinstance(msg, m.Snap):
             state = engine.snapshot(render=True, max_lines=0)
             self._dirty[msg.sid] = None  # rendering for it may have scrolled rows off

@@ -12,6 +12,7 @@ import struct
 import msgspec
 
 from ptyd.terminal.replay import TerminalState
+from ptyd.terminal.styled import StyledScreen
 
 HEADER = struct.Struct("<I")
 MAX_FRAME = 64 << 20  # a snapshot of a 1000x1000 screen stays well below
@@ -68,7 +69,13 @@ class Close(Base, tag="close"):
     sid: int
 
 
-ToWorker = Open | Restore | Feed | Resize | Settle | Snap | Close
+class Paint(Base, tag="paint"):
+    """The screen as styled cells, for a screenshot: answered with ``Painted`` after the ack of what came before."""
+
+    sid: int
+
+
+ToWorker = Open | Restore | Feed | Resize | Settle | Snap | Close | Paint
 
 
 # --- worker -> daemon -------------------------------------------------------------------------------------
@@ -111,12 +118,18 @@ class Snapshot(Base, tag="snapshot"):
     state: TerminalState
 
 
+class Painted(Base, tag="painted"):
+    sid: int
+    end: int
+    screen: StyledScreen
+
+
 class Hello(Base, tag="hello"):
     pid: int
     native: bool  # the native engine imports in this worker
 
 
-ToDaemon = Ack | Snapshot | Hello
+ToDaemon = Ack | Snapshot | Painted | Hello
 
 _encoder = msgspec.msgpack.Encoder()
 to_worker = msgspec.msgpack.Decoder(ToWorker)

@@ -167,6 +167,10 @@ class WorkerLink:
                 term = self.sessions.get(msg.sid)
                 if term is not None:
                     term.snapshotted(msg)
+            elif isinstance(msg, m.Painted):
+                term = self.sessions.get(msg.sid)
+                if term is not None:
+                    term.painted(msg)
             else:
                 self.hello = True
                 self._pool.started(self)
@@ -300,6 +304,8 @@ class LocalLink:
                 term.acked(reply)
             elif isinstance(reply, m.Snapshot):
                 term.snapshotted(reply)
+            elif isinstance(reply, m.Painted):
+                term.painted(reply)
 
 
 @final

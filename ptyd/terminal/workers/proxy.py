@@ -23,6 +23,7 @@ import msgspec
 
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.replay import TerminalState, restore_scrollback, scrollback_state
+from ptyd.terminal.styled import StyledScreen
 from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.early import EarlyAnswers
 
@@ -207,6 +208,7 @@ class RemoteTerminal(Terminal):
         self._snap_asked = False
         self._snap_waiters: list[asyncio.Future[None]] = []
         self._snap_timer = False  # a snapshot is due within SNAPSHOT_INTERVAL_S
+        self._paint_waiters: list[asyncio.Future[StyledScreen]] = []  # screenshots waiting for the worker's cells
         self.closed = False
         self.strikes = 0  # crashes of a worker while this session's output was in flight
         self.outbox: list[m.ToWorker] = []  # messages held while another session's output is on probation
@@ -368,6 +370,32 @@ class RemoteTerminal(Terminal):
         elif self._snap_waiters:
             self._ask_snapshot()
 
+    # --- screenshots ------------------------------------------------------------------------------------
+
+    async def styled_screen(self) -> StyledScreen:
+        """The worker's engine reads its cells after rendering everything sent before: one round trip."""
+        if self.closed:
+            return self.styled()
+        fut: asyncio.Future[StyledScreen] = self._pool.loop.create_future()
+        first = not self._paint_waiters
+        self._paint_waiters.append(fut)
+        if first:
+            self._push(m.Paint(sid=self.sid))
+        return await fut
+
+    def painted(self, msg: m.Painted) -> None:
+        waiters, self._paint_waiters = self._paint_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(msg.screen)
+
+    def _paint_failed(self) -> None:
+        """The session closed: what the mirror has (its text) answers the screenshots still waiting."""
+        waiters, self._paint_waiters = self._paint_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(self.styled())
+
     # --- a new worker ------------------------------------------------------------------------------------
 
     @property
@@ -397,6 +425,8 @@ class RemoteTerminal(Terminal):
                 self._give(msg)
         if self._snap_waiters:
             self._ask_snapshot()
+        if self._paint_waiters:  # the dead worker's answer will not come: the new one is asked
+            self._push(m.Paint(sid=self.sid))
 
     # --- handover ----------------------------------------------------------------------------------------
 
@@ -486,3 +516,4 @@ class RemoteTerminal(Terminal):
             for fut in self._snap_waiters:
                 if not fut.done():
                     fut.set_result(None)
+            self._paint_failed()

@@ -40,8 +40,10 @@ from ptyd.terminal.engines.ghostty.lifetime import drop, dropped, free_dropped, 
 from ptyd.terminal.engines.ghostty.output import OutputQueue
 from ptyd.terminal.engines.ghostty.redraw import vt_dump
 from ptyd.terminal.engines.ghostty.screen import GhosttyScreen, Grid
+from ptyd.terminal.engines.ghostty.styled import from_ghostty
 from ptyd.terminal.plain import SGR, rows_of
 from ptyd.terminal.replay import TerminalState
+from ptyd.terminal.styled import StyledScreen
 
 SLICE = 64 * 1024  # bytes per write between budget checks (~0.2 ms); scrolling output is cut finer
 _ERASE_HISTORY = b"\x1b[3J"
@@ -340,6 +342,10 @@ class GhosttyTerminal(Terminal):
         if self._screen is None:
             self._screen = GhosttyScreen(self)
         return self._screen
+
+    def styled(self) -> StyledScreen:
+        cursor = self.current_screen().cursor
+        return from_ghostty(self._handle, self.cols, self.rows, (cursor.x, cursor.y, cursor.hidden))
 
     # --- handover ----------------------------------------------------------------------------------------
 

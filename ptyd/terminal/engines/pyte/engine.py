@@ -25,6 +25,7 @@ from ptyd.terminal.engines.pyte.screen import TerminalScreen
 from ptyd.terminal.engines.pyte.stream import TerminalStream
 from ptyd.terminal.plain import SGR, all_plain, rows_of, wraps_of
 from ptyd.terminal.replay import TerminalState
+from ptyd.terminal.styled import StyledScreen, from_pyte
 
 # Anything that makes a line not plain: non-SGR escapes, controls (tab too), lone CR or LF, non-ASCII.
 _NOT_PLAIN = re.compile(r"\x1b(?!\[[0-9;]*m)|[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n|[^\x00-\x7f]")
@@ -261,6 +262,9 @@ class PyteTerminal(Terminal):
         if self._deferred is not None:
             self._draw_deferred()
         return self.screen
+
+    def styled(self) -> StyledScreen:
+        return from_pyte(self.current_screen())
 
     @property
     def cols(self) -> int:

@@ -1,0 +1,158 @@
+"""Resumable streams over ptyd-mcp's streamable HTTP (SEP-1699): a terminal_send whose stream drops mid-wait is
+picked up again with Last-Event-ID, by a real HTTP client speaking the wire as a host does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from conftest import Daemon
+
+from .harness import ROOT, new_agent, server_argv, server_env
+
+VERSION = "2025-11-25"
+
+
+@pytest.fixture
+def http_url(daemon: Daemon) -> Iterator[str]:
+    proc = subprocess.Popen(
+        server_argv(daemon.socket, new_agent(), "--http-port", "0"),
+        env=server_env(),
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        announced = re.search(r"http://127\.0\.0\.1:\d+/mcp", proc.stderr.readline())
+        assert announced, "ptyd-mcp did not announce its port"
+        yield announced.group(0)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+async def sse_events(response: httpx2.Response) -> AsyncIterator[dict[str, str]]:
+    """The server-sent events of ``response``, each as its fields (data lines joined)."""
+    event: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if not line:
+            if event:
+                yield event
+            event = {}
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        event[name] = event[name] + "\n" + value if name == "data" and name in event else value
+
+
+class Host:
+    """What a host does on the wire: POST each message, read the SSE answer, keep the session id."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
+        self.http, self.url, self.session = http, url, ""
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": VERSION, **extra}
+        if self.session:
+            headers["mcp-session-id"] = self.session
+        return headers
+
+    async def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        async with self.http.stream("POST", self.url, json=message, headers=self.headers()) as response:
+            assert response.status_code == 200, await response.aread()
+            self.session = response.headers.get("mcp-session-id", self.session)
+            async for event in sse_events(response):
+                if event.get("data"):
+                    return dict(json.loads(event["data"]))
+        raise AssertionError("no answer on the stream")
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        response = await self.http.post(self.url, json=message, headers=self.headers())
+        assert response.status_code == 202, response.text
+
+
+def tool(request_id: int, name: str, **arguments: Any) -> dict[str, Any]:
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def test_a_send_whose_stream_dropped_is_resumed_with_last_event_id(http_url: str, tmp_path: Path) -> None:
+    fifo = tmp_path / "line"
+    os.mkfifo(fifo)
+
+    def write_line() -> None:
+        with fifo.open("w") as f:  # opens once the command reads the FIFO
+            f.write("resumed-42\n")
+
+    async def scenario() -> None:
+        async with httpx2.AsyncClient(timeout=60) as http:
+            host = Host(http, http_url)
+            init = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            answer = await host.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+            assert answer["result"]["protocolVersion"] == VERSION
+            await host.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            opened = await host.call(tool(2, "terminal_open", env={"PS1": "$ "}))
+            sid = opened["result"]["structuredContent"]["session_id"]
+
+            # The send waits until its command prints got-: its stream opens with the priming event (an id, no
+            # data, and retry), and the host drops the connection there, while the send still waits.
+            command = f"read -r line < {fifo}; echo got-$line\n"
+            send = tool(3, "terminal_send", session_id=sid, input=command, until="got-", timeout_ms=60_000)
+            async with http.stream("POST", http_url, json=send, headers=host.headers()) as response:
+                assert response.status_code == 200
+                events = sse_events(response)
+                priming = await anext(events)
+            assert priming.get("data", "") == ""
+            assert priming["id"], "the priming event has no id"
+            assert int(priming["retry"]) > 0, "the priming event has no retry"
+
+            # Only now does the command get its line, and the send its answer: on no open stream.
+            await anyio.to_thread.run_sync(write_line)
+
+            # The dropped stream resumes from the priming event's id: the send's own answer arrives.
+            headers = host.headers(**{"last-event-id": priming["id"], "accept": "text/event-stream"})
+            message: dict[str, Any] = {}
+            async with http.stream("GET", http_url, headers=headers) as response:
+                assert response.status_code == 200, await response.aread()
+                async for event in sse_events(response):
+                    if event.get("data"):
+                        message = json.loads(event["data"])
+                        if message.get("id") == 3:
+                            break
+            assert message.get("id") == 3, message
+            result = message["result"]
+            assert not result.get("isError"), result
+            assert result["structuredContent"]["wait_reason"] == "matched"
+            assert "got-resumed-42" in result["structuredContent"]["viewport"]
+            assert event["id"] != priming["id"]
+
+    anyio.run(scenario)
+
+
+def test_an_unknown_event_id_replays_nothing(http_url: str) -> None:
+    async def scenario() -> None:
+        async with httpx2.AsyncClient(timeout=60) as http:
+            host = Host(http, http_url)
+            init = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            await host.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+            await host.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            headers = host.headers(**{"last-event-id": "nope/7", "accept": "text/event-stream"})
+            with anyio.fail_after(20):  # it ends instead of waiting
+                async with http.stream("GET", http_url, headers=headers) as response:
+                    body = (await response.aread()).decode()
+            assert response.status_code == 200  # the stream ends at once: nothing to resume, no error
+            assert "data: {" not in body
+
+    anyio.run(scenario)
