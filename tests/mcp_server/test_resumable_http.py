@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,30 +15,16 @@ import pytest
 
 from conftest import Daemon
 
-from .harness import ROOT, new_agent, server_argv, server_env
+from .test_http_and_packaging import serving_http
 
 VERSION = "2025-11-25"
 
 
 @pytest.fixture
-def http_url(daemon: Daemon) -> Iterator[str]:
-    proc = subprocess.Popen(
-        server_argv(daemon.socket, new_agent(), "--http-port", "0"),
-        env=server_env(),
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        announced = re.search(r"http://127\.0\.0\.1:\d+/mcp", proc.stderr.readline())
-        assert announced, "ptyd-mcp did not announce its port"
-        yield announced.group(0)
-    finally:
-        proc.terminate()
-        proc.wait(20)
-        if proc.stderr:
-            proc.stderr.close()
+def endpoint(daemon: Daemon) -> Iterator[tuple[str, dict[str, str]]]:
+    """ptyd-mcp over HTTP: its URL and the bearer header every request needs."""
+    with serving_http(daemon.socket, None) as (url, _, auth):
+        yield url, auth
 
 
 async def sse_events(response: httpx2.Response) -> AsyncIterator[dict[str, str]]:
@@ -88,7 +72,10 @@ def tool(request_id: int, name: str, **arguments: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
-def test_a_send_whose_stream_dropped_is_resumed_with_last_event_id(http_url: str, tmp_path: Path) -> None:
+def test_a_send_whose_stream_dropped_is_resumed_with_last_event_id(
+    endpoint: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    http_url, auth = endpoint
     fifo = tmp_path / "line"
     os.mkfifo(fifo)
 
@@ -97,7 +84,7 @@ def test_a_send_whose_stream_dropped_is_resumed_with_last_event_id(http_url: str
             f.write("resumed-42\n")
 
     async def scenario() -> None:
-        async with httpx2.AsyncClient(timeout=60) as http:
+        async with httpx2.AsyncClient(timeout=60, headers=auth) as http:
             host = Host(http, http_url)
             init = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
             answer = await host.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
@@ -141,9 +128,11 @@ def test_a_send_whose_stream_dropped_is_resumed_with_last_event_id(http_url: str
     anyio.run(scenario)
 
 
-def test_an_unknown_event_id_replays_nothing(http_url: str) -> None:
+def test_an_unknown_event_id_replays_nothing(endpoint: tuple[str, dict[str, str]]) -> None:
+    http_url, auth = endpoint
+
     async def scenario() -> None:
-        async with httpx2.AsyncClient(timeout=60) as http:
+        async with httpx2.AsyncClient(timeout=60, headers=auth) as http:
             host = Host(http, http_url)
             init = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
             await host.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
