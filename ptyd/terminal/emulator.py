@@ -223,7 +223,9 @@ class Terminal:
             return cached[1]
         used = max(screen.main_cursor_y + 1, 1)
         for y in range(screen.lines - 1, used - 1, -1):
-            if screen.main_rows(y, y + 1)[0]:
+            # A missing row is blank: seen once in the slow tier's pyte soup (seed 690271377, through a worker),
+            # a screen whose rows ran short of its height raised IndexError in the output callback.
+            if any(screen.main_rows(y, y + 1)):
                 used = y + 1
                 break
         self._used_cache = (self._generation, used)
