@@ -18,6 +18,7 @@ from ptyd.terminal.engines import native_available
 from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.host import EngineHost
 from ptyd.terminal.workers.inbox import Inbox
+from ptyd.terminal.workers.memory import give_back
 
 TAKE_BYTES = 8 << 20  # read at most before rendering again (the daemon's socket buffer holds 4 MiB)
 # A session acknowledged at least this often while it renders: the daemon reads nothing while its backlog waits
@@ -37,6 +38,9 @@ def serve(sock: socket.socket) -> None:
     inbox = Inbox()
     while True:
         if not inbox:  # nothing left to render: wait for the daemon
+            if host.closed:  # what closed sessions held goes back first
+                host.closed = 0
+                give_back()
             sock.setblocking(True)
             data = sock.recv(1 << 20)
             if not data:
