@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import hashlib
 import logging
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptyd import __version__
+from ptyd import protocol as p
 from ptyd.backends import live_record
 from ptyd.backends.containment import (
     CgroupContainment,
@@ -50,7 +52,7 @@ from ptyd.rpc.openrpc import discover_method
 from ptyd.rpc.server import RpcServer
 from ptyd.service.service import PtyService
 from ptyd.terminal.engines import engine_name
-from ptyd.terminal.workers.pool import shared_pool
+from ptyd.terminal.workers.pool import pool_info, shared_pool
 
 log = logging.getLogger("ptyd")
 
@@ -173,7 +175,10 @@ class Daemon:
         emulator = engine_name(self.config.emulator, load=self.config.engine_process == "daemon")
         if self.config.engine_process == "worker":
             # The workers' interpreters start beside the daemon's.
-            shared_pool(self.config.engine_workers, self.config.engine_worker_stall_ms).warm()
+            shared_pool(
+                self.config.engine_workers, self.config.engine_worker_stall_ms, self.config.engine_worker_rss_mb
+            ).warm()
+            service.engine_workers = engine_workers_info
         # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
         # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions
         # print (a pass took 20-70 ms on a busy 2-core machine, the worst send latencies beside floods). Frozen
@@ -363,3 +368,9 @@ class Daemon:
                 next_sweep = now + min(30.0, self.config.agent_idle_timeout_ms / 4000)
                 await service.release_idle()
                 systemd.notify(f"STATUS=serving, {service.session_count} sessions")
+
+
+def engine_workers_info() -> p.EngineWorkersInfo | None:
+    """daemon_info's engine_workers: the pool's record."""
+    info = pool_info()
+    return None if info is None else p.EngineWorkersInfo(**dataclasses.asdict(info))

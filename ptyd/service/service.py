@@ -110,6 +110,7 @@ class PtyService:
         self.handover_error: str | None = None
         # Whether the sessions would outlive a crash of the daemon (its fd store or keeper): the daemon says.
         self.crash_continuity: Callable[[], str | None] = lambda: None
+        self.engine_workers: Callable[[], p.EngineWorkersInfo | None] = lambda: None  # the daemon's pool says
         self.agents = AgentRegistry(config.max_agents)
         self._sessions: dict[str, Entry] = {}
         self._opening = 0
@@ -587,6 +588,7 @@ class PtyService:
             sandbox=self.sandbox_name() if self.sandbox_name is not None else None,
             limits=self.limits_name,
             crash_continuity=self.crash_continuity(),
+            engine_workers=self.engine_workers(),
         )
 
     @property
