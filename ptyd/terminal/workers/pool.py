@@ -43,7 +43,7 @@ ERROR_NOTE = "the native engine failed on this session's output"
 PAUSED_NOTE = "engine workers are paused (they die while starting): rendered in the daemon on pyte meanwhile"
 STARTUP_FAILURES = 3  # workers in a row that die before their hello: the pool pauses
 BACKOFF_S = 0.1  # a worker after one that died while starting waits this, doubled for each in a row
-BACKOFF_MAX_S = 30.0  # ...at most: a paused pool tries again at least this often
+BACKOFF_MAX_S = 10.0  # ...at most: a paused pool tries again at least this often (a start costs ~0.3 s of CPU)
 RSS_CHECK_S = 2.0  # how often the workers' resident sizes are read (only while sessions exist)
 KILLS = frozenset({"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"})  # ends from outside
 
