@@ -779,6 +779,7 @@ class EngineWorkersInfo(Base, frozen=True):
     """What the engine workers went through since the daemon started, and where they stand."""
 
     workers: Annotated[int, _d("Workers started and serving now.")]
+    pids: Annotated[list[int], _d("Their process ids (the spare that replaces one at once is not among them).")]
     rss_bytes: Annotated[list[int], _d("Their resident memory, each.")]
     crashes: Annotated[int, _d("Workers that died after starting (hangs and kills included); each was replaced.")]
     hangs: Annotated[int, _d("...of which killed by their watchdog (engine_worker_stall_ms).")]

@@ -404,6 +404,8 @@ class EngineWorkersInfo(TypedDict, total=False):
 
     workers: int
     """Workers started and serving now."""
+    pids: list[int]
+    """Their process ids (the spare that replaces one at once is not among them)."""
     rss_bytes: list[int]
     """Their resident memory, each."""
     crashes: int

@@ -125,6 +125,8 @@ export interface DaemonInfoResult {
 export interface EngineWorkersInfo {
   /** Workers started and serving now. */
   workers: number;
+  /** Their process ids (the spare that replaces one at once is not among them). */
+  pids: number[];
   /** Their resident memory, each. */
   rss_bytes: number[];
   /** Workers that died after starting (hangs and kills included); each was replaced. */

@@ -62,6 +62,7 @@ class PoolInfo:
     """daemon_info's ``engine_workers``: what the pool went through, and where it stands."""
 
     workers: int  # started (said hello) and serving
+    pids: list[int]  # ...their process ids
     rss_bytes: list[int]  # ...their resident sizes
     crashes: int  # workers that died after starting (hangs and kills included)
     hangs: int  # ...of which killed by their watchdog
@@ -90,6 +91,7 @@ class EnginePool:
         self.stall_s = stall_s  # a worker with work outstanding and no frame back this long hangs: killed
         self.rss_limit = rss_limit  # bytes a worker may hold before it is replaced; 0: no ceiling
         self.links: list[WorkerLink] = []
+        self.spare: WorkerLink | None = None  # started beside them, to replace one at once (``_refill``)
         self.local: LocalLink | None = None  # set while the pool is paused
         self.paused: str | None = None
         self._retry: asyncio.TimerHandle | None = None
@@ -117,6 +119,7 @@ class EnginePool:
         started = [link for link in self.links if link.hello]
         return PoolInfo(
             workers=len(started),
+            pids=[link.pid for link in started],
             rss_bytes=[rss or 0 for rss in (rss_bytes(link.pid) for link in started)],
             crashes=self.crashes,
             hangs=self.hangs,
@@ -133,10 +136,11 @@ class EnginePool:
         first sessions' queries until they are up."""
         while not self.broken and len(self.links) < self.size:
             self._spawn()
+        self._refill()
         if self.early_answers:
             preload()  # what answers meanwhile
 
-    def _spawn(self, *, delay: float = 0.0, replacing: bool = False) -> WorkerLink | None:
+    def _spawn(self, *, delay: float = 0.0, replacing: bool = False, spare: bool = False) -> WorkerLink | None:
         try:
             link = WorkerLink(self, delay=delay)
         except OSError as exc:
@@ -146,8 +150,25 @@ class EnginePool:
             return None
         link.rss_limit = self.rss_limit
         self.restarts += replacing
-        self.links.append(link)
+        if spare:
+            self.spare = link
+        else:
+            self.links.append(link)
         return link
+
+    def _refill(self, delay: float = 0.0) -> None:
+        """Start the spare: a worker with no session, which takes a dead one's sessions without the ~1 s (3 s
+        under load) an interpreter and the native library take to start."""
+        if self.spare is None and not self.broken and self.links:
+            self._spawn(delay=delay, spare=True)
+
+    def _take_spare(self) -> WorkerLink | None:
+        spare, self.spare = self.spare, None
+        if spare is None or spare.dead:
+            return None
+        self.restarts += 1
+        self.links.append(spare)
+        return spare
 
     def attach(self, term: RemoteTerminal) -> Link:
         if not self.broken and len(self.links) < self.size:
@@ -197,13 +218,15 @@ class EnginePool:
 
     def _try_again(self) -> None:
         self._retry = None
-        if self.local is not None and not self.links:
+        if self.local is not None and not self.links and self.spare is None:
             self._spawn(replacing=True)
 
     def _resume(self) -> None:
         """A worker started while paused: every session goes back to a worker, on the engine it had."""
         local, self.local, self.paused = self.local, None, None
         assert local is not None
+        if not self.links:  # the spare of before the pause started
+            self._take_spare()
         log.warning("engine workers started again: %d sessions go back to them", len(local.sessions))
         for term in list(local.sessions.values()):
             local.send(m.Close(sid=term.sid))
@@ -213,12 +236,15 @@ class EnginePool:
                 term.engine_note = None
             term.reopen(target, term.wanted, held=False)
         local.sessions.clear()
+        self._refill()
 
     # --- a worker died ---------------------------------------------------------------------------------
 
     def died(self, link: WorkerLink) -> None:
         if link in self.links:
             self.links.remove(link)
+        if link is self.spare:
+            self.spare = None
         if link.pid:
             self._dead.append(link.pid)
         sessions = list(link.sessions.values())
@@ -232,8 +258,6 @@ class EnginePool:
             log.warning(
                 "engine worker pid %d died while starting (%s), with %d sessions", link.pid, status, len(sessions)
             )
-            if self._failures >= STARTUP_FAILURES:
-                self._pause(f"{self._failures} workers in a row died while starting, the last: {status}")
         else:
             self.crashes += 1
             self.hangs += hung
@@ -253,11 +277,18 @@ class EnginePool:
                     status,
                     len(sessions),
                 )
-        target: Link | None = self.local
-        if target is None:
-            target = self._spawn(delay=self._backoff() if self._failures else 0.0, replacing=True) or self.local
-        assert target is not None
-        self._rebuild(link, sessions, target, fault, HUNG_NOTE if hung else QUARANTINE_NOTE)
+        delay = self._backoff() if self._failures else 0.0
+        if sessions or link.hello:  # its sessions need a worker now (one that did not start leaves none to fill)
+            target: Link | None = self.local or self._take_spare()
+            if target is None and self._failures >= STARTUP_FAILURES:
+                self._pause(f"{self._failures} workers in a row died while starting, the last: {status}")
+            if target is None:
+                target = self.local or self._spawn(delay=delay, replacing=True) or self.local
+            assert target is not None
+            self._rebuild(link, sessions, target, fault, HUNG_NOTE if hung else QUARANTINE_NOTE)
+        elif self.local is not None:  # a worker tried while paused did not start: the next try, later
+            self._pause(f"{self._failures} workers in a row died while starting, the last: {status}")
+        self._refill(delay)
 
     def _rebuild(
         self, link: WorkerLink, sessions: list[RemoteTerminal], target: Link, fault: bool | None, note: str
@@ -318,13 +349,16 @@ class EnginePool:
             self._rss_timer = self.loop.call_later(RSS_CHECK_S, self._check_memory)
 
     def _recycle(self, link: WorkerLink, rss: int) -> None:
-        try:
-            new = WorkerLink(self)
-        except OSError:
-            return  # it serves on: the next check tries again
+        new = self._take_spare()
+        if new is None:
+            try:
+                new = WorkerLink(self)
+            except OSError:
+                return  # it serves on: the next check tries again
+            self.restarts += 1
+            self.links.append(new)
         new.rss_limit, new.fresh = self.rss_limit, True
         self.recycled += 1
-        self.restarts += 1
         log.warning(
             "engine worker pid %d holds %d MiB, past its ceiling of %d MiB: replacing it (pid %d), with %d sessions",
             link.pid,
@@ -333,13 +367,14 @@ class EnginePool:
             new.pid,
             len(link.sessions),
         )
-        self.links[self.links.index(link)] = new
+        self.links.remove(link)
         for term in list(link.sessions.values()):
             new.sessions[term.sid] = term
             term.reopen(new, term.engine, held=False)
         link.sessions.clear()
         link.retire()
         self._dead.append(link.pid)
+        self._refill()
 
     def _quarantine(self, term: RemoteTerminal, target: Link, note: str) -> None:
         self.quarantined += 1
@@ -385,6 +420,7 @@ class EnginePool:
     def abandon(self) -> None:
         """The loop this pool served is gone (in-process tests run one after another): close the sockets, so
         the workers end, without touching that loop."""
+        self._take_spare()
         for link in self.links:
             link.dead = True
             with contextlib.suppress(OSError):
@@ -400,6 +436,7 @@ class EnginePool:
         for timer in (self._retry, self._rss_timer):
             if timer is not None:
                 timer.cancel()
+        self._take_spare()
         for link in self.links:
             link.close()
         self.links.clear()
