@@ -109,7 +109,7 @@ def test_a_worker_past_its_memory_ceiling_is_replaced_under_floods(fresh_daemon:
     # sessions, gets a ceiling of its own instead of being replaced again and again.
     fresh_daemon.config_path.write_text(
         fresh_daemon.config_path.read_text()
-        + "engine_worker_rss_mb = 1\nscrollback_lines = 400000\nscrollback_bytes = 67108864\n"
+        + "engine_workers = 2\nengine_worker_rss_mb = 1\nscrollback_lines = 400000\nscrollback_bytes = 67108864\n"
     )
     fresh_daemon.start()
     count = 100_000
@@ -117,7 +117,8 @@ def test_a_worker_past_its_memory_ceiling_is_replaced_under_floods(fresh_daemon:
         pid = rpc.call("daemon_info")["pid"]
         token = rpc.call("agent_register", name="ceiling")["token"]
         shells = [Shell(rpc, token, env={"PS1": "$ "}) for _ in range(3)]
-        before = set(_worker_pids(pid))
+        wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["workers"] == 2)
+        before = set(rpc.call("daemon_info")["engine_workers"]["pids"])  # the serving ones, not the spare
     threads, results = _flood(fresh_daemon, token, shells, count)
     with fresh_daemon.rpc() as rpc:
         for s in shells:
@@ -129,7 +130,7 @@ def test_a_worker_past_its_memory_ceiling_is_replaced_under_floods(fresh_daemon:
         wait_until(lambda: "past the ceiling of 1 MiB as soon as it took them" in fresh_daemon.log(), timeout=30)
         info = rpc.call("daemon_info")["engine_workers"]
         assert (info["crashes"], info["quarantined"], info["paused"]) == (0, 0, None)
-        assert not before & set(_worker_pids(pid))  # the workers of the start were replaced, and ended
+        wait_until(lambda: not before & set(_worker_pids(pid)))  # the workers of the start were replaced, and end
         for s in shells:
             assert s.call("terminal_status")["engine"] == "ghostty"
             assert s.send("echo next\n")["viewport"].splitlines()[-2:] == ["next", "$"]
