@@ -124,6 +124,7 @@ def test_a_worker_past_its_memory_ceiling_is_replaced_under_floods(fresh_daemon:
     with fresh_daemon.rpc() as rpc:
         for s in shells:
             s.rpc = rpc
+        shells[0].call("terminal_status")  # authenticated: kept however long the floods take
         wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["recycled"] >= 1, timeout=60)
         for t in threads:
             t.join(timeout=240)

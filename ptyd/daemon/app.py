@@ -180,9 +180,11 @@ class Daemon:
         emulator = engine_name(self.config.emulator, load=self.config.engine_process == "daemon")
         if self.config.engine_process == "worker":
             # The workers' interpreters start beside the daemon's.
-            shared_pool(
+            pool = shared_pool(
                 self.config.engine_workers, self.config.engine_worker_stall_ms, self.config.engine_worker_rss_mb
-            ).warm()
+            )
+            pool.reaped = reaper.exit_of  # a worker's end, when the reaper collected it before the pool looked
+            pool.warm()
             service.engine_workers = engine_workers_info
         # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
         # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions

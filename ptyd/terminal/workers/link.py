@@ -40,6 +40,10 @@ class Pool(Protocol):
     loop: asyncio.AbstractEventLoop
     stall_s: float
 
+    def exit_of(self, pid: int) -> str | None:
+        """How a child the daemon's reaper collected ended, if it knows."""
+        ...
+
     def started(self, link: WorkerLink) -> None: ...
     def died(self, link: WorkerLink) -> None: ...
 
@@ -259,8 +263,8 @@ class WorkerLink:
         for _ in range(STATUS_POLLS):
             try:  # looked at, not reaped: the daemon's reaper collects every child
                 info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return "exited"
+            except ChildProcessError:  # collected already
+                return self._pool.exit_of(self.pid) or "exited"
             if info is not None:
                 if info.si_code == os.CLD_EXITED:
                     return f"exit status {info.si_status}"

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import final
 
@@ -91,6 +92,7 @@ class EnginePool:
         self.stall_s = stall_s  # a worker with work outstanding and no frame back this long hangs: killed
         self.rss_limit = rss_limit  # bytes a worker may hold before it is replaced; 0: no ceiling
         self.links: list[WorkerLink] = []
+        self.reaped: Callable[[int], str | None] | None = None  # the daemon's reaper: how a child it took ended
         self.spare: WorkerLink | None = None  # started beside them, to replace one at once (``_refill``)
         self.local: LocalLink | None = None  # set while the pool is paused
         self.paused: str | None = None
@@ -110,6 +112,9 @@ class EnginePool:
     @property
     def broken(self) -> bool:
         return self.local is not None
+
+    def exit_of(self, pid: int) -> str | None:
+        return self.reaped(pid) if self.reaped is not None else None
 
     def new_sid(self) -> int:
         self._next_sid += 1
