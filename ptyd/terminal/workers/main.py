@@ -16,6 +16,7 @@ import time
 
 from ptyd.terminal.engines import native_available
 from ptyd.terminal.workers import messages as m
+from ptyd.terminal.workers.early import preload
 from ptyd.terminal.workers.host import EngineHost
 from ptyd.terminal.workers.inbox import Inbox
 from ptyd.terminal.workers.memory import give_back
@@ -32,6 +33,9 @@ def serve(sock: socket.socket) -> None:
     native = native_available()
     if native:
         warm()
+    # pyte too (~0.3 s, 1.5 s under load): a worker's first pyte session (a quarantine, a spare taking a dead
+    # worker's sessions) would otherwise show no progress that long, which a short stall time takes for a hang.
+    preload()
     host = EngineHost()
     sock.sendall(m.frame(m.Hello(pid=os.getpid(), native=native)))
     buffer = bytearray()

@@ -141,7 +141,6 @@ class EnginePool:
         first sessions' queries until they are up."""
         while not self.broken and len(self.links) < self.size:
             self._spawn()
-        self._refill()
         if self.early_answers:
             preload()  # what answers meanwhile
 
@@ -203,6 +202,7 @@ class EnginePool:
             term.worker_up()
         if self.local is not None:
             self._resume()
+        self._refill()  # once a worker is up: the spare's start does not slow the first ones'
 
     # --- pausing -----------------------------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class EnginePool:
             self._failures += 1
             self.start_failures += 1
             log.warning(
-                "engine worker pid %d died while starting (%s), with %d sessions", link.pid, status, len(sessions)
+                "engine worker pid %d died (%s) while starting, with %d sessions", link.pid, status, len(sessions)
             )
         else:
             self.crashes += 1
