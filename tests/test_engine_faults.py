@@ -31,6 +31,12 @@ def _rss(pid: int) -> int:
     return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _all_workers(rpc: Rpc, pid: int) -> list[int]:
+    """The daemon's workers once all are up: two serving (configured) and the spare, started after them."""
+    wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["workers"] == 2 and len(_worker_pids(pid)) == 3)
+    return sorted(_worker_pids(pid))
+
+
 def _round(rpc: Rpc, token: str, sessions: int, batch: int = 10) -> None:
     """Open ``sessions`` sessions, ``batch`` at a time (so they spread over the workers), each printing 2,000
     lines (its native terminal's history page in use), and close them."""
@@ -43,11 +49,12 @@ def _round(rpc: Rpc, token: str, sessions: int, batch: int = 10) -> None:
 
 
 def _rounds_leave_worker_memory_flat(daemon: Daemon, rounds: int, sessions: int) -> None:
+    daemon.config_path.write_text(daemon.config_path.read_text() + "engine_workers = 2\n")
     daemon.start()
     with daemon.rpc() as rpc:
         pid = rpc.call("daemon_info")["pid"]
         token = rpc.call("agent_register", name="rounds")["token"]
-        workers = sorted(_worker_pids(pid))
+        workers = _all_workers(rpc, pid)
         first = 0
         for index in range(rounds):
             _round(rpc, token, sessions)
@@ -186,11 +193,12 @@ def test_workers_killed_every_half_second_under_floods_cost_no_session(fresh_dae
 
 
 def _rounds_of_floods_leave_memory_flat(daemon: Daemon, floods: int, count: int) -> None:
+    daemon.config_path.write_text(daemon.config_path.read_text() + "engine_workers = 2\n")
     daemon.start()
     with daemon.rpc() as rpc:
         pid = rpc.call("daemon_info")["pid"]
         token = rpc.call("agent_register", name="floods")["token"]
-        workers = sorted(_worker_pids(pid))
+        workers = _all_workers(rpc, pid)
         first: tuple[int, int] | None = None
         for index in range(3):
             shells = [Shell(rpc, token, env={"PS1": "$ "}) for _ in range(floods)]
