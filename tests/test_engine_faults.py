@@ -81,6 +81,7 @@ def test_rounds_of_sessions_leave_the_workers_memory_flat(fresh_daemon: Daemon) 
 
 @needs_native
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # ~2,000 sessions, each printing 2,000 lines: 2-4 min on 2 cores, more under load
 def test_two_thousand_sessions_leave_the_workers_memory_flat(fresh_daemon: Daemon) -> None:
     _rounds_leave_worker_memory_flat(fresh_daemon, rounds=4, sessions=500)
 
@@ -231,6 +232,7 @@ def test_rounds_of_floods_leave_the_daemon_and_workers_memory_flat(fresh_daemon:
 
 @needs_native
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 150 floods of 200,000 lines: ~3 min on 2 cores, more under load
 def test_rounds_of_long_floods_leave_the_daemon_and_workers_memory_flat(fresh_daemon: Daemon) -> None:
     """Issue 28: three rounds of 50 floods of 200,000 lines closed left the daemon 82 -> 121 -> 119 MiB."""
     _rounds_of_floods_leave_memory_flat(fresh_daemon, floods=50, count=200_000)
