@@ -139,6 +139,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # most ~50 ms of pyte's work, so a legit batch stays far below it even on a loaded machine; every session on
     # that worker waits this long when one hangs it, twice for the stalling one.
     engine_worker_stall_ms: Annotated[int, Meta(ge=100, le=600_000)] = 2000
+    # A worker whose resident memory passes this many MiB is replaced between frames, its sessions rebuilt in a
+    # new one (what a worker holds beyond its sessions' terminals is given back as sessions close, so this bounds
+    # what nothing else does). A worker ~25 MiB idle; a session's terminal ~0.1-0.5 MiB. 0: no ceiling.
+    engine_worker_rss_mb: Annotated[int, Meta(ge=0, le=1 << 20)] = 1024
     # Terminal size of terminal_open when the caller gives none: wide enough that tool output rarely wraps.
     default_cols: Annotated[int, Meta(ge=2, le=1000)] = 160
     # Rows of that default terminal: a screenful an agent can read in one viewport.

@@ -20,7 +20,8 @@ DEFAULTS = Config()  # documented defaults come from the one place that sets the
 # 5: the agent's unread cursor: results carry what happened between calls (commands, earlier_lines, running,
 #    lost_lines), until_done, terminal_wait follows a pending command, operation_lost.
 # 6: sandboxed by default (sandbox_default "auto"): open's sandbox_note, daemon_info's sandbox_default and
-#    sandbox_warning; terminal_screenshot (the screen as a PNG), the error kind extra_missing.
+#    sandbox_warning; terminal_screenshot (the screen as a PNG), the error kind extra_missing; daemon_info's
+#    engine_workers (crashes, hangs, kills, restarts, recycled, quarantined, paused).
 PROTOCOL_VERSION = 6
 
 
@@ -807,6 +808,30 @@ NOTIFICATIONS: dict[str, type[Base]] = {"terminal_event": TerminalEvent}
 """Notifications the daemon sends (method name -> params type), documented beside the methods."""
 
 
+class EngineWorkersInfo(Base, frozen=True):
+    """What the engine workers went through since the daemon started, and where they stand."""
+
+    workers: Annotated[int, _d("Workers started and serving now.")]
+    pids: Annotated[list[int], _d("Their process ids (the spare that replaces one at once is not among them).")]
+    rss_bytes: Annotated[list[int], _d("Their resident memory, each.")]
+    crashes: Annotated[int, _d("Workers that died after starting (hangs and kills included); each was replaced.")]
+    hangs: Annotated[int, _d("...of which killed by their watchdog (engine_worker_stall_ms).")]
+    kills: Annotated[int, _d("...of which killed from outside (SIGKILL, SIGTERM): no session is suspected.")]
+    start_failures: Annotated[int, _d("Workers that died before they were ready: retried with a backoff.")]
+    restarts: Annotated[int, _d("Workers started to replace another.")]
+    recycled: Annotated[int, _d("Workers replaced because their memory passed engine_worker_rss_mb.")]
+    quarantined: Annotated[
+        int, _d("Sessions moved to the pyte engine for good: their own output, replayed alone, failed the engine.")
+    ]
+    paused: Annotated[
+        str | None,
+        _d(
+            "Why sessions render in the daemon on pyte right now (workers die while starting), while a worker is "
+            "tried again with a backoff; none: they render in workers."
+        ),
+    ] = None
+
+
 class DaemonInfoParams(Base, frozen=True):
     """Describe the daemon. Counts are totals; no other agent's data is returned."""
 
@@ -853,4 +878,7 @@ class DaemonInfoResult(Base, frozen=True):
             "their terminals), 'keeper' (a ptyd keeper does), or 'none: ' and why not (fd_keeper = false, the "
             "keeper died and another is being started)."
         ),
+    ] = None
+    engine_workers: Annotated[
+        EngineWorkersInfo | None, _d("The engine workers' record (none when engines run in the daemon).")
     ] = None

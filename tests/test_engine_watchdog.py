@@ -9,6 +9,7 @@ with the "hung" note, and a neighbour on the same worker keeps its screen and sh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Daemon, Rpc, Shell, wait_until
+from conftest import Daemon, Rpc, Shell, latency, wait_until
 from ptyd.terminal.engines import native_available
 from ptyd.terminal.workers.pool import HUNG_NOTE, EnginePool
 from ptyd.terminal.workers.proxy import RemoteTerminal
@@ -137,3 +138,34 @@ def test_output_that_hangs_the_native_engine_moves_to_pyte_and_costs_the_neighbo
     assert "crashed" not in log
     assert "uuuu" not in log  # never the bytes
     assert "xxxx" not in log
+
+
+def test_the_sessions_of_a_stopped_worker_answer_within_the_documented_bound(fresh_daemon: Daemon) -> None:
+    """docs/engine-workers.md: a hung worker's sessions wait the stall time, then their replay on the spare worker
+    (no interpreter to start); the session whose own output hangs the engine waits twice. Issue 28 measured 6.7 s
+    against the documented ~4 s when the replacement had to start first."""
+    fresh_daemon.config_path.write_text(fresh_daemon.config_path.read_text() + "engine_workers = 1\n")
+    fresh_daemon.start()
+    stall_s = 2.0  # engine_worker_stall_ms's default
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="stopped")["token"]
+        shell = Shell(rpc, token, env={"PS1": "$ "})
+        shell.send("X=kept\n")
+        wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["workers"] == 1)
+        (stopped,) = rpc.call("daemon_info")["engine_workers"]["pids"]
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            result = shell.send("echo $X\n", timeout_ms=30_000)
+            elapsed = time.monotonic() - started
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # killed by its watchdog already, and reaped
+                os.kill(stopped, signal.SIGCONT)
+        assert result["wait_reason"] == "stdin_read"
+        assert result["viewport"].splitlines()[-2:] == ["kept", "$"]
+        latency(elapsed, tight=2 * stall_s, fallback=30.0, what="a send on a stopped worker")
+        info = rpc.call("daemon_info")["engine_workers"]
+        assert (info["hangs"], info["quarantined"]) == (1, 0)
+        assert stopped not in info["pids"]
+        assert shell.call("terminal_status")["engine_note"] is None
+    print(f"a send on a stopped worker answered after {elapsed:.2f} s")

@@ -182,7 +182,7 @@ def test_a_killed_worker_loses_no_row_and_a_crashing_session_moves_to_pyte() -> 
         flood = _remote(pool, "ghostty", replies)
         victim = _remote(pool, "ghostty", replies, cols=500, rows=100)
         try:
-            await _until(lambda: flood.idle and victim.idle)
+            await _until(lambda: flood.idle and victim.idle and pool.links[0].hello)  # a kill after its start
             for sent, start in enumerate(range(1, 200_001, 5000)):
                 flood.feed(b"".join(b"%d\r\n" % i for i in range(start, start + 5000)))
                 if sent == 10:

@@ -188,4 +188,9 @@ def test_daemon_info(rpc: Rpc, token: str) -> None:
     assert info["backend_types"] == ["exec", "shell"]
     assert info["containment"] in ("cgroup", "subreaper")
     assert info["protocol_version"] == 6
+    workers = info["engine_workers"]  # 6: the engine workers' record
+    if workers is not None:  # engines in workers (engine_process = "worker", the default)
+        assert workers["paused"] is None
+        assert len(workers["pids"]) == len(workers["rss_bytes"]) == workers["workers"]
+        assert workers["crashes"] >= workers["hangs"] + workers["kills"]
     assert Path(f"/proc/{info['pid']}").exists()

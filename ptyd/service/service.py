@@ -121,6 +121,9 @@ class PtyService:
         self.handover_error: str | None = None
         # Whether the sessions would outlive a crash of the daemon (its fd store or keeper): the daemon says.
         self.crash_continuity: Callable[[], str | None] = lambda: None
+        self.engine_workers: Callable[[], p.EngineWorkersInfo | None] = lambda: None  # the daemon's pool says
+        self.closed_since_trim = 0  # sessions closed since the daemon last gave their memory back
+        self.last_close = 0.0  # loop time of the last close
         self.agents = AgentRegistry(config.max_agents)
         self._sessions: dict[str, Entry] = {}
         self._opening = 0
@@ -335,6 +338,8 @@ class PtyService:
             event = p.TerminalEvent(subscription_id="", session_id=session_id, seq=0, kind="session_closed")
             self.events.publish(session_id, entry.owner, event)
             del self._sessions[session_id]
+            self.closed_since_trim += 1
+            self.last_close = asyncio.get_running_loop().time()
             owner = entry.owner
             owner.session_ids.discard(session_id)
             owner.closed_ids[session_id] = None
@@ -638,6 +643,7 @@ class PtyService:
             crash_continuity=self.crash_continuity(),
             sandbox_default=default,
             sandbox_warning=warning,
+            engine_workers=self.engine_workers(),
         )
 
     @property

@@ -420,6 +420,35 @@ class TerminalRecordingsResult(TypedDict):
     recordings: list[RecordingInfo]
 
 
+class EngineWorkersInfo(TypedDict, total=False):
+    """What the engine workers went through since the daemon started, and where they stand."""
+
+    workers: int
+    """Workers started and serving now."""
+    pids: list[int]
+    """Their process ids (the spare that replaces one at once is not among them)."""
+    rss_bytes: list[int]
+    """Their resident memory, each."""
+    crashes: int
+    """Workers that died after starting (hangs and kills included); each was replaced."""
+    hangs: int
+    """...of which killed by their watchdog (engine_worker_stall_ms)."""
+    kills: int
+    """...of which killed from outside (SIGKILL, SIGTERM): no session is suspected."""
+    start_failures: int
+    """Workers that died before they were ready: retried with a backoff."""
+    restarts: int
+    """Workers started to replace another."""
+    recycled: int
+    """Workers replaced because their memory passed engine_worker_rss_mb."""
+    quarantined: int
+    """Sessions moved to the pyte engine for good: their own output, replayed alone, failed the engine."""
+    paused: str | None
+    """Why sessions render in the daemon on pyte right now (workers die while starting), while a worker is
+    tried again with a backoff; none: they render in workers.
+    """
+
+
 class DaemonInfoResult(TypedDict, total=False):
     version: str
     protocol_version: int
@@ -451,6 +480,8 @@ class DaemonInfoResult(TypedDict, total=False):
     their terminals), 'keeper' (a ptyd keeper does), or 'none: ' and why not (fd_keeper = false, the keeper
     died and another is being started).
     """
+    engine_workers: EngineWorkersInfo | None
+    """The engine workers' record (none when engines run in the daemon)."""
 
 
 EventKind: TypeAlias = Literal["input_wait", "output", "screen", "send_settled", "session_closed", "session_exit"]

@@ -121,6 +121,34 @@ export interface DaemonInfoResult {
   sandbox_warning?: string | null;
   /** Whether the sessions would outlive a crash of this daemon right now: 'systemd' (its fd store holds their terminals), 'keeper' (a ptyd keeper does), or 'none: ' and why not (fd_keeper = false, the keeper died and another is being started). */
   crash_continuity?: string | null;
+  /** The engine workers' record (none when engines run in the daemon). */
+  engine_workers?: EngineWorkersInfo | null;
+}
+
+/** What the engine workers went through since the daemon started, and where they stand. */
+export interface EngineWorkersInfo {
+  /** Workers started and serving now. */
+  workers: number;
+  /** Their process ids (the spare that replaces one at once is not among them). */
+  pids: number[];
+  /** Their resident memory, each. */
+  rss_bytes: number[];
+  /** Workers that died after starting (hangs and kills included); each was replaced. */
+  crashes: number;
+  /** ...of which killed by their watchdog (engine_worker_stall_ms). */
+  hangs: number;
+  /** ...of which killed from outside (SIGKILL, SIGTERM): no session is suspected. */
+  kills: number;
+  /** Workers that died before they were ready: retried with a backoff. */
+  start_failures: number;
+  /** Workers started to replace another. */
+  restarts: number;
+  /** Workers replaced because their memory passed engine_worker_rss_mb. */
+  recycled: number;
+  /** Sessions moved to the pyte engine for good: their own output, replayed alone, failed the engine. */
+  quarantined: number;
+  /** Why sessions render in the daemon on pyte right now (workers die while starting), while a worker is tried again with a backoff; none: they render in workers. */
+  paused?: string | null;
 }
 
 /** The top-level program has exited; `signal` names the signal that killed it, if one did. */

@@ -91,6 +91,7 @@ class LocalSession:
             engine_process=config.engine_process,
             engine_workers=config.engine_workers,
             engine_worker_stall_ms=config.engine_worker_stall_ms,
+            engine_worker_rss_mb=config.engine_worker_rss_mb,
             label=session_id,
         )
         self.channel = PtyChannel(

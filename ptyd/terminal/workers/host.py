@@ -91,6 +91,7 @@ class EngineHost:
     def __init__(self) -> None:
         self.sessions: dict[int, Hosted] = {}
         self._dirty: dict[int, None] = {}  # sessions to acknowledge after this batch, in order
+        self.closed = 0  # sessions closed since the worker last gave their memory back (``memory``)
 
     def handle(self, msg: m.ToWorker) -> list[m.ToDaemon]:
         """Take one message; returns what is answered at once (snapshots). Acks wait for ``finish``."""
@@ -105,6 +106,7 @@ class EngineHost:
             del self.sessions[msg.sid]
             self._dirty.pop(msg.sid, None)
             rec.engine.close()
+            self.closed += 1
             return []
         try:
             return self._apply(rec, msg)

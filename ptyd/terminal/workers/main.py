@@ -16,8 +16,10 @@ import time
 
 from ptyd.terminal.engines import native_available
 from ptyd.terminal.workers import messages as m
+from ptyd.terminal.workers.early import preload
 from ptyd.terminal.workers.host import EngineHost
 from ptyd.terminal.workers.inbox import Inbox
+from ptyd.terminal.workers.memory import give_back
 
 TAKE_BYTES = 8 << 20  # read at most before rendering again (the daemon's socket buffer holds 4 MiB)
 # A session acknowledged at least this often while it renders: the daemon reads nothing while its backlog waits
@@ -31,12 +33,18 @@ def serve(sock: socket.socket) -> None:
     native = native_available()
     if native:
         warm()
+    # pyte too (~0.3 s, 1.5 s under load): a worker's first pyte session (a quarantine, a spare taking a dead
+    # worker's sessions) would otherwise show no progress that long, which a short stall time takes for a hang.
+    preload()
     host = EngineHost()
     sock.sendall(m.frame(m.Hello(pid=os.getpid(), native=native)))
     buffer = bytearray()
     inbox = Inbox()
     while True:
         if not inbox:  # nothing left to render: wait for the daemon
+            if host.closed:  # what closed sessions held goes back first
+                host.closed = 0
+                give_back()
             sock.setblocking(True)
             data = sock.recv(1 << 20)
             if not data:

@@ -21,6 +21,7 @@ def open_session_terminal(
     engine_process: str,
     engine_workers: int,
     engine_worker_stall_ms: int,
+    engine_worker_rss_mb: int,
     label: str,
 ) -> Terminal:
     """A session's terminal: rendered by a worker (``engine_process = "worker"``) or in this process."""
@@ -39,7 +40,7 @@ def open_session_terminal(
         scrollback_lines=scrollback_lines,
         scrollback_bytes=scrollback_bytes,
         on_reply=on_reply,
-        pool=shared_pool(engine_workers, engine_worker_stall_ms),
+        pool=shared_pool(engine_workers, engine_worker_stall_ms, engine_worker_rss_mb),
         engine=engine_name(emulator, load=False),  # the workers load it; the daemon never does
         label=label,
     )

@@ -1,16 +1,23 @@
-"""The engine workers: starting them, spreading sessions over them, and surviving their deaths.
+"""The engine workers: starting them, spreading sessions over them, and surviving their deaths (``link``: one
+worker, its socket and its watchdog).
 
-Each worker is a process on one end of a socketpair (``WorkerLink``). Messages to it are framed as they are
-sent and written once per loop turn, so the feeds of every session that read output in that turn go in one
-write. A worker's death is noticed when its socket reads EOF, which the kernel delivers as the process exits. A
-worker that hangs instead (libghostty-vt takes seconds over some output) is noticed by its watchdog
-(``WorkerLink._watch``): work outstanding and not one frame back for ``stall_s``. It is killed, and that is a death.
+When a worker dies, a new one takes its place and each of its sessions is rebuilt there
+(``RemoteTerminal.reopen``). Who is to blame depends on how it ended (``link.ENGINE_FAULTS``):
 
-Then a new worker takes its place and each of its sessions is rebuilt there (``RemoteTerminal.reopen``). A session
-with output in flight when the worker died is a suspect: suspects are replayed one at a time, every other
-session on that worker holding its new output meanwhile, so a second death during a session's replay names it.
-That session moves to the pyte engine for good (``QUARANTINE_NOTE``), still in a worker: pyte raises where
-Ghostty panics. If no worker can start at all, sessions render inside the daemon on pyte (``LocalLink``).
+- Killed from outside (SIGKILL the pool did not send: an operator, a test, the OOM killer): nobody. Every
+  session is rebuilt as it was.
+- The engine failed (a fault signal, an error exit, or a hang its watchdog ended): a session with output in
+  flight is a suspect. Suspects are replayed one at a time, every other session on that worker holding its new
+  output meanwhile, and a session is guilty only when its own bytes, replayed alone, fail the engine again. That
+  session moves to the pyte engine for good (``QUARANTINE_NOTE``), still in a worker: pyte raises where Ghostty
+  panics. A probe ended any other way (a kill, an end that says nothing) stays a suspect and is replayed again.
+- It died before its hello (while starting): nobody; it is retried with a backoff. After ``STARTUP_FAILURES`` in a
+  row the pool pauses: sessions render in the daemon on pyte (``LocalLink``) with a log line and daemon_info's
+  ``engine_workers.paused`` saying so, a worker is tried again after a backoff (up to ``BACKOFF_MAX_S``), and
+  the first that starts takes every session back on its own engine. The pool never gives up for good.
+
+A worker whose resident memory passes its ceiling (``engine_worker_rss_mb``) is replaced between frames: its
+sessions are rebuilt in a new worker the same way, and it ends when its socket closes (``memory``).
 """
 
 from __future__ import annotations
@@ -19,16 +26,14 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
-import socket
-import sys
-import time
-from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import final
 
 from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.early import preload
-from ptyd.terminal.workers.host import EngineHost
+from ptyd.terminal.workers.link import ENGINE_FAULTS, LocalLink, WorkerLink
+from ptyd.terminal.workers.memory import rss_bytes
 from ptyd.terminal.workers.proxy import Link, RemoteTerminal
 
 log = logging.getLogger("ptyd.engine")
@@ -36,303 +41,100 @@ log = logging.getLogger("ptyd.engine")
 QUARANTINE_NOTE = "the native engine crashed on this session's output"
 HUNG_NOTE = "the native engine hung on this session's output"
 ERROR_NOTE = "the native engine failed on this session's output"
-NO_WORKER_NOTE = "no engine worker could start: rendered in the daemon on pyte"
-STARTUP_FAILURES = 3  # workers in a row that die before saying hello: workers cannot start here
-READ_CHUNK = 1 << 20
-SOCKET_BUFFER = 4 << 20
-COMPACT_BYTES = 1 << 20
-STATUS_POLLS = 20  # 5 ms apart: how long a dead worker's exit status is waited for, for the log
+PAUSED_NOTE = "engine workers are paused (they die while starting): rendered in the daemon on pyte meanwhile"
+STARTUP_FAILURES = 3  # workers in a row that die before their hello: the pool pauses
+BACKOFF_S = 0.1  # a worker after one that died while starting waits this, doubled for each in a row
+BACKOFF_MAX_S = 10.0  # ...at most: a paused pool tries again at least this often (a start costs ~0.3 s of CPU)
+RSS_CHECK_S = 2.0  # how often the workers' resident sizes are read (only while sessions exist)
+KILLS = frozenset({"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"})  # ends from outside
 
 
-@final
-class WorkerLink:
-    """The daemon's end of one worker."""
-
-    def __init__(self, pool: EnginePool) -> None:
-        self._pool = pool
-        self.loop = pool.loop
-        ours, theirs = socket.socketpair()
-        try:
-            # Spawned, not forked, and reaped like every child (the daemon's reaper takes any that exits): the
-            # worker's end is the only descriptor it inherits (the loop spawns one process at a time).
-            theirs.set_inheritable(True)
-            argv = [sys.executable, "-m", "ptyd.terminal.workers.main", str(theirs.fileno())]
-            self.pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=_file_actions(theirs.fileno()))
-        except OSError:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        with contextlib.suppress(OSError):  # fewer, larger writes and wake-ups (the kernel caps what it grants)
-            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
-            ours.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
-        self._sock = ours
-        self.sessions: dict[int, RemoteTerminal] = {}
-        self.hello = False
-        self.dead = False
-        self.probe: RemoteTerminal | None = None  # the suspect whose output is being replayed alone
-        self.suspects: deque[RemoteTerminal] = deque()
-        self._out = bytearray()
-        self._sent = 0  # bytes of ``_out`` written to the socket already
-        self._in = bytearray()
-        self._flush_scheduled = False
-        self._writing = False
-        self.hung_s: float | None = None  # set when the watchdog killed it: how long it showed no progress
-        self._progress = 0.0  # loop time of the last frame from the worker, or of the work sent since
-        self._watchdog: asyncio.TimerHandle | None = None  # armed only while work may be outstanding
-        self.loop.add_reader(ours.fileno(), self._readable)
-
-    @property
-    def ready(self) -> bool:
-        return self.hello
-
-    # --- sending ---------------------------------------------------------------------------------------
-
-    def may_send(self, term: RemoteTerminal) -> bool:
-        """While suspects wait for their probe, only the probe (and pyte sessions, which cannot crash it) send."""
-        if term.engine == "pyte" or (self.probe is None and not self.suspects):
-            return True
-        return self.probe is term
-
-    def send(self, msg: m.ToWorker) -> None:
-        if self.dead:
-            return
-        m.frame_into(msg, self._out)
-        if self._watchdog is None and not isinstance(msg, m.Close):
-            self._progress = self.loop.time()
-            self._watchdog = self.loop.call_at(self._progress + self._pool.stall_s, self._watch)
-        if not self._flush_scheduled and not self._writing:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        if self.dead:
-            return
-        out = self._out
-        while self._sent < len(out):
-            try:
-                with memoryview(out) as view:
-                    self._sent += self._sock.send(view[self._sent :])
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:  # the worker is gone: its EOF is on its way
-                self._sent = len(out)
-                break
-        if self._sent >= len(out):
-            out.clear()
-            self._sent = 0
-        elif self._sent >= COMPACT_BYTES:  # sent from an offset, moved down now and then (not on every send)
-            del out[: self._sent]
-            self._sent = 0
-        if out and not self._writing:
-            self.loop.add_writer(self._sock.fileno(), self._flush)
-            self._writing = True
-        elif not self._out and self._writing:
-            self.loop.remove_writer(self._sock.fileno())
-            self._writing = False
-
-    # --- receiving ---------------------------------------------------------------------------------------
-
-    def _readable(self) -> None:
-        eof = False
-        while True:
-            try:
-                data = self._sock.recv(READ_CHUNK)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                eof = True
-                break
-            if not data:
-                eof = True
-                break
-            self._in += data
-            if len(data) < READ_CHUNK:
-                break
-        try:
-            bodies = m.frames(self._in)
-        except ValueError:
-            bodies, eof = [], True
-        if bodies:
-            self._progress = self.loop.time()
-        for body in bodies:
-            msg = m.to_daemon.decode(body)
-            if isinstance(msg, m.Ack):
-                term = self.sessions.get(msg.sid)
-                if term is not None:
-                    term.acked(msg)
-            elif isinstance(msg, m.Snapshot):
-                term = self.sessions.get(msg.sid)
-                if term is not None:
-                    term.snapshotted(msg)
-            elif isinstance(msg, m.Painted):
-                term = self.sessions.get(msg.sid)
-                if term is not None:
-                    term.painted(msg)
-            else:
-                self.hello = True
-                self._pool.started(self)
-        if eof:
-            self._died()
-        elif bodies and self._watchdog is not None and not self._outstanding():
-            self._watchdog.cancel()  # idle: no timer runs until work is sent again
-            self._watchdog = None
-
-    # --- the watchdog ------------------------------------------------------------------------------------
-
-    def _outstanding(self) -> bool:
-        return any(term.in_flight for term in self.sessions.values())
-
-    def _caught_up(self) -> bool:
-        """Take what the worker sent while this loop was busy (timers run before I/O); False: it died."""
-        self._readable()
-        return not self.dead
-
-    def _watch(self) -> None:
-        """Work outstanding and no frame back for ``stall_s``: the worker hangs; kill it, which is a death."""
-        self._watchdog = None
-        if self.dead:
-            return
-        if not self._caught_up() or not self._outstanding():
-            return
-        now = self.loop.time()
-        if not self.hello or now - self._progress < self._pool.stall_s:  # a starting interpreter is not hung
-            due = now + self._pool.stall_s if not self.hello else self._progress + self._pool.stall_s
-            self._watchdog = self.loop.call_at(due, self._watch)
-            return
-        self.hung_s = now - self._progress
-        with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGKILL)
-        self._died()
-
-    def _died(self) -> None:
-        if self.dead:
-            return
-        self.dead = True
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        self.loop.remove_reader(self._sock.fileno())
-        if self._writing:
-            self.loop.remove_writer(self._sock.fileno())
-        self._sock.close()
-        self._pool.died(self)
-
-    def status(self) -> str:
-        """How the process ended (its socket closes as it exits: the exit status follows within moments)."""
-        for _ in range(STATUS_POLLS):
-            try:  # looked at, not reaped: the daemon's reaper collects every child
-                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return "exited"
-            if info is not None:
-                if info.si_code == os.CLD_EXITED:
-                    return f"exit status {info.si_status}"
-                with contextlib.suppress(ValueError):
-                    return signal.Signals(info.si_status).name
-                return f"signal {info.si_status}"
-            time.sleep(0.005)
-        return "closed its socket"
-
-    def close(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        if not self.dead:
-            self.dead = True
-            self.loop.remove_reader(self._sock.fileno())
-            if self._writing:
-                self.loop.remove_writer(self._sock.fileno())
-            self._sock.close()
-        with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
-
-
-def _file_actions(keep: int) -> list[tuple[int | str, ...]]:
-    """What a worker must not inherit: every inheritable descriptor but ``keep`` (the PTYs a handover carried
-    across its exec, its lock and listening socket are inheritable); stdin is /dev/null."""
-    actions: list[tuple[int | str, ...]] = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > 2 and fd != keep:
-            with contextlib.suppress(OSError):  # the directory's own descriptor, closed by now
-                if os.get_inheritable(fd):
-                    actions.append((os.POSIX_SPAWN_CLOSE, fd))
-    return actions
-
-
-@final
-class LocalLink:
-    """The engines in the daemon itself, on pyte: for when no worker can start."""
-
-    def __init__(self, pool: EnginePool) -> None:
-        self.loop = pool.loop
-        self.sessions: dict[int, RemoteTerminal] = {}
-        self._host = EngineHost()
-        self._queue: list[m.ToWorker] = []
-        self.dead = False
-
-    @property
-    def ready(self) -> bool:
+def verdict(status: str) -> bool | None:
+    """Did the engine fail (True), was the worker ended from outside (False), or does its end not say (None)?"""
+    if status in ENGINE_FAULTS or (status.startswith("exit status") and status != "exit status 0"):
         return True
+    if status in KILLS:
+        return False
+    return None
 
-    def may_send(self, term: RemoteTerminal) -> bool:
-        return True
 
-    def send(self, msg: m.ToWorker) -> None:
-        if isinstance(msg, m.Open):
-            msg = m.Open(sid=msg.sid, engine="pyte", cols=msg.cols, rows=msg.rows, end=msg.end)
-        if not self._queue:
-            self.loop.call_soon(self._run)
-        self._queue.append(msg)
+@dataclass(frozen=True, slots=True)
+class PoolInfo:
+    """daemon_info's ``engine_workers``: what the pool went through, and where it stands."""
 
-    def _run(self) -> None:
-        queue, self._queue = self._queue, []
-        snapshots: list[m.ToDaemon] = []
-        for msg in queue:
-            snapshots.extend(self._host.handle(msg))
-        out = self._host.finish() + snapshots
-        for reply in out:
-            term = self.sessions.get(getattr(reply, "sid", -1))
-            if term is None:
-                continue
-            if isinstance(reply, m.Ack):
-                term.acked(reply)
-            elif isinstance(reply, m.Snapshot):
-                term.snapshotted(reply)
-            elif isinstance(reply, m.Painted):
-                term.painted(reply)
+    workers: int  # started (said hello) and serving
+    pids: list[int]  # ...their process ids
+    rss_bytes: list[int]  # ...their resident sizes
+    crashes: int  # workers that died after starting (hangs and kills included)
+    hangs: int  # ...of which killed by their watchdog
+    kills: int  # ...of which killed from outside (nobody's fault)
+    start_failures: int  # workers that died before their hello
+    restarts: int  # workers started to replace one
+    recycled: int  # workers replaced for their memory
+    quarantined: int  # sessions moved to pyte for good
+    paused: str | None  # why sessions render in the daemon now, while workers are tried again
 
 
 @final
 class EnginePool:
     def __init__(
-        self, size: int, loop: asyncio.AbstractEventLoop, *, stall_s: float, early_answers: bool = False
+        self,
+        size: int,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        stall_s: float,
+        early_answers: bool = False,
+        rss_limit: int = 0,
     ) -> None:
         self.size = size if size > 0 else (os.cpu_count() or 1)
         self.loop = loop
         self.early_answers = early_answers  # the daemon answers a session's queries until its worker is up
         self.stall_s = stall_s  # a worker with work outstanding and no frame back this long hangs: killed
+        self.rss_limit = rss_limit  # bytes a worker may hold before it is replaced; 0: no ceiling
         self.links: list[WorkerLink] = []
-        self.local: LocalLink | None = None  # set once workers cannot start
+        self.reaped: Callable[[int], str | None] | None = None  # the daemon's reaper: how a child it took ended
+        self.spare: WorkerLink | None = None  # started beside them, to replace one at once (``_refill``)
+        self.local: LocalLink | None = None  # set while the pool is paused
+        self.paused: str | None = None
+        self._retry: asyncio.TimerHandle | None = None
+        self._rss_timer: asyncio.TimerHandle | None = None
         self._next_sid = 0
         self._failures = 0  # workers in a row that died before their hello
-        self.crashes = 0  # workers that died after starting
-        self.hangs = 0  # ...of which killed by their watchdog
-        self.quarantined = 0  # sessions moved to pyte
+        self.crashes = 0
+        self.hangs = 0
+        self.kills = 0
+        self.start_failures = 0
+        self.restarts = 0
+        self.recycled = 0
+        self.quarantined = 0
         self._dead: list[int] = []  # workers that died, for ``close`` to reap where no reaper runs
 
     @property
     def broken(self) -> bool:
         return self.local is not None
 
+    def exit_of(self, pid: int) -> str | None:
+        return self.reaped(pid) if self.reaped is not None else None
+
     def new_sid(self) -> int:
         self._next_sid += 1
         return self._next_sid
+
+    def info(self) -> PoolInfo:
+        started = [link for link in self.links if link.hello]
+        return PoolInfo(
+            workers=len(started),
+            pids=[link.pid for link in started],
+            rss_bytes=[rss or 0 for rss in (rss_bytes(link.pid) for link in started)],
+            crashes=self.crashes,
+            hangs=self.hangs,
+            kills=self.kills,
+            start_failures=self.start_failures,
+            restarts=self.restarts,
+            recycled=self.recycled,
+            quarantined=self.quarantined,
+            paused=self.paused,
+        )
 
     def warm(self) -> None:
         """Start every worker now (their interpreters start while the daemon does), and load what answers the
@@ -342,19 +144,35 @@ class EnginePool:
         if self.early_answers:
             preload()  # what answers meanwhile
 
-    def _spawn(self) -> WorkerLink | None:
+    def _spawn(self, *, delay: float = 0.0, replacing: bool = False, spare: bool = False) -> WorkerLink | None:
         try:
-            link = WorkerLink(self)
+            link = WorkerLink(self, delay=delay)
         except OSError as exc:
-            self._give_up(f"cannot start an engine worker: {exc}")
+            self._failures += 1
+            self.start_failures += 1
+            self._pause(f"cannot start an engine worker: {exc}")
             return None
-        self.links.append(link)
+        link.rss_limit = self.rss_limit
+        self.restarts += replacing
+        if spare:
+            self.spare = link
+        else:
+            self.links.append(link)
         return link
 
-    def _give_up(self, why: str) -> None:
-        if self.local is None:
-            log.warning("%s; sessions render in the daemon on pyte from now on", why)
-            self.local = LocalLink(self)
+    def _refill(self, delay: float = 0.0) -> None:
+        """Start the spare: a worker with no session, which takes a dead one's sessions without the ~1 s (3 s
+        under load) an interpreter and the native library take to start."""
+        if self.spare is None and not self.broken and self.links:
+            self._spawn(delay=delay, spare=True)
+
+    def _take_spare(self) -> WorkerLink | None:
+        spare, self.spare = self.spare, None
+        if spare is None or spare.dead:
+            return None
+        self.restarts += 1
+        self.links.append(spare)
+        return spare
 
     def attach(self, term: RemoteTerminal) -> Link:
         if not self.broken and len(self.links) < self.size:
@@ -363,7 +181,9 @@ class EnginePool:
         link.sessions[term.sid] = term
         if isinstance(link, LocalLink):
             term.engine = "pyte"
-            term.engine_note = NO_WORKER_NOTE
+            term.engine_note = PAUSED_NOTE
+        if self._rss_timer is None and self.rss_limit:
+            self._rss_timer = self.loop.call_later(RSS_CHECK_S, self._check_memory)
         return link
 
     def detach(self, term: RemoteTerminal) -> None:
@@ -380,72 +200,190 @@ class EnginePool:
         self._failures = 0
         for term in link.sessions.values():  # an idle session must not keep its early answers' terminal
             term.worker_up()
+        if self.local is not None:
+            self._resume()
+        self._refill()  # once a worker is up: the spare's start does not slow the first ones'
+
+    # --- pausing -----------------------------------------------------------------------------------------
+
+    def _backoff(self) -> float:
+        return min(BACKOFF_S * (1 << min(max(self._failures - 1, 0), 16)), BACKOFF_MAX_S)
+
+    def _pause(self, why: str) -> None:
+        """Render in the daemon on pyte until a worker starts; try one again after the backoff."""
+        if self.local is None:
+            self.local = LocalLink(self)
+        delay = self._backoff()
+        if self.paused is None:
+            log.warning("engine workers paused: %s; sessions render in the daemon on pyte until one starts", why)
+        self.paused = why
+        if self._retry is None:
+            log.info("trying an engine worker again in %.1f s", delay)
+            self._retry = self.loop.call_later(delay, self._try_again)
+
+    def _try_again(self) -> None:
+        self._retry = None
+        if self.local is not None and not self.links and self.spare is None:
+            self._spawn(replacing=True)
+
+    def _resume(self) -> None:
+        """A worker started while paused: every session goes back to a worker, on the engine it had."""
+        local, self.local, self.paused = self.local, None, None
+        assert local is not None
+        if not self.links:  # the spare of before the pause started
+            self._take_spare()
+        log.warning("engine workers started again: %d sessions go back to them", len(local.sessions))
+        for term in list(local.sessions.values()):
+            local.send(m.Close(sid=term.sid))
+            target = min(self.links, key=lambda wl: len(wl.sessions))  # the one that started, and any starting
+            target.sessions[term.sid] = term
+            if term.engine_note == PAUSED_NOTE:
+                term.engine_note = None
+            term.reopen(target, term.wanted, held=False)
+        local.sessions.clear()
+        self._refill()
 
     # --- a worker died ---------------------------------------------------------------------------------
 
     def died(self, link: WorkerLink) -> None:
         if link in self.links:
             self.links.remove(link)
-        self._dead.append(link.pid)
-        if not link.hello:
-            self._failures += 1
+        if link is self.spare:
+            self.spare = None
+        if link.pid:
+            self._dead.append(link.pid)
         sessions = list(link.sessions.values())
-        if self._failures >= STARTUP_FAILURES:
-            self._give_up(f"engine workers die before they start (pid {link.pid}: {link.status()})")
-        elif link.hung_s is not None:
-            self.crashes += 1
-            self.hangs += 1
+        hung = link.hung_s is not None
+        status = "hung" if hung else link.status()
+        fault = True if hung else verdict(status)
+        if not link.hello:  # while starting: nobody's fault, whatever it rendered
+            fault = None
+            self._failures += 1
+            self.start_failures += 1
             log.warning(
-                "engine worker pid %d hung (no progress for %d ms with work outstanding): killed it, with %d"
-                " sessions: rebuilding them in a new worker",
-                link.pid,
-                link.hung_s * 1000,
-                len(sessions),
+                "engine worker pid %d died (%s) while starting, with %d sessions", link.pid, status, len(sessions)
             )
         else:
             self.crashes += 1
-            log.warning(
-                "engine worker pid %d died (%s) with %d sessions: rebuilding them in a new worker",
-                link.pid,
-                link.status(),
-                len(sessions),
-            )
-        note = HUNG_NOTE if link.hung_s is not None else QUARANTINE_NOTE
-        target: Link | None = self.local
-        if target is None:
-            target = self._spawn()
+            self.hangs += hung
+            self.kills += fault is False
+            if hung:
+                log.warning(
+                    "engine worker pid %d hung (no progress for %d ms with work outstanding): killed it, with %d"
+                    " sessions: rebuilding them in a new worker",
+                    link.pid,
+                    (link.hung_s or 0) * 1000,
+                    len(sessions),
+                )
+            else:
+                log.warning(
+                    "engine worker pid %d died (%s) with %d sessions: rebuilding them in a new worker",
+                    link.pid,
+                    status,
+                    len(sessions),
+                )
+        delay = self._backoff() if self._failures else 0.0
+        if sessions or link.hello:  # its sessions need a worker now (one that did not start leaves none to fill)
+            target: Link | None = self.local or self._take_spare()
+            if target is None and self._failures >= STARTUP_FAILURES:
+                self._pause(f"{self._failures} workers in a row died while starting, the last: {status}")
             if target is None:
-                target = self.local
-        assert target is not None
+                target = self.local or self._spawn(delay=delay, replacing=True) or self.local
+            assert target is not None
+            self._rebuild(link, sessions, target, fault, HUNG_NOTE if hung else QUARANTINE_NOTE)
+        elif self.local is not None:  # a worker tried while paused did not start: the next try, later
+            self._pause(f"{self._failures} workers in a row died while starting, the last: {status}")
+        self._refill(delay)
+
+    def _rebuild(
+        self, link: WorkerLink, sessions: list[RemoteTerminal], target: Link, fault: bool | None, note: str
+    ) -> None:
+        """``link``'s sessions on ``target``: the probe guilty if the engine failed on it, suspects held."""
         probe = link.probe
         for term in sessions:
             target.sessions[term.sid] = term
             if isinstance(target, LocalLink):
-                term.engine_note = NO_WORKER_NOTE
+                if term.wanted != "pyte":
+                    term.engine_note = PAUSED_NOTE
                 term.reopen(target, "pyte", held=False)
                 continue
-            guilty = False
             if probe is not None:
-                guilty = term is probe
-                suspect = term in link.suspects
+                suspect = term is probe or term in link.suspects
             else:
-                suspect = (term.in_flight or term in link.suspects) and term.engine != "pyte"
-                if suspect:
-                    term.strikes += 1
-                    guilty = term.strikes >= 2
-            if guilty:
+                suspect = term in link.suspects or (fault is not False and term.in_flight and term.engine != "pyte")
+            if term is probe and fault is True:
                 self._quarantine(term, target, note)
             elif suspect and isinstance(target, WorkerLink):
                 term.reopen(target, term.engine, held=True)
-                target.suspects.append(term)
+                if term is probe:
+                    target.suspects.appendleft(term)  # replayed first again
+                else:
+                    target.suspects.append(term)
             else:
                 term.reopen(target, term.engine, held=False)
         if isinstance(target, WorkerLink):
             self._next_probe(target)
 
+    # --- memory ------------------------------------------------------------------------------------------
+
+    def _check_memory(self) -> None:
+        """Replace a worker past its ceiling, between frames (a timer: no frame is half-handled)."""
+        self._rss_timer = None
+        for link in list(self.links):
+            if not link.hello or link.dead or link.probe is not None or link.suspects:
+                continue
+            rss = rss_bytes(link.pid)
+            if rss is None or rss <= link.rss_limit:
+                link.fresh = False
+                continue
+            if link.fresh:  # a replacement past the ceiling as soon as it took its sessions: they need it
+                link.rss_limit = 2 * rss
+                link.fresh = False
+                log.warning(
+                    "engine worker pid %d holds %d MiB with its %d sessions, past the ceiling of %d MiB as soon as"
+                    " it took them: its ceiling is %d MiB",
+                    link.pid,
+                    rss >> 20,
+                    len(link.sessions),
+                    self.rss_limit >> 20,
+                    link.rss_limit >> 20,
+                )
+                continue
+            self._recycle(link, rss)
+        if self.rss_limit and any(link.sessions for link in self.links):
+            self._rss_timer = self.loop.call_later(RSS_CHECK_S, self._check_memory)
+
+    def _recycle(self, link: WorkerLink, rss: int) -> None:
+        new = self._take_spare()
+        if new is None:
+            try:
+                new = WorkerLink(self)
+            except OSError:
+                return  # it serves on: the next check tries again
+            self.restarts += 1
+            self.links.append(new)
+        new.rss_limit, new.fresh = self.rss_limit, True
+        self.recycled += 1
+        log.warning(
+            "engine worker pid %d holds %d MiB, past its ceiling of %d MiB: replacing it (pid %d), with %d sessions",
+            link.pid,
+            rss >> 20,
+            link.rss_limit >> 20,
+            new.pid,
+            len(link.sessions),
+        )
+        self.links.remove(link)
+        for term in list(link.sessions.values()):
+            new.sessions[term.sid] = term
+            term.reopen(new, term.engine, held=False)
+        link.sessions.clear()
+        link.retire()
+        self._dead.append(link.pid)
+        self._refill()
+
     def _quarantine(self, term: RemoteTerminal, target: Link, note: str) -> None:
         self.quarantined += 1
-        term.strikes = 0
+        term.wanted = "pyte"
         term.engine_note = note
         log.warning("session %s: %s; it runs on the pyte engine from now on", term.label, note)
         term.reopen(target, "pyte", held=False)
@@ -466,7 +404,6 @@ class EnginePool:
             return
         if link.probe is term:
             link.probe = None
-            term.strikes = 0
             self._next_probe(link)
         elif link.probe is None and link.suspects:
             self._next_probe(link)
@@ -488,6 +425,7 @@ class EnginePool:
     def abandon(self) -> None:
         """The loop this pool served is gone (in-process tests run one after another): close the sockets, so
         the workers end, without touching that loop."""
+        self._take_spare()
         for link in self.links:
             link.dead = True
             with contextlib.suppress(OSError):
@@ -500,6 +438,10 @@ class EnginePool:
 
     def close(self) -> None:
         """End every worker (a daemon's own end at exit is enough: workers end when their socket closes)."""
+        for timer in (self._retry, self._rss_timer):
+            if timer is not None:
+                timer.cancel()
+        self._take_spare()
         for link in self.links:
             link.close()
         self.links.clear()
@@ -511,7 +453,7 @@ class EnginePool:
 _pool: EnginePool | None = None
 
 
-def shared_pool(size: int, stall_ms: int) -> EnginePool:
+def shared_pool(size: int, stall_ms: int, rss_mb: int = 0) -> EnginePool:
     """The daemon's pool (one per event loop: in-process tests run several)."""
     global _pool
     loop = asyncio.get_running_loop()
@@ -520,4 +462,10 @@ def shared_pool(size: int, stall_ms: int) -> EnginePool:
             _pool.abandon()
         _pool = EnginePool(size, loop, stall_s=stall_ms / 1000, early_answers=True)
     _pool.stall_s = stall_ms / 1000
+    _pool.rss_limit = rss_mb << 20
     return _pool
+
+
+def pool_info() -> PoolInfo | None:
+    """The daemon's pool's ``info``, if it has one."""
+    return _pool.info() if _pool is not None else None

@@ -210,7 +210,7 @@ class RemoteTerminal(Terminal):
         self._snap_timer = False  # a snapshot is due within SNAPSHOT_INTERVAL_S
         self._paint_waiters: list[asyncio.Future[StyledScreen]] = []  # screenshots waiting for the worker's cells
         self.closed = False
-        self.strikes = 0  # crashes of a worker while this session's output was in flight
+        self.wanted = engine  # the engine it renders on whenever a worker can (pyte once quarantined)
         self.outbox: list[m.ToWorker] = []  # messages held while another session's output is on probation
         self.link: Link = pool.attach(self)
         self.link.send(m.Open(sid=self.sid, engine=engine, cols=cols, rows=rows, end=0))

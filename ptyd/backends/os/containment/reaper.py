@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import final
 
 ExitCallback = Callable[[int | None, str | None], None]  # (exit_code, signal name)
+ENDS_KEPT = 256
 
 
 def decode_wait(code: int, status: int) -> tuple[int | None, str | None]:
@@ -34,6 +35,8 @@ class ChildReaper:
         self._loop = loop
         self._watched: dict[int, tuple[int, ExitCallback]] = {}  # pid -> (pidfd, callback)
         self.reaped_orphans = 0
+        # How the last unwatched children ended (an engine worker's owner asks after it: ``exit_of``).
+        self._ends: dict[int, str] = {}
 
     def watch(self, pid: int, callback: ExitCallback, *, child: bool = True) -> None:
         pidfd = os.pidfd_open(pid)
@@ -59,11 +62,19 @@ class ChildReaper:
             entry = self._watched.pop(info.si_pid, None)
             if entry is None:
                 self.reaped_orphans += 1
+                code, name = decode_wait(info.si_code, info.si_status)
+                self._ends[info.si_pid] = name if name is not None else f"exit status {code}"
+                while len(self._ends) > ENDS_KEPT:
+                    del self._ends[next(iter(self._ends))]
                 continue
             pidfd, callback = entry
             self._loop.remove_reader(pidfd)
             os.close(pidfd)
             callback(*decode_wait(info.si_code, info.si_status))
+
+    def exit_of(self, pid: int) -> str | None:
+        """How unwatched child ``pid`` ended, if this reaper collected it lately ("SIGKILL", "exit status 1")."""
+        return self._ends.get(pid)
 
     def close(self) -> None:
         for pidfd, _ in self._watched.values():

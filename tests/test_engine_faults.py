@@ -1,0 +1,238 @@
+"""Faults cost nothing, the hundredth time too (issue 28): on a real daemon, engine workers keep no memory of the
+sessions they closed, a worker past its memory ceiling is replaced under floods without a line lost, workers
+killed every half second under floods leave no session wrongly on pyte and the pool on workers, and rounds of
+floods closed leave the daemon's memory where the first round left it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_engine_workers import _whole_transcript, _worker_pids
+
+from conftest import Daemon, Rpc, Shell, wait_until
+from ptyd.terminal.engines import native_available
+
+needs_native = pytest.mark.skipif(not native_available(), reason="the native engine does not import here")
+
+
+KILLS = 12
+
+
+def _rss(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _all_workers(rpc: Rpc, pid: int) -> list[int]:
+    """The daemon's workers once all are up: two serving (configured) and the spare, started after them."""
+    wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["workers"] == 2 and len(_worker_pids(pid)) == 3)
+    return sorted(_worker_pids(pid))
+
+
+def _round(rpc: Rpc, token: str, sessions: int, batch: int = 10) -> None:
+    """Open ``sessions`` sessions, ``batch`` at a time (so they spread over the workers), each printing 2,000
+    lines (its native terminal's history page in use), and close them."""
+    for _ in range(sessions // batch):
+        shells = [Shell(rpc, token, env={"PS1": "$ "}) for _ in range(batch)]
+        for s in shells:
+            assert s.send("seq 2000\n")["viewport"].splitlines()[-2:] == ["2000", "$"]
+        for s in shells:
+            s.close()
+
+
+def _rounds_leave_worker_memory_flat(daemon: Daemon, rounds: int, sessions: int) -> None:
+    daemon.config_path.write_text(daemon.config_path.read_text() + "engine_workers = 2\n")
+    daemon.start()
+    with daemon.rpc() as rpc:
+        pid = rpc.call("daemon_info")["pid"]
+        token = rpc.call("agent_register", name="rounds")["token"]
+        workers = _all_workers(rpc, pid)
+        first = 0
+        for index in range(rounds):
+            _round(rpc, token, sessions)
+            assert rpc.call("daemon_info")["sessions"] == 0
+            if index == 0:
+                first = sum(_rss(w) for w in workers)
+                continue
+            # A worker gives back what the closed sessions held once it has nothing left to render: moments
+            # after the last close reached it.
+            wait_until(
+                lambda: sum(_rss(w) for w in workers) <= first * 1.10,  # noqa: B023 - called at once
+                timeout=10,
+                message=f"round {index + 1}: workers within 10% of {first >> 10} KiB",
+            )
+        assert sorted(_worker_pids(pid)) == workers  # no worker died or was replaced meanwhile
+        info = rpc.call("daemon_info")["engine_workers"]
+        assert (info["crashes"], info["recycled"]) == (0, 0)
+
+
+@needs_native
+def test_rounds_of_sessions_leave_the_workers_memory_flat(fresh_daemon: Daemon) -> None:
+    _rounds_leave_worker_memory_flat(fresh_daemon, rounds=4, sessions=50)
+
+
+@needs_native
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # ~2,000 sessions, each printing 2,000 lines: 2-4 min on 2 cores, more under load
+def test_two_thousand_sessions_leave_the_workers_memory_flat(fresh_daemon: Daemon) -> None:
+    _rounds_leave_worker_memory_flat(fresh_daemon, rounds=4, sessions=500)
+
+
+def _flood(daemon: Daemon, token: str, shells: list[Shell], count: int) -> tuple[list[threading.Thread], dict]:
+    results: dict[str, Any] = {}
+
+    def run(shell: Shell) -> None:
+        with Rpc(daemon.socket) as own:
+            results[shell.id] = own.call(
+                "terminal_send", token=token, session_id=shell.id, input=f"seq {count}\n", timeout_ms=240_000
+            )
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in shells]
+    for t in threads:
+        t.start()
+    return threads, results
+
+
+def _exact(shells: list[Shell], results: dict[str, Any], count: int) -> None:
+    for s in shells:
+        result = results[s.id]
+        assert result["wait_reason"] == "stdin_read"
+        assert result["viewport"].splitlines()[-2:] == [str(count), "$"]
+        lines = _whole_transcript(s)
+        start = lines.index("1")
+        assert lines[start : start + count] == [str(i) for i in range(1, count + 1)]
+        assert lines[start + count :] == ["$"]
+
+
+@needs_native
+def test_a_worker_past_its_memory_ceiling_is_replaced_under_floods(fresh_daemon: Daemon) -> None:
+    # A 1 MiB ceiling: every worker is past it at the first look; its replacement, past it at once with the same
+    # sessions, gets a ceiling of its own instead of being replaced again and again.
+    fresh_daemon.config_path.write_text(
+        fresh_daemon.config_path.read_text()
+        + "engine_workers = 2\nengine_worker_rss_mb = 1\nscrollback_lines = 400000\nscrollback_bytes = 67108864\n"
+    )
+    fresh_daemon.start()
+    count = 100_000
+    with fresh_daemon.rpc() as rpc:
+        pid = rpc.call("daemon_info")["pid"]
+        token = rpc.call("agent_register", name="ceiling")["token"]
+        shells = [Shell(rpc, token, env={"PS1": "$ "}) for _ in range(3)]
+        wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["workers"] == 2)
+        before = set(rpc.call("daemon_info")["engine_workers"]["pids"])  # the serving ones, not the spare
+    threads, results = _flood(fresh_daemon, token, shells, count)
+    with fresh_daemon.rpc() as rpc:
+        for s in shells:
+            s.rpc = rpc
+        shells[0].call("terminal_status")  # authenticated: kept however long the floods take
+        wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["recycled"] >= 1, timeout=60)
+        for t in threads:
+            t.join(timeout=240)
+        _exact(shells, results, count)
+        wait_until(lambda: "past the ceiling of 1 MiB as soon as it took them" in fresh_daemon.log(), timeout=30)
+        info = rpc.call("daemon_info")["engine_workers"]
+        assert (info["crashes"], info["quarantined"], info["paused"]) == (0, 0, None)
+        wait_until(lambda: not before & set(_worker_pids(pid)))  # the workers of the start were replaced, and end
+        for s in shells:
+            assert s.call("terminal_status")["engine"] == "ghostty"
+            assert s.send("echo next\n")["viewport"].splitlines()[-2:] == ["next", "$"]
+    assert "died" not in fresh_daemon.log()
+
+
+@needs_native
+def test_workers_killed_every_half_second_under_floods_cost_no_session(fresh_daemon: Daemon) -> None:
+    fresh_daemon.config_path.write_text(
+        fresh_daemon.config_path.read_text() + "scrollback_lines = 400000\nscrollback_bytes = 67108864\n"
+    )
+    fresh_daemon.start()
+    count = 60_000
+    with fresh_daemon.rpc() as rpc:
+        pid = rpc.call("daemon_info")["pid"]
+        token = rpc.call("agent_register", name="kills")["token"]
+        shells = [Shell(rpc, token, env={"PS1": "$ "}) for _ in range(6)]
+    threads, results = _flood(fresh_daemon, token, shells, count)
+    killed: list[int] = []
+    chooser = random.Random(28)
+    deadline = time.monotonic() + 120
+    # The fault at its cadence: a worker killed every 0.5 s (one that is starting, too), a dozen times.
+    while len(killed) < KILLS and time.monotonic() < deadline:
+        workers = [w for w in _worker_pids(pid) if w not in killed]
+        if workers:
+            victim = chooser.choice(workers)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+                killed.append(victim)
+        time.sleep(0.5)
+    for t in threads:
+        t.join(timeout=240)
+    with fresh_daemon.rpc() as rpc:
+        for s in shells:
+            s.rpc = rpc
+        assert rpc.call("daemon_info")["pid"] == pid
+        _exact(shells, results, count)
+        # Paused or not meanwhile, the pool ends on workers, every session on the native engine.
+        wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["paused"] is None, timeout=60)
+        wait_until(lambda: rpc.call("daemon_info")["engine_workers"]["workers"] >= 1, timeout=60)
+        for s in shells:
+            status = s.call("terminal_status")
+            assert (status["engine"], status["engine_note"]) == ("ghostty", None)
+            assert s.send("echo next\n")["viewport"].splitlines()[-2:] == ["next", "$"]
+        info = rpc.call("daemon_info")["engine_workers"]
+        assert info["quarantined"] == 0
+        assert info["crashes"] + info["start_failures"] == len(killed)
+        assert info["kills"] == info["crashes"]  # every death after a start was a kill from outside
+    assert len(killed) == KILLS
+    assert "it runs on the pyte engine from now on" not in fresh_daemon.log()
+
+
+def _rounds_of_floods_leave_memory_flat(daemon: Daemon, floods: int, count: int) -> None:
+    daemon.config_path.write_text(daemon.config_path.read_text() + "engine_workers = 2\n")
+    daemon.start()
+    with daemon.rpc() as rpc:
+        pid = rpc.call("daemon_info")["pid"]
+        token = rpc.call("agent_register", name="floods")["token"]
+        workers = _all_workers(rpc, pid)
+        first: tuple[int, int] | None = None
+        for index in range(3):
+            shells = [Shell(rpc, token, env={"PS1": "$ "}) for _ in range(floods)]
+            threads, results = _flood(daemon, token, shells, count)
+            for t in threads:
+                t.join(timeout=600)
+            assert all(results[s.id]["viewport"].splitlines()[-2:] == [str(count), "$"] for s in shells)
+            gave = daemon.log().count("gave back what")
+            for s in shells:
+                s.close()
+            # The daemon gives back what they held once closes pause (its log says so); a worker once it has
+            # nothing left to render.
+            wait_until(lambda gave=gave: daemon.log().count("gave back what") > gave, timeout=30)
+            if first is None:
+                first = (_rss(pid), sum(_rss(w) for w in workers))
+                continue
+            bound = (first[0] * 1.2, first[1] * 1.2)
+            wait_until(
+                lambda bound=bound: _rss(pid) <= bound[0] and sum(_rss(w) for w in workers) <= bound[1],
+                timeout=10,
+                message=f"round {index + 1}: daemon and workers within 20% of {first[0] >> 20}, {first[1] >> 20} MiB",
+            )
+        assert sorted(_worker_pids(pid)) == workers
+
+
+@needs_native
+def test_rounds_of_floods_leave_the_daemon_and_workers_memory_flat(fresh_daemon: Daemon) -> None:
+    _rounds_of_floods_leave_memory_flat(fresh_daemon, floods=50, count=10_000)
+
+
+@needs_native
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # 150 floods of 200,000 lines: ~3 min on 2 cores, more under load
+def test_rounds_of_long_floods_leave_the_daemon_and_workers_memory_flat(fresh_daemon: Daemon) -> None:
+    """Issue 28: three rounds of 50 floods of 200,000 lines closed left the daemon 82 -> 121 -> 119 MiB."""
+    _rounds_of_floods_leave_memory_flat(fresh_daemon, floods=50, count=200_000)
