@@ -282,6 +282,10 @@ class WorkerLink:
         """End it without a death: its socket closes, and the worker ends when it reads that (the reaper
         collects it). Its sessions were moved already."""
         self.retired = True
+        self._hang_up()
+
+    def _hang_up(self) -> None:
+        """Its watchdog stopped and its socket closed: the worker ends when it reads that."""
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
@@ -294,16 +298,7 @@ class WorkerLink:
             self._sock.close()
 
     def close(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        self._unstarted()
-        if not self.dead:
-            self.dead = True
-            self.loop.remove_reader(self._sock.fileno())
-            if self._writing:
-                self.loop.remove_writer(self._sock.fileno())
-            self._sock.close()
+        self._hang_up()
         if not self.pid:
             return
         with contextlib.suppress(OSError):
