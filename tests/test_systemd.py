@@ -656,6 +656,9 @@ def daemon_info(manager: UserManager) -> dict[str, Any]:
 
 
 def test_crashed_daemon_is_restarted_and_adopts_every_session(managed: UserManager) -> None:
+    # Unsandboxed: its programs watch the dead daemon's host pid (a sandbox has a pid namespace of its own) and
+    # run the checkout's python (under /tmp on CI: the sandbox's /tmp is private).
+    managed.write_config('sandbox_default = "none"\n')
     with Rpc(managed.socket) as rpc:
         alice = rpc.call("agent_register", name="alice")["token"]
         bob = rpc.call("agent_register", name="bob")["token"]

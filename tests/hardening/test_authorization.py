@@ -41,6 +41,7 @@ DESTRUCTIVE: dict[str, dict[str, Any]] = {
     "terminal_resize": {"cols": 20, "rows": 5},
     "terminal_status": {},
     "terminal_screen": {},
+    "terminal_screenshot": {},
     "terminal_list": {},
     "terminal_close": {"reason": "pwned"},
     "terminal_integrate": {"timeout_ms": 2000},

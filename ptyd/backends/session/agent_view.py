@@ -35,7 +35,9 @@ class AgentView:
     def __init__(self, line: int = 0) -> None:
         self.line = line  # the first transcript line the agent has not been shown whole
         self._ended: deque[p.CommandOutcome] = deque(maxlen=COMMANDS_KEPT)
-        self._typed: deque[str] = deque(maxlen=TYPED_KEPT)  # lines a send typed, not yet started by the shell
+        # Lines a send typed, not yet started by the shell, and when each was typed.
+        self._typed: deque[tuple[str, float]] = deque(maxlen=TYPED_KEPT)
+        self._ended_at = 0.0  # when the last command's end was seen
         self._marked = False  # the shell sends marks: its commands can be told apart
         self._running: tuple[str | None, float] | None = None  # the command the shell runs now, since when
         self.lost_lines = 0  # lines a crash lost that no result reported yet
@@ -48,14 +50,22 @@ class AgentView:
         starts next, in order (once the shell sends marks: the line that installs them is no command of the
         agent's). Lines that start none (a syntax error) are forgotten at the next send typed at an idle prompt."""
         if self._marked:
-            self._typed.extend(_lines(text))
+            now = time.monotonic()
+            self._typed.extend((line, now) for line in _lines(text))
 
     def forget_typed(self) -> None:
         self._typed.clear()
 
     def command_started(self) -> None:
         self._marked = True
-        self._running = (self._typed.popleft() if self._typed else None, time.monotonic())
+        now = time.monotonic()
+        if not self._typed:
+            self._running = (None, now)
+            return
+        # It started once it was typed and the command before it ended: a start mark read late (a loaded
+        # machine) must not shorten its duration (seen: a `sleep 0.4` measured 397 ms).
+        command, typed_at = self._typed.popleft()
+        self._running = (command, min(now, max(typed_at, self._ended_at)))
 
     def command_ended(self, status: int | None, cwd: str | None) -> None:
         """The shell's prompt mark: the command before it (if any) ended with ``status``."""
@@ -64,6 +74,7 @@ class AgentView:
             return  # a prompt with no command before it: an empty line, a Ctrl-C at the prompt
         command, started = self._running
         self._running = None
+        self._ended_at = time.monotonic()
         duration = int((time.monotonic() - started) * 1000)
         self._ended.append(p.CommandOutcome(command=command, exit_code=status, cwd=cwd, duration_ms=duration))
 
