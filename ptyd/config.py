@@ -293,11 +293,15 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     sandbox_agent_roots: dict[
         Annotated[str, Meta(max_length=128)], tuple[Annotated[str, Meta(pattern=r"^[/~]")], ...]
     ] = {}
-    # The network of a sandboxed session whose profile has one: "host" shares the machine's network namespace (every
-    # loopback port and abstract Unix socket of the machine is reachable: X11's, a dev database's, ptyd-mcp's
-    # --http-port); "pasta" gives each its own namespace with outbound access through pasta (Debian's passt),
-    # the machine's loopback out of reach (about 0.1 s more per open). Refused (sandbox_unavailable) without pasta.
-    sandbox_network: Literal["host", "pasta"] = "host"
+    # The network of a sandboxed session whose profile has one: "pasta" gives each its own namespace with outbound
+    # access through pasta (Debian's passt), the machine's loopback ports and abstract Unix sockets out of reach
+    # (X11's, a dev database's, ptyd-mcp's --http-port); refused (sandbox_unavailable) where pasta cannot. "host"
+    # shares the machine's network namespace, all of that reachable. "auto": "pasta" where it works, else "host",
+    # said at start (a warning), in daemon_info (sandbox_warning) and in each such open's sandbox_note.
+    sandbox_network: Literal["auto", "host", "pasta"] = "auto"
+    # Namespaces made ahead (pasta connected), so that an open takes one rather than waiting ~50 ms for pasta;
+    # each costs a sleeping holder and a pasta (~2 MiB). Only with cgroup containment (docs/sandbox.md). 0: none.
+    sandbox_network_spares: Annotated[int, Meta(ge=0, le=16)] = 2
     # The pasta program (looked up on PATH).
     pasta_program: str = "pasta"
     # The size of a sandbox's private /tmp: a tmpfs, in memory, that is otherwise half the machine's RAM for each

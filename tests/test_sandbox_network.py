@@ -1,6 +1,8 @@
-"""`sandbox_network = "pasta"`: a `workspace` session gets a network namespace of its own (issue 27, attacks 2 and
-10), through a real daemon, real bubblewrap and real pasta: the machine's loopback ports and abstract Unix sockets
-are out of reach, the session has an interface and a default route, and pasta ends with the session.
+"""A `workspace` session gets a network namespace of its own (issue 27, attacks 2 and 10), by default where pasta
+is installed (`sandbox_network = "auto"`), through a real daemon, real bubblewrap and real pasta: the machine's
+loopback ports and abstract Unix sockets are out of reach, the session has an interface and a default route, its
+namespace is one made ahead, no two sessions share one, and pasta ends with the session; spares end with the
+daemon, at a handover and after a crash.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, RpcError, Shell, pid_alive
+from conftest import Daemon, RpcError, Shell, pid_alive, wait_until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("pasta") is None, reason="bubblewrap or pasta is not installed"
@@ -50,22 +53,46 @@ def abstract_socket() -> Iterator[str]:
         yield name
 
 
-def pastas_of(child: int) -> list[int]:
+def _leaf_of(pid: int) -> Path:
+    relative = next(line[3:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if line.startswith("0::"))
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if line.split()[2] == "cgroup2"]
+    return next(Path(m + relative) for m in mounts if Path(m + relative).is_dir())
+
+
+def cgroup_procs(pid: int) -> list[int]:
+    """The processes of ``pid``'s cgroup v2 leaf (the session's, under cgroup containment)."""
+    return [int(x) for x in (_leaf_of(pid) / "cgroup.procs").read_text().split()]
+
+
+def named(pids: list[int], name: str) -> list[int]:
+    """Those of ``pids`` started as ``name`` (or a variant: Debian's pasta execs pasta.avx2, a passt)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, ValueError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if os.path.basename(argv[0]).startswith(b"pasta") and f"/proc/{child}/ns/net".encode() in argv:
-                found.append(int(entry.name))
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if os.path.basename(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]).decode().startswith(name):
+                found.append(pid)
     return found
+
+
+def spares(daemon: Daemon) -> dict[str, list[int]]:
+    """The namespaces the daemon made ahead: their cgroup leaves' names and processes."""
+    assert daemon.proc is not None
+    found = {}
+    for leaf in _leaf_of(daemon.proc.pid).glob("ptyd-*/netns-*"):
+        with contextlib.suppress(OSError):
+            found[leaf.name] = [int(x) for x in (leaf / "cgroup.procs").read_text().split()]
+    return found
+
+
+FETCH = "import urllib.request as u; print('got', u.urlopen('http://127.0.0.1:{port}/', timeout=5).status)"
 
 
 def test_a_workspace_session_with_its_own_network_cannot_reach_the_machines_loopback(
     fresh_daemon: Daemon, tmp_path: Path, listener: int, abstract_socket: str
 ) -> None:
-    fresh_daemon.config_path.write_text(f'sandbox_network = "pasta"\nsandbox_scratch_dir = "{tmp_path / "scratch"}"\n')
+    fresh_daemon.config_path.write_text(f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n')  # by default
     fresh_daemon.start()
-    fetch = f"import urllib.request as u; print('got', u.urlopen('http://127.0.0.1:{listener}/', timeout=5).status)"
+    fetch = FETCH.format(port=listener)
     connect = f"import socket; socket.socket(socket.AF_UNIX).connect('\\\\0{abstract_socket}'); print('connected')"
     with fresh_daemon.rpc() as rpc:
         token = rpc.call("agent_register", name="networked")["token"]
@@ -80,10 +107,10 @@ def test_a_workspace_session_with_its_own_network_cannot_reach_the_machines_loop
         routes = s.send('awk \'$2 == "00000000" {print "default via", $1}\' /proc/net/route\n')["viewport"]
         assert "default via " in routes, routes  # an interface of its own, with a way out
         assert s.send("echo still a shell\n")["viewport"].splitlines()[-2] == "still a shell"
-        bwrap = s.opened["pid"]
-        inner = [int(pid) for pid in Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()]
-        pastas = [pid for child in inner for pid in pastas_of(child)]
-        assert len(pastas) == 1, pastas
+        # Its namespace's holder and pasta are the session's: its close ends them.
+        members = cgroup_procs(s.opened["pid"])
+        pastas = named(members, "pasta")
+        assert len(pastas) == 1, members
         s.close()
         assert not pid_alive(pastas[0])  # ended with the session
         offline = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace-offline")  # no network: no pasta
@@ -124,3 +151,102 @@ def test_a_pasta_that_fails_leaves_no_session_and_no_process(fresh_daemon: Daemo
             rpc.call("terminal_open", token=token, sandbox="workspace")
         assert len(os.listdir(f"/proc/{fresh_daemon.proc.pid}/fd")) == daemon_fds  # nothing left open
         assert Shell(rpc, token, env={"PS1": "$ "}).send("echo fine\n")["viewport"].splitlines()[-2] == "fine"
+
+
+def _spares_ready(daemon: Daemon, count: int) -> dict[str, list[int]]:
+    """Wait for ``count`` spares, each holding its holder and its pasta; return them."""
+    found: dict[str, list[int]] = {}
+
+    def ready() -> bool:
+        nonlocal found
+        found = spares(daemon)
+        return len(found) == count and all(len(named(pids, "pasta")) == 1 for pids in found.values())
+
+    wait_until(ready, timeout=30, message=f"{count} network namespaces made ahead")
+    return found
+
+
+def test_opens_take_namespaces_made_ahead_and_no_two_sessions_share_one(fresh_daemon: Daemon, tmp_path: Path) -> None:
+    fresh_daemon.config_path.write_text(f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n')
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="networked")["token"]
+        first = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")  # made at the open; two more ahead
+        ready = _spares_ready(fresh_daemon, 2)
+        ahead = {pid for pids in ready.values() for pid in named(pids, "pasta")}
+        second = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
+        taken = named(cgroup_procs(second.opened["pid"]), "pasta")
+        assert len(taken) == 1, taken
+        assert taken[0] in ahead, (taken, ahead)  # a spare, moved into the session's cgroup
+        assert len(_spares_ready(fresh_daemon, 2)) == 2  # and made again
+        # A server on the first session's loopback is its own: the second session's loopback is another.
+        fetch = FETCH.format(port=8765)
+        serve = "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &"
+        poll = f'for i in $(seq 100); do python3 -c "{fetch}" 2>/dev/null && break; sleep 0.1; done'
+        assert "got 200" in first.send(f"{serve} {poll}\n", timeout_ms=30_000)["viewport"]
+        result = second.send(f'python3 -c "{fetch}" 2>&1 | tail -1\n')
+        assert "Connection refused" in result["viewport"], result["viewport"]
+
+
+def test_spares_end_with_the_daemon_and_at_a_handover(fresh_daemon: Daemon, tmp_path: Path) -> None:
+    fresh_daemon.config_path.write_text(f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n')
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="networked")["token"]
+        s = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
+        before = _spares_ready(fresh_daemon, 2)
+    assert fresh_daemon.proc is not None
+    fresh_daemon.proc.send_signal(signal.SIGUSR2)
+
+    def handed() -> bool:
+        with contextlib.suppress(OSError, RpcError), fresh_daemon.rpc() as rpc:
+            return bool(rpc.call("daemon_info")["handovers"] >= 1)
+        return False
+
+    wait_until(handed, timeout=60, message="the handover")
+    for pids in before.values():
+        assert [pid for pid in pids if pid_alive(pid)] == []  # no session's: ended, not left to nobody
+    with fresh_daemon.rpc() as rpc:
+        s.rpc = rpc
+        assert "still a shell" in s.send("echo still a shell\n")["viewport"]  # its own namespace went along
+        again = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
+        assert again.send("echo new\n")["viewport"].splitlines()[-2] == "new"
+        after = _spares_ready(fresh_daemon, 2)
+    assert fresh_daemon.stop(signal.SIGTERM) == 0
+    for pids in after.values():
+        assert [pid for pid in pids if pid_alive(pid)] == []
+
+
+def test_spares_of_a_crashed_daemon_are_killed_at_its_restart(fresh_daemon: Daemon, tmp_path: Path) -> None:
+    fresh_daemon.config_path.write_text(f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n')
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="networked")["token"]
+        s = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
+        taken = named(cgroup_procs(s.opened["pid"]), "pasta")
+        before = _spares_ready(fresh_daemon, 2)
+    fresh_daemon.stop(signal.SIGKILL)
+    left = [pid for pids in before.values() for pid in pids]
+    assert [pid for pid in left if pid_alive(pid)] != []  # nobody ended them...
+    fresh_daemon.start()
+    wait_until(lambda: [pid for pid in left if pid_alive(pid)] == [], message="the dead daemon's spares killed")
+    assert len(taken) == 1, taken
+    assert pid_alive(taken[0])  # ...but the adopted session's namespace is its own
+
+
+def test_auto_without_pasta_shares_the_machines_network_and_says_so(
+    fresh_daemon: Daemon, tmp_path: Path, listener: int
+) -> None:
+    fresh_daemon.config_path.write_text(
+        f'pasta_program = "/nonexistent/pasta"\nsandbox_scratch_dir = "{tmp_path / "scratch"}"\n'
+    )
+    fresh_daemon.start()
+    assert "sandboxed sessions share the machine's network" in fresh_daemon.log()
+    with fresh_daemon.rpc() as rpc:
+        assert "install passt" in rpc.call("daemon_info")["sandbox_warning"]
+        token = rpc.call("agent_register", name="networked")["token"]
+        s = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
+        assert "the machine's network" in s.opened["sandbox_note"], s.opened
+        assert "got 200" in s.send(f'python3 -c "{FETCH.format(port=listener)}" 2>&1 | tail -1\n')["viewport"]
+        offline = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace-offline")  # no network: nothing to say
+        assert offline.opened.get("sandbox_note") is None

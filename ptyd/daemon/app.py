@@ -28,6 +28,7 @@ from ptyd.backends.os.containment.reaper import ChildReaper
 from ptyd.backends.os.sandbox import select_sandbox
 from ptyd.backends.os.sandbox.bwrap import PACKAGE_DIR
 from ptyd.backends.os.sandbox.limits import Limiter
+from ptyd.backends.os.sandbox.netpool import NetworkPool, Programs
 from ptyd.backends.os.sandbox.workspace import state_directories
 from ptyd.backends.os.spawn import raise_fd_limit
 from ptyd.backends.session import live_record
@@ -180,6 +181,8 @@ class Daemon:
                 return
             self.config = config
             confinement.sandbox.reset(config.sandbox, config.bwrap_program)  # probed again: one installed since
+            if confinement.networks is not None:
+                confinement.networks.reset(config.sandbox_network_spares)
             service.reconfigure(config, build_registry(config, reaper, containment, confinement, records))
             server.reconfigure(config)
             _say_sandbox(service)
@@ -206,6 +209,8 @@ class Daemon:
                 await maintenance
             server.stop_accepting()  # connections are left to the exec, which closes them: clients reconnect
             await handover.quiesce(service)  # engine workers render what was read and send their snapshots
+            if confinement.networks is not None:  # spares are no session's: nothing would end them after the exec
+                confinement.networks.close()
             try:
                 state = handover.snapshot(service, inherited, "handover")  # from here on nothing may await
                 handover.exec_next(argv, state, handover.kept_fds(state))
@@ -262,6 +267,8 @@ class Daemon:
 
         if keeper is not None:
             await keeper.bye()
+        if confinement.networks is not None:
+            confinement.networks.close()
         reaper.reap()
         reaper.close()
         containment.close()
@@ -322,6 +329,7 @@ class Daemon:
             limits_name=confinement.limiter.describe(),
         )
         service.sandbox_unavailable = confinement.sandbox.unavailable
+        service.network_warning = lambda: self._network_warning(confinement)
         _say_sandbox(service)
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
@@ -417,7 +425,20 @@ class Daemon:
             private.append(os.environ["XDG_RUNTIME_DIR"])
         log.info("resource limits: %s", limiter.describe())
         config_dir = str((self.config_path or default_config_path()).resolve().parent)
-        return Confinement(sandbox, limiter, tuple(private), (config_dir, PACKAGE_DIR))
+        networks = NetworkPool(containment, self._network_programs, self.config.sandbox_network_spares)
+        return Confinement(sandbox, limiter, tuple(private), (config_dir, PACKAGE_DIR), networks)
+
+    def _network_warning(self, confinement: Confinement) -> str | None:
+        """With sandbox_network "auto", why sandboxes with network get the machine's (None: they get their own)."""
+        if self.config.sandbox_network != "auto" or confinement.networks is None:
+            return None
+        why = self._network_programs().missing() or confinement.networks.failure
+        if why is None:
+            return None
+        return f"sandboxed sessions share the machine's network (its loopback ports reachable): {why}; install passt"
+
+    def _network_programs(self) -> Programs:
+        return Programs.find(self.config.bwrap_program, self.config.pasta_program)
 
     async def _maintain(self, service: PtyService, reaper: ChildReaper, saver: adoption.StateSaver) -> None:
         """Slow housekeeping: reap orphans handed to the subreaper, save the screens, release idle agents,
@@ -444,7 +465,10 @@ class Daemon:
 
 
 def _say_sandbox(service: PtyService) -> None:
-    """With sandbox_default "auto", what agents' sessions get here (bubblewrap probed now): never silently none."""
+    """With sandbox_default "auto", what agents' sessions get here (bubblewrap probed now): never silently none;
+    with sandbox_network "auto", never silently the machine's network."""
+    if (network := service.network_warning()) is not None:
+        log.warning("sandbox: %s", network)
     if service.config.sandbox_default != AUTO_PROFILE:
         return
     default, warning = service.default_sandbox()

@@ -112,6 +112,8 @@ class PtyService:
         # Why no sandbox can be made here (probed again where none was found), or None: one can. The daemon sets
         # it from its sandbox; a service built without one (in-process tests) has none to make.
         self.sandbox_unavailable: Callable[[], str | None] = lambda: "no sandbox was set up"
+        # Why sandboxes with network share the machine's (sandbox_network "auto" without pasta), or None.
+        self.network_warning: Callable[[], str | None] = lambda: None
         self.limits_name = limits_name
         self.config = config
         self.backends = backends
@@ -627,6 +629,7 @@ class PtyService:
 
     def info(self) -> p.DaemonInfoResult:
         default, warning = self.default_sandbox()
+        warning = "; ".join(w for w in (warning, self.network_warning()) if w) or None
         return p.DaemonInfoResult(
             version=__version__,
             protocol_version=p.PROTOCOL_VERSION,

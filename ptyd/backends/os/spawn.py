@@ -110,7 +110,7 @@ class Spawned:
             self.gate = -1
 
 
-def _close_inherited() -> list[tuple[int, int]]:
+def close_inherited() -> list[tuple[int, int]]:
     """Every inheritable descriptor of the daemon, closed in the child before the terminal and the gate take
     0-3: what the daemon itself inherited (a descriptor its parent left open, read-write perhaps) and what a
     handover carries across its exec must reach no session's programs, sandboxed or not. The daemon's own are
@@ -224,7 +224,7 @@ def spawn(
             [SETSID, "-c", ENV, "-C", cwd, "--", *GATE, *sandbox, program, *argv[1:]],
             env,
             file_actions=[
-                *_close_inherited(),
+                *close_inherited(),
                 (os.POSIX_SPAWN_DUP2, slave, 0),
                 (os.POSIX_SPAWN_DUP2, slave, 1),
                 (os.POSIX_SPAWN_DUP2, slave, 2),

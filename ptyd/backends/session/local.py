@@ -15,6 +15,7 @@ from ptyd.backends.os.containment import MARKER_VAR, CgroupScope, Containment, S
 from ptyd.backends.os.containment.reaper import ChildReaper
 from ptyd.backends.os.sandbox import NoSandbox, Sandbox, SandboxPlan
 from ptyd.backends.os.sandbox.limits import AgentGroup, Limiter, LimitScope
+from ptyd.backends.os.sandbox.netpool import Namespace, NetworkPool
 from ptyd.backends.os.sandbox.network import connect, pasta_program, read_child_pid
 from ptyd.backends.os.sandbox.workspace import WorkspaceRules
 from ptyd.backends.os.sandbox.workspace import choose as choose_workspace
@@ -24,7 +25,7 @@ from ptyd.backends.session.session import LocalSession
 from ptyd.backends.session_state import SessionState
 from ptyd.backends.shell_integration import shell_launch
 from ptyd.config import Config, SandboxProfile
-from ptyd.errors import InvalidArgument, LimitExceeded, SpawnFailed
+from ptyd.errors import InvalidArgument, LimitExceeded, SandboxUnavailable, SpawnFailed
 
 # Inherited from the daemon's own start-up and meaningless (or harmful) to a session's programs.
 _NOT_INHERITED = ("NOTIFY_SOCKET", "FDSTORE", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "PTYD_TOKEN", "PTYD_SOCKET")
@@ -86,8 +87,7 @@ class LocalBackend:
         confinement = self._confinement
         prefix: tuple[str, ...] = ()
         workspace = cwd
-        own_network = profile.contained and profile.network and self._config.sandbox_network == "pasta"
-        pasta = pasta_program(self._config.pasta_program) if own_network else ""
+        own_network, netns, network_note = False, None, None
         if profile.contained:  # refused here, before anything exists, if it cannot be had
             rules = WorkspaceRules(spec.roots, spec.scratch, spec.others, confinement.private, confinement.protected)
             chosen = choose_workspace(spec.cwd, profile.filesystem == "workspace", rules)
@@ -100,6 +100,8 @@ class LocalBackend:
                     limit="sandbox_workspaces_per_agent",
                     value=limit,
                 )
+            if profile.network and self._config.sandbox_network != "host":  # last: nothing after it refuses
+                own_network, netns, network_note = await self._network(env, spec.timeout_s)
             plan = SandboxPlan(
                 profile,
                 cwd,
@@ -109,21 +111,30 @@ class LocalBackend:
                 spec.scratch_base,
                 self._config.sandbox_tmp_mib,
                 own_network=own_network,
+                enter_network=netns.prefix if netns is not None else (),
             )
-            prefix = confinement.sandbox.wrap(plan)
+            try:
+                prefix = confinement.sandbox.wrap(plan)
+            except BaseException:
+                if netns is not None:
+                    netns.discard()
+                raise
         limiter = confinement.limiter
         cgroups = self._containment.leaf_parent is not None  # a v2 leaf for each session
         profile = limiter.enforceable(profile, v2_leaf=cgroups)
+        group: AgentGroup | None = None
         try:  # before the session's cgroup: in v2 that is made in the group
             group = limiter.group(spec.agent, spec.agent_profile, v2_leaf=cgroups)
-        except OSError as exc:
-            raise SpawnFailed(f"cannot set the agent's limits: {exc.strerror}", reason="cgroup") from None
-        try:
             scope = self._containment.scope(spec.session_id, group.v2_name if group is not None else None)
+            if netns is not None:  # the session's now: its close ends the namespace's holder and pasta
+                netns.move_to(scope)
+                netns = None
         except OSError as exc:
+            if netns is not None:
+                netns.discard()
             if group is not None:
                 group.remove()
-            raise SpawnFailed(f"cannot create the session's cgroup: {exc.strerror}", reason="cgroup") from None
+            raise SpawnFailed(f"cannot set the session's limits or cgroup: {exc.strerror}", reason="cgroup") from None
         limits: LimitScope | None = None
         try:
             leaf = Path(scope.cgroup) if scope.cgroup is not None else None
@@ -166,10 +177,11 @@ class LocalBackend:
         )
         session.sandbox, session.profile, session.limits = spec.sandbox, profile, limits
         session.workspace = workspace  # what it writes: hidden from other agents' sandboxes
+        session.sandbox_note = network_note
         session.watch_exit()
         if own_network:
             try:
-                await self._connect(spawned, scope, pasta, env, spec.timeout_s)
+                await self._connect(spawned, scope, pasta_program(self._config.pasta_program), env, spec.timeout_s)
             except BaseException:
                 await session.close("its network could not be set up")
                 raise
@@ -190,6 +202,20 @@ class LocalBackend:
         session.motd = result.viewport
         session.open_wait_reason = result.wait_reason
         return session
+
+    async def _network(self, env: dict[str, str], timeout_s: float) -> tuple[bool, Namespace | None, str | None]:
+        """How a sandbox with network gets a namespace of its own: (pasta connects one at the open, one made
+        ahead, the note of an "auto" that fell back to the machine's network)."""
+        pool = self._confinement.networks
+        try:
+            if pool is None or not pool.usable:  # no cgroup leaf to keep spares in: one connected at the open
+                pasta_program(self._config.pasta_program)
+                return True, None, None
+            return False, await pool.take(self._reaper, {"PATH": env.get("PATH", os.defpath)}, timeout_s), None
+        except (SandboxUnavailable, SpawnFailed) as exc:
+            if self._config.sandbox_network != "auto":
+                raise
+            return False, None, f"the machine's network: sandbox_network is auto, and {exc}"
 
     async def _connect(self, spawned: Spawned, scope: Scope, pasta: str, env: dict[str, str], timeout_s: float) -> None:
         """Give a sandbox held at its network gate its network (pasta), then let its program start. pasta joins the
@@ -267,6 +293,7 @@ class Confinement:
     limiter: Limiter
     private: tuple[str, ...]  # hidden: ptyd's runtime and state directories, $XDG_RUNTIME_DIR
     protected: tuple[str, ...] = ()  # readable, never a writable root: ptyd's config and package directories
+    networks: NetworkPool | None = None  # network namespaces made ahead (None: each connected at its open)
 
 
 def build_registry(

@@ -128,7 +128,8 @@ class Bubblewrap:
         hidden = private + [path for path in others if not within(PACKAGE_DIR, path)]
         if plan.scratch_base is not None:
             hidden.append(os.path.realpath(plan.scratch_base))
-        args = [self.program, *_NAMESPACES]
+        # A namespace made ahead is entered before bubblewrap starts, which then makes no network namespace.
+        args = [*(plan.enter_network if profile.network else ()), self.program, *_NAMESPACES]
         own_network = profile.network and plan.own_network  # connected by pasta while the program waits
         if not profile.network or own_network:
             args.append("--unshare-net")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ import signal
 
 from ptyd.backends.os import procfs
 from ptyd.backends.os.containment.reaper import ChildReaper
+from ptyd.backends.os.containment.scope import Scope
+from ptyd.backends.os.spawn import close_inherited
 from ptyd.errors import SandboxUnavailable, SpawnFailed
 
 NET_GATE_FD = 4  # inside the sandbox: read until the network is up
@@ -71,18 +74,23 @@ async def read_child_pid(fd: int, timeout_s: float) -> int:
         loop.remove_reader(fd)
 
 
-async def connect(program: str, child: int, env: dict[str, str], reaper: ChildReaper, timeout_s: float) -> int:
-    """Run pasta on ``child``'s network namespace; the pid of the pasta left in the background once it is up."""
+async def connect(
+    program: str, child: int, env: dict[str, str], reaper: ChildReaper, timeout_s: float, scope: Scope | None = None
+) -> int:
+    """Run pasta on ``child``'s network namespace; the pid of the pasta left in the background once it is up.
+    ``scope``: pasta starts in it (its background copy is born there)."""
     argv = [program, *_PASTA_OPTIONS]
-    if os.getuid() == 0:  # pasta, started as root, would switch to nobody and could not join the namespace
-        argv += ["--runas", "0"]
-    # The network namespace only: bubblewrap's --disable-userns nests the program's user namespace, which pasta
-    # cannot join; the daemon's user owns the sandbox's, so it may enter its network namespace from outside.
-    argv += ["--netns", f"/proc/{child}/ns/net", "--netns-only"]
+    if os.getuid() == 0:
+        # pasta, started as root, would switch to nobody and could not join the namespace. Root may enter the
+        # network namespace alone (it has CAP_SYS_ADMIN where it is and, as the owner, in the sandbox's user
+        # namespace); bubblewrap's --disable-userns nests the program's user namespace, which pasta cannot join.
+        argv += ["--runas", "0", "--netns", f"/proc/{child}/ns/net", "--netns-only"]
+    else:  # another user's setns needs the capability in its own user namespace: pasta enters the holder's first
+        argv += ["--userns", f"/proc/{child}/ns/user", "--netns", f"/proc/{child}/ns/net"]
     loop = asyncio.get_running_loop()
     exited: asyncio.Future[int | None] = loop.create_future()
     before = set(procfs.children(os.getpid()))
-    pid = _start(program, argv, env)
+    pid = _start(program, argv, env) if scope is None else spawn_held(argv, env, scope)
 
     # The reaper reaps every child of the daemon: it reports this one's exit status rather than losing it.
     def on_exit(code: int | None, _signal: str | None) -> None:
@@ -107,6 +115,41 @@ async def connect(program: str, child: int, env: dict[str, str], reaper: ChildRe
         if f"/proc/{child}/ns/net" in cmdline and os.path.basename(cmdline[0]).startswith("pasta"):
             return candidate
     raise SpawnFailed("pasta set up the sandbox's network and did not stay", reason="pasta")
+
+
+_HELD = ("/bin/sh", "-c", 'read -r _ <&9 || exit 125; exec 9<&-; exec "$@"', "ptyd-held")
+
+
+def spawn_held(argv: list[str], env: dict[str, str], scope: Scope, info: int = -1) -> int:
+    """Start ``argv`` in ``scope``, its own session, standard fds on /dev/null, nothing of the daemon's inherited
+    but ``info`` (as fd 3): held at a gate (fd 9) until it is in the scope, so whatever it forks is born there."""
+    gate_read, gate = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    # Copies above what the actions write (0-3, 9): no action overwrites one still to be copied, and none is
+    # copied onto itself (which would keep it close-on-exec).
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (gate_read, info) if fd >= 0]
+    os.close(gate_read)
+    actions = [*close_inherited(), *((os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2))]
+    actions += [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in zip(high, (9, 3), strict=False)]
+    try:
+        pid = os.posix_spawn(
+            _HELD[0], [*_HELD, *argv], env, file_actions=actions, setsid=True, setsigdef=_DEFAULT_SIGNALS, setsigmask=()
+        )
+    except OSError as exc:
+        os.close(gate)
+        raise SpawnFailed(f"cannot start {os.path.basename(argv[0])}: {exc.strerror}", reason="pasta") from None
+    finally:
+        for fd in (*high, devnull):
+            os.close(fd)
+    try:
+        scope.attach(pid)
+    except OSError as exc:
+        os.close(gate)  # EOF: it ends before running anything
+        name = os.path.basename(argv[0])
+        raise SpawnFailed(f"cannot put {name} in its cgroup: {exc.strerror}", reason="cgroup") from None
+    os.write(gate, b"\n")
+    os.close(gate)
+    return pid
 
 
 def _start(program: str, argv: list[str], env: dict[str, str]) -> int:

@@ -19,3 +19,4 @@ class SandboxPlan:
     scratch_base: str | None = None  # every agent's scratch directory is under it: hidden, its own bound back
     tmp_mib: int | None = None  # the size of its private /tmp; None: the kernel's default (half the RAM)
     own_network: bool = False  # a network namespace of its own, connected by pasta (network.py), if it has network
+    enter_network: tuple[str, ...] = ()  # or one made ahead (netpool.py): the argv prefix that enters it

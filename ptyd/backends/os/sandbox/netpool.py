@@ -1,0 +1,206 @@
+"""Network namespaces made ahead of the opens that need one (``sandbox_network`` "auto" or "pasta").
+
+Connecting a sandbox's own namespace at its open costs pasta's set-up (40-80 ms on these machines), more than the
+rest of the sandbox. So namespaces are made ahead, a few at a time (``NetworkPool``): a *holder* (bubblewrap with a
+user and a network namespace of its own, running ``sleep infinity``) with pasta connected to it, each spare in a
+cgroup leaf of its own. An open takes one: its spawn chain enters the namespace (``nsenter``, before its
+bubblewrap; with the user namespace too when the daemon is not root, whose setns needs it) and the holder and
+pasta move into the session's leaf, so the session's close ends them, a handover or a crash keeps them with the
+session, and a crashed daemon's spares are leftovers (``containment.recover``) the next daemon kills. Each
+namespace serves one session: sessions never share a loopback.
+
+Needs cgroup containment (a leaf per spare); without it each open connects its own (``network.connect``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import final
+
+from ptyd.backends.os.containment import Containment, Scope
+from ptyd.backends.os.containment import remove as remove_scope
+from ptyd.backends.os.containment.reaper import ChildReaper
+from ptyd.backends.os.sandbox.network import connect, read_child_pid, spawn_held
+from ptyd.errors import SandboxUnavailable, SpawnFailed
+
+log = logging.getLogger("ptyd.sandbox")
+
+LEAF_PREFIX = "netns-"  # a spare's cgroup leaf: never a session id (those are "s-..." or a caller's name)
+_HOLD = ("sleep", "infinity")
+
+
+@dataclass(frozen=True, slots=True)
+class Programs:
+    """What making a namespace takes, resolved on PATH (None: not installed)."""
+
+    bwrap: str | None
+    pasta: str | None
+    nsenter: str | None
+    sleep: str | None
+    pasta_name: str = "pasta"  # as configured
+
+    @classmethod
+    def find(cls, bwrap: str, pasta: str) -> Programs:
+        found = (shutil.which(bwrap), shutil.which(pasta), shutil.which("nsenter"), shutil.which(_HOLD[0]))
+        return cls(*found, pasta_name=pasta)
+
+    def missing(self) -> str | None:
+        if self.pasta is None:
+            return f"pasta ({self.pasta_name}; Debian package passt) is not installed"
+        for name, found in (("bubblewrap", self.bwrap), ("nsenter (util-linux)", self.nsenter), ("sleep", self.sleep)):
+            if found is None:
+                return f"{name} is not installed"
+        return None
+
+
+@final
+@dataclass(eq=False)
+class Namespace:
+    """One network namespace with pasta connected, held until a session takes it."""
+
+    child: int  # the holder's process in the namespaces
+    scope: Scope  # the spare's leaf, holding the holder and pasta
+    prefix: tuple[str, ...]  # what a spawn chain runs before its sandbox to enter the namespace
+
+    def alive(self) -> bool:
+        return os.path.exists(f"/proc/{self.child}/ns/net") and len(self.scope.pids()) >= 2
+
+    def move_to(self, scope: Scope) -> None:
+        """Into a session's scope: ended by its close, kept by a handover or a crash."""
+        for pid in self.scope.pids():
+            scope.attach(pid)
+        self.scope.remove()
+
+    def discard(self) -> None:
+        self.scope.kill_all()
+        with contextlib.suppress(RuntimeError):  # no running loop (at exit): the next daemon's sweep removes it
+            asyncio.get_running_loop().create_task(remove_scope(self.scope))
+
+
+async def make_namespace(
+    programs: Programs, containment: Containment, reaper: ChildReaper, env: dict[str, str], timeout_s: float
+) -> Namespace:
+    """A holder with its namespaces, pasta connected to them, both in a new leaf; SpawnFailed if it cannot be."""
+    if not (programs.bwrap and programs.pasta and programs.nsenter and programs.sleep):
+        raise SandboxUnavailable("a network namespace needs bwrap, pasta, nsenter and sleep", reason="pasta")
+    try:
+        scope = containment.scope(f"{LEAF_PREFIX}{secrets.token_hex(6)}")
+    except OSError as exc:
+        raise SpawnFailed(f"cannot create a network namespace's cgroup: {exc.strerror}", reason="cgroup") from None
+    info_read, info_write = os.pipe()
+    try:
+        holder = [programs.bwrap, "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--info-fd", "3", "--"]
+        spawn_held([*holder, programs.sleep, _HOLD[1]], env, scope, info=info_write)
+        os.close(info_write)
+        info_write = -1
+        child = await read_child_pid(info_read, timeout_s)
+        await connect(programs.pasta, child, env, reaper, timeout_s, scope=scope)
+    except BaseException:
+        scope.kill_all()
+        asyncio.get_running_loop().create_task(remove_scope(scope))
+        raise
+    finally:
+        for fd in (info_read, info_write):
+            if fd >= 0:
+                os.close(fd)
+    net = f"--net=/proc/{child}/ns/net"
+    if os.getuid() == 0:
+        prefix: tuple[str, ...] = (programs.nsenter, net, "--")
+    else:  # setns into a network namespace needs CAP_SYS_ADMIN in the caller's own user namespace: enter theirs
+        prefix = (programs.nsenter, f"--user=/proc/{child}/ns/user", net, "--preserve-credentials", "--")
+    return Namespace(child, scope, prefix)
+
+
+@final
+class NetworkPool:
+    """``spares`` namespaces kept ready; made in the background after each take, one at a time."""
+
+    def __init__(self, containment: Containment, programs: Callable[[], Programs], spares: int) -> None:
+        self._containment = containment
+        self._programs = programs
+        self.spares = spares
+        self._ready: list[Namespace] = []
+        self._reaper: ChildReaper | None = None  # the backends' (the pool is made before it)
+        self._filling: asyncio.Task[None] | None = None
+        self.failure: str | None = None  # why the last namespace could not be made (None: the last one was)
+        self.taken = 0
+        self.made_ahead = 0  # of the taken: how many were ready (the others were made at the open)
+
+    @property
+    def usable(self) -> bool:
+        """Only with a cgroup leaf per spare (see the module's docstring)."""
+        return self._containment.leaf_parent is not None
+
+    async def take(self, reaper: ChildReaper, env: dict[str, str], timeout_s: float) -> Namespace:
+        """A ready namespace, or one made now; SandboxUnavailable without pasta, SpawnFailed if one fails."""
+        self._reaper = reaper
+        programs = self._programs()
+        missing = programs.missing()
+        if missing is not None:
+            raise SandboxUnavailable(f"this session's profile has network, and {missing}", reason=missing)
+        self.taken += 1
+        while self._ready:
+            namespace = self._ready.pop(0)
+            if namespace.alive():
+                self.made_ahead += 1
+                self._fill(env)
+                return namespace
+            namespace.discard()
+        started = time.monotonic()
+        try:
+            namespace = await make_namespace(programs, self._containment, reaper, env, timeout_s)
+        except SpawnFailed as exc:
+            self.failure = str(exc)
+            raise
+        self.failure = None
+        log.debug("made a network namespace at an open in %.0f ms", (time.monotonic() - started) * 1000)
+        self._fill(env)
+        return namespace
+
+    def _fill(self, env: dict[str, str]) -> None:
+        if self._filling is None and len(self._ready) < self.spares:
+            self._filling = asyncio.get_running_loop().create_task(self._make_spares(env))
+
+    async def _make_spares(self, env: dict[str, str]) -> None:
+        try:
+            while len(self._ready) < self.spares:
+                programs = self._programs()
+                if programs.missing() is not None or self._reaper is None:
+                    return
+                try:
+                    made = await make_namespace(programs, self._containment, self._reaper, env, 30.0)
+                except SpawnFailed as exc:
+                    log.warning("sandbox: cannot make a network namespace ahead: %s", exc)
+                    self.failure = str(exc)
+                    return
+                self._ready.append(made)
+        finally:
+            self._filling = None
+
+    def reset(self, spares: int) -> None:
+        """A reloaded configuration (programs or count may have changed): the spares are made again."""
+        self.spares = spares
+        self.close()
+
+    def close(self) -> None:
+        """End the spares (at shutdown and handover: only taken namespaces belong to sessions)."""
+        if self._filling is not None:
+            self._filling.cancel()
+            self._filling = None
+        ready, self._ready = self._ready, []
+        for namespace in ready:
+            namespace.scope.kill_all()
+        deadline = time.monotonic() + 1.0  # the killed leave their leaves a moment after they are reaped
+        for namespace in ready:
+            while not namespace.scope.remove() and time.monotonic() < deadline:
+                if self._reaper is not None:
+                    self._reaper.reap()
+                time.sleep(0.005)
