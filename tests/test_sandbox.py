@@ -170,10 +170,12 @@ def test_the_network_is_reachable_only_where_the_profile_says(
     fetch = f"import urllib.request as u; print('got', u.urlopen('http://127.0.0.1:{listener}/', timeout=5).status)"
     with session(client, "net", tmp_path, sandbox=profile) as s:
         result = s.send(f'python3 -c "{fetch}" 2>&1 | tail -1\n')
-    if profile in ("none", "workspace"):
+        routes = s.send('awk \'$2 == "00000000" {print "default via", $1}\' /proc/net/route\n')["viewport"]
+    if profile == "none":
         assert "got 200" in result["viewport"], result["viewport"]
-    else:
+    else:  # workspace has a network, of its own (pasta: sandbox_network "auto"), without the machine's loopback
         assert "Connection refused" in result["viewport"], result["viewport"]
+        assert ("default via " in routes) == (profile == "workspace"), routes
 
 
 def test_a_fork_bomb_is_stopped_at_its_pids_limit_and_the_neighbour_and_daemon_carry_on(

@@ -432,7 +432,10 @@ class Daemon:
         """With sandbox_network "auto", why sandboxes with network get the machine's (None: they get their own)."""
         if self.config.sandbox_network != "auto" or confinement.networks is None:
             return None
-        why = self._network_programs().missing() or confinement.networks.failure
+        programs = self._network_programs()
+        if programs.bwrap is None:  # no sandbox at all: the sandbox's own warning says so
+            return None
+        why = programs.missing() or confinement.networks.failure
         if why is None:
             return None
         return f"sandboxed sessions share the machine's network (its loopback ports reachable): {why}; install passt"
