@@ -22,7 +22,8 @@ DEFAULTS = Config()  # documented defaults come from the one place that sets the
 # 6: sandboxed by default (sandbox_default "auto"): open's sandbox_note, daemon_info's sandbox_default and
 #    sandbox_warning; terminal_screenshot (the screen as a PNG), the error kind extra_missing; daemon_info's
 #    engine_workers (crashes, hangs, kills, restarts, recycled, quarantined, paused).
-PROTOCOL_VERSION = 6
+# 7: daemon_info's sandbox_network (a network namespace of its own by default, made ahead).
+PROTOCOL_VERSION = 7
 
 
 def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
@@ -832,6 +833,21 @@ class EngineWorkersInfo(Base, frozen=True):
     ] = None
 
 
+class SandboxNetworkInfo(Base, frozen=True):
+    """The network a sandboxed session whose profile has one gets (sandbox_network, docs/sandbox.md)."""
+
+    mode: Annotated[
+        str,
+        _d(
+            "'pasta': a network namespace of its own, outbound access through pasta, the machine's loopback out "
+            'of reach; \'host\': the machine\'s (sandbox_network = "host", or "auto" where pasta cannot).'
+        ),
+    ]
+    spares: Annotated[int, _d("Namespaces made ahead and ready for the next opens.")] = 0
+    taken: Annotated[int, _d("Opens that took a namespace since the daemon started...")] = 0
+    made_ahead: Annotated[int, _d("...of which found one made ahead (the others waited for pasta).")] = 0
+
+
 class DaemonInfoParams(Base, frozen=True):
     """Describe the daemon. Counts are totals; no other agent's data is returned."""
 
@@ -882,3 +898,4 @@ class DaemonInfoResult(Base, frozen=True):
     engine_workers: Annotated[
         EngineWorkersInfo | None, _d("The engine workers' record (none when engines run in the daemon).")
     ] = None
+    sandbox_network: Annotated[SandboxNetworkInfo | None, _d("Sandboxed sessions' network (protocol 7).")] = None

@@ -8,6 +8,7 @@ daemon, at a handover and after a crash.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -78,7 +79,8 @@ def spares(daemon: Daemon) -> dict[str, list[int]]:
     """The namespaces the daemon made ahead: their cgroup leaves' names and processes."""
     assert daemon.proc is not None
     found = {}
-    for leaf in _leaf_of(daemon.proc.pid).glob("ptyd-*/netns-*"):
+    instance = hashlib.sha256(str(daemon.socket.resolve()).encode()).hexdigest()[:12]  # its own, not others'
+    for leaf in _leaf_of(daemon.proc.pid).glob(f"ptyd-{instance}/netns-*"):
         with contextlib.suppress(OSError):
             found[leaf.name] = [int(x) for x in (leaf / "cgroup.procs").read_text().split()]
     return found
@@ -154,15 +156,16 @@ def test_a_pasta_that_fails_leaves_no_session_and_no_process(fresh_daemon: Daemo
 
 
 def _spares_ready(daemon: Daemon, count: int) -> dict[str, list[int]]:
-    """Wait for ``count`` spares, each holding its holder and its pasta; return them."""
-    found: dict[str, list[int]] = {}
+    """Wait for the daemon to have ``count`` spares ready (daemon_info says so); return their leaves' processes."""
 
     def ready() -> bool:
-        nonlocal found
-        found = spares(daemon)
-        return len(found) == count and all(len(named(pids, "pasta")) == 1 for pids in found.values())
+        with daemon.rpc() as rpc:
+            return bool(rpc.call("daemon_info")["sandbox_network"]["spares"] == count)
 
     wait_until(ready, timeout=30, message=f"{count} network namespaces made ahead")
+    found = spares(daemon)
+    assert len(found) == count, found
+    assert all(len(named(pids, "pasta")) == 1 for pids in found.values()), found
     return found
 
 
@@ -178,6 +181,8 @@ def test_opens_take_namespaces_made_ahead_and_no_two_sessions_share_one(fresh_da
         taken = named(cgroup_procs(second.opened["pid"]), "pasta")
         assert len(taken) == 1, taken
         assert taken[0] in ahead, (taken, ahead)  # a spare, moved into the session's cgroup
+        network = rpc.call("daemon_info")["sandbox_network"]
+        assert (network["mode"], network["taken"], network["made_ahead"]) == ("pasta", 2, 1), network
         assert len(_spares_ready(fresh_daemon, 2)) == 2  # and made again
         # A server on the first session's loopback is its own: the second session's loopback is another.
         fetch = FETCH.format(port=8765)

@@ -75,6 +75,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     profile: SandboxProfile | None = None
     limit_paths: list[str] = msgspec.field(default_factory=list)  # its limit cgroups (v1 directories, a v2 leaf)
     workspace: str = ""
+    companions: list[int] = msgspec.field(default_factory=list)  # its sandbox's helpers in its cgroup (pasta)
     # The agent's view (protocol 5): its unread line, the command ends not yet reported, lines lost in a crash.
     view_line: int | None = None
     view_commands: list[p.CommandOutcome] = msgspec.field(default_factory=list)

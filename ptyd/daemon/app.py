@@ -330,6 +330,7 @@ class Daemon:
         )
         service.sandbox_unavailable = confinement.sandbox.unavailable
         service.network_warning = lambda: self._network_warning(confinement)
+        service.sandbox_network = lambda: self._network_info(confinement)
         _say_sandbox(service)
         store = systemd.FdStore(set(self._stored)) if systemd.fd_store_enabled() else keeper
         saver = adoption.StateSaver(state_file, service, store, MAINTENANCE_INTERVAL_S)
@@ -439,6 +440,15 @@ class Daemon:
         if why is None:
             return None
         return f"sandboxed sessions share the machine's network (its loopback ports reachable): {why}; install passt"
+
+    def _network_info(self, confinement: Confinement) -> p.SandboxNetworkInfo:
+        pool = confinement.networks
+        host = self.config.sandbox_network == "host" or self._network_warning(confinement) is not None
+        if pool is None:
+            return p.SandboxNetworkInfo(mode="host" if host else "pasta")
+        return p.SandboxNetworkInfo(
+            mode="host" if host else "pasta", spares=pool.ready, taken=pool.taken, made_ahead=pool.made_ahead
+        )
 
     def _network_programs(self) -> Programs:
         return Programs.find(self.config.bwrap_program, self.config.pasta_program)

@@ -114,6 +114,7 @@ class PtyService:
         self.sandbox_unavailable: Callable[[], str | None] = lambda: "no sandbox was set up"
         # Why sandboxes with network share the machine's (sandbox_network "auto" without pasta), or None.
         self.network_warning: Callable[[], str | None] = lambda: None
+        self.sandbox_network: Callable[[], p.SandboxNetworkInfo | None] = lambda: None
         self.limits_name = limits_name
         self.config = config
         self.backends = backends
@@ -647,6 +648,7 @@ class PtyService:
             sandbox_default=default,
             sandbox_warning=warning,
             engine_workers=self.engine_workers(),
+            sandbox_network=self.sandbox_network(),
         )
 
     @property

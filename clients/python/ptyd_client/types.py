@@ -449,6 +449,21 @@ class EngineWorkersInfo(TypedDict, total=False):
     """
 
 
+class SandboxNetworkInfo(TypedDict, total=False):
+    """The network a sandboxed session whose profile has one gets (sandbox_network, docs/sandbox.md)."""
+
+    mode: str
+    """'pasta': a network namespace of its own, outbound access through pasta, the machine's loopback out of
+    reach; 'host': the machine's (sandbox_network = "host", or "auto" where pasta cannot).
+    """
+    spares: int
+    """Namespaces made ahead and ready for the next opens."""
+    taken: int
+    """Opens that took a namespace since the daemon started..."""
+    made_ahead: int
+    """...of which found one made ahead (the others waited for pasta)."""
+
+
 class DaemonInfoResult(TypedDict, total=False):
     version: str
     protocol_version: int
@@ -482,6 +497,8 @@ class DaemonInfoResult(TypedDict, total=False):
     """
     engine_workers: EngineWorkersInfo | None
     """The engine workers' record (none when engines run in the daemon)."""
+    sandbox_network: SandboxNetworkInfo | None
+    """Sandboxed sessions' network (protocol 7)."""
 
 
 EventKind: TypeAlias = Literal["input_wait", "output", "screen", "send_settled", "session_closed", "session_exit"]

@@ -2,7 +2,7 @@
 // Do not edit: change the msgspec Structs and regenerate. Field names are snake_case, as on the wire.
 
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 
 export interface AgentInfo {
   agent_id: string;
@@ -123,6 +123,8 @@ export interface DaemonInfoResult {
   crash_continuity?: string | null;
   /** The engine workers' record (none when engines run in the daemon). */
   engine_workers?: EngineWorkersInfo | null;
+  /** Sandboxed sessions' network (protocol 7). */
+  sandbox_network?: SandboxNetworkInfo | null;
 }
 
 /** What the engine workers went through since the daemon started, and where they stand. */
@@ -209,6 +211,27 @@ export interface RunningCommand {
   command: string | null;
   /** How long it has run. */
   running_ms: number;
+}
+
+/** The network a sandboxed session whose profile has one gets (sandbox_network, docs/sandbox.md). */
+export interface SandboxNetworkInfo {
+  /** 'pasta': a network namespace of its own, outbound access through pasta, the machine's loopback out of reach; 'host': the machine's (sandbox_network = "host", or "auto" where pasta cannot). */
+  mode: string;
+  /**
+   * Namespaces made ahead and ready for the next opens.
+   * @defaultValue `0`
+   */
+  spares?: number;
+  /**
+   * Opens that took a namespace since the daemon started...
+   * @defaultValue `0`
+   */
+  taken?: number;
+  /**
+   * ...of which found one made ahead (the others waited for pasta).
+   * @defaultValue `0`
+   */
+  made_ahead?: number;
 }
 
 /** What an `until` pattern matched. */

@@ -4,11 +4,11 @@ whether it may be signalled."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import final
 
 from ptyd import protocol as p
 from ptyd.backends.os import procfs
-from ptyd.backends.os.containment import Scope
 from ptyd.backends.os.spawn import Spawned
 from ptyd.backends.readiness import blocked_read
 from ptyd.errors import InvalidArgument
@@ -19,9 +19,9 @@ VERIFY_ATTEMPTS = 5
 
 @final
 class ForegroundGroup:
-    def __init__(self, proc: Spawned, scope: Scope) -> None:
+    def __init__(self, proc: Spawned, members: Callable[[], list[int]]) -> None:
         self._proc = proc
-        self._scope = scope
+        self._members_of_session = members  # the session's processes (its scope's, but its sandbox's helpers)
 
     def pgid(self) -> int | None:
         """The tty's foreground process group, read from the master."""
@@ -37,7 +37,7 @@ class ForegroundGroup:
         as ``bash -c 'a; b'``, runs its children in its own group, which is why the children are checked.)"""
         if pgid == self._proc.leader() and not procfs.children(pgid):
             return [pgid]
-        return sorted({pgid, *self._scope.pids()})
+        return sorted({pgid, *self._members_of_session()})
 
     def _members(self, pgid: int) -> list[procfs.ProcStat]:
         members = []

@@ -72,6 +72,13 @@ class LocalBackend:
         self._confinement = confinement or Confinement(NoSandbox("no sandbox was set up"), Limiter(set(), {}), ())
 
     async def spawn(self, spec: SpawnSpec) -> LocalSession:
+        try:
+            return await self._spawn(spec)
+        finally:  # once the program has started: spares made meanwhile would take its CPU
+            if self._confinement.networks is not None:
+                self._confinement.networks.fill(self._network_env(dict(os.environ)))
+
+    async def _spawn(self, spec: SpawnSpec) -> LocalSession:
         argv = spec.argv or (list(self._default_argv) if self._default_argv else None)
         if not argv:
             raise InvalidArgument(f"type {self.type!r} needs argv", field="argv")
@@ -88,6 +95,7 @@ class LocalBackend:
         prefix: tuple[str, ...] = ()
         workspace = cwd
         own_network, netns, network_note = False, None, None
+        companions: frozenset[int] = frozenset()
         if profile.contained:  # refused here, before anything exists, if it cannot be had
             rules = WorkspaceRules(spec.roots, spec.scratch, spec.others, confinement.private, confinement.protected)
             chosen = choose_workspace(spec.cwd, profile.filesystem == "workspace", rules)
@@ -127,7 +135,7 @@ class LocalBackend:
             group = limiter.group(spec.agent, spec.agent_profile, v2_leaf=cgroups)
             scope = self._containment.scope(spec.session_id, group.v2_name if group is not None else None)
             if netns is not None:  # the session's now: its close ends the namespace's holder and pasta
-                netns.move_to(scope)
+                companions = frozenset(netns.move_to(scope))
                 netns = None
         except OSError as exc:
             if netns is not None:
@@ -178,6 +186,7 @@ class LocalBackend:
         session.sandbox, session.profile, session.limits = spec.sandbox, profile, limits
         session.workspace = workspace  # what it writes: hidden from other agents' sandboxes
         session.sandbox_note = network_note
+        session.companions = companions
         session.watch_exit()
         if own_network:
             try:
@@ -203,6 +212,10 @@ class LocalBackend:
         session.open_wait_reason = result.wait_reason
         return session
 
+    @staticmethod
+    def _network_env(env: dict[str, str]) -> dict[str, str]:
+        return {"PATH": env.get("PATH", os.defpath)}  # a holder's or pasta's: no session's marker or secrets
+
     async def _network(self, env: dict[str, str], timeout_s: float) -> tuple[bool, Namespace | None, str | None]:
         """How a sandbox with network gets a namespace of its own: (pasta connects one at the open, one made
         ahead, the note of an "auto" that fell back to the machine's network)."""
@@ -211,7 +224,7 @@ class LocalBackend:
             if pool is None or not pool.usable:  # no cgroup leaf to keep spares in: one connected at the open
                 pasta_program(self._config.pasta_program)
                 return True, None, None
-            return False, await pool.take(self._reaper, {"PATH": env.get("PATH", os.defpath)}, timeout_s), None
+            return False, await pool.take(self._reaper, self._network_env(env), timeout_s), None
         except (SandboxUnavailable, SpawnFailed) as exc:
             if self._config.sandbox_network != "auto":
                 raise

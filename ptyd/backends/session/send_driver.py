@@ -327,7 +327,7 @@ class SendDriver:
             pids_limited=counted.pids_refused > self._counted.pids_refused,
             sandbox=session.sandbox,
             match=op.named.match if op.named is not None else None,
-            listening=listening(session.scope.pids()),
+            listening=listening(session.members()),
             compacted=compacted,
             commands=list(unread.commands),
             running=self.view.running(),

@@ -10,7 +10,6 @@ from typing import Protocol, final
 
 from ptyd import protocol as p
 from ptyd.backends.os.channel import PtyChannel
-from ptyd.backends.os.containment import Scope
 from ptyd.backends.os.sandbox.limits import Counters
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
@@ -34,7 +33,6 @@ class SendingSession(Protocol):
 
     session_id: str
     sandbox: str
-    scope: Scope
     recording: NoRecording
     record: LiveRecord
     answers: AnswerGate
@@ -43,6 +41,7 @@ class SendingSession(Protocol):
     def exited(self) -> bool: ...
     @property
     def replies(self) -> int: ...  # answers to terminal queries written to the program so far
+    def members(self) -> list[int]: ...  # its programs' processes
     def status(self) -> p.SessionStatus: ...
     def shell_cwd(self) -> str | None: ...
     def limit_counters(self) -> Counters: ...
@@ -159,7 +158,7 @@ class SendLoop:
         front = self.foreground.describe(self._session.exited)
         if front is None:
             return False
-        return self.keys_after.settled(op, front.pgid, self._session.scope.pids())
+        return self.keys_after.settled(op, front.pgid, self._session.members())
 
     def _press_keys(self, op: SendOp) -> None:
         keys, op.keys = op.keys, b""

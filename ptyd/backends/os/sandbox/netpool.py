@@ -73,11 +73,13 @@ class Namespace:
     def alive(self) -> bool:
         return os.path.exists(f"/proc/{self.child}/ns/net") and len(self.scope.pids()) >= 2
 
-    def move_to(self, scope: Scope) -> None:
-        """Into a session's scope: ended by its close, kept by a handover or a crash."""
-        for pid in self.scope.pids():
+    def move_to(self, scope: Scope) -> list[int]:
+        """Into a session's scope: ended by its close, kept by a handover or a crash. Returns the processes."""
+        pids = self.scope.pids()
+        for pid in pids:
             scope.attach(pid)
         self.scope.remove()
+        return pids
 
     def discard(self) -> None:
         self.scope.kill_all()
@@ -85,16 +87,20 @@ class Namespace:
             asyncio.get_running_loop().create_task(remove_scope(self.scope))
 
 
-async def make_namespace(
-    programs: Programs, containment: Containment, reaper: ChildReaper, env: dict[str, str], timeout_s: float
-) -> Namespace:
-    """A holder with its namespaces, pasta connected to them, both in a new leaf; SpawnFailed if it cannot be."""
-    if not (programs.bwrap and programs.pasta and programs.nsenter and programs.sleep):
-        raise SandboxUnavailable("a network namespace needs bwrap, pasta, nsenter and sleep", reason="pasta")
+def new_leaf(containment: Containment) -> Scope:
     try:
-        scope = containment.scope(f"{LEAF_PREFIX}{secrets.token_hex(6)}")
+        return containment.scope(f"{LEAF_PREFIX}{secrets.token_hex(6)}")
     except OSError as exc:
         raise SpawnFailed(f"cannot create a network namespace's cgroup: {exc.strerror}", reason="cgroup") from None
+
+
+async def make_namespace(
+    programs: Programs, scope: Scope, reaper: ChildReaper, env: dict[str, str], timeout_s: float
+) -> Namespace:
+    """A holder with its namespaces, pasta connected to them, both in the leaf ``scope``; SpawnFailed if it cannot
+    be (and the leaf is emptied)."""
+    if not (programs.bwrap and programs.pasta and programs.nsenter and programs.sleep):
+        raise SandboxUnavailable("a network namespace needs bwrap, pasta, nsenter and sleep", reason="pasta")
     info_read, info_write = os.pipe()
     try:
         holder = [programs.bwrap, "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--info-fd", "3", "--"]
@@ -121,7 +127,7 @@ async def make_namespace(
 
 @final
 class NetworkPool:
-    """``spares`` namespaces kept ready; made in the background after each take, one at a time."""
+    """``spares`` namespaces kept ready; made in the background after each open that took one, one at a time."""
 
     def __init__(self, containment: Containment, programs: Callable[[], Programs], spares: int) -> None:
         self._containment = containment
@@ -130,9 +136,14 @@ class NetworkPool:
         self._ready: list[Namespace] = []
         self._reaper: ChildReaper | None = None  # the backends' (the pool is made before it)
         self._filling: asyncio.Task[None] | None = None
+        self._making: Scope | None = None  # the leaf of the spare being made
         self.failure: str | None = None  # why the last namespace could not be made (None: the last one was)
         self.taken = 0
         self.made_ahead = 0  # of the taken: how many were ready (the others were made at the open)
+
+    @property
+    def ready(self) -> int:
+        return len(self._ready)
 
     @property
     def usable(self) -> bool:
@@ -151,22 +162,24 @@ class NetworkPool:
             namespace = self._ready.pop(0)
             if namespace.alive():
                 self.made_ahead += 1
-                self._fill(env)
                 return namespace
             namespace.discard()
         started = time.monotonic()
         try:
-            namespace = await make_namespace(programs, self._containment, reaper, env, timeout_s)
+            namespace = await make_namespace(programs, new_leaf(self._containment), reaper, env, timeout_s)
         except SpawnFailed as exc:
             self.failure = str(exc)
             raise
         self.failure = None
         log.debug("made a network namespace at an open in %.0f ms", (time.monotonic() - started) * 1000)
-        self._fill(env)
         return namespace
 
-    def _fill(self, env: dict[str, str]) -> None:
-        if self._filling is None and len(self._ready) < self.spares:
+    def fill(self, env: dict[str, str]) -> None:
+        """Make spares up to the count, in the background. Called once an open is done: made during it, they
+        took the CPU its program starts with (a workspace open 100 ms rather than 52 here)."""
+        if self.failure is not None:  # made again by the next open that takes one (and says why not)
+            return
+        if self._filling is None and len(self._ready) < self.spares and self._reaper is not None:
             self._filling = asyncio.get_running_loop().create_task(self._make_spares(env))
 
     async def _make_spares(self, env: dict[str, str]) -> None:
@@ -176,14 +189,15 @@ class NetworkPool:
                 if programs.missing() is not None or self._reaper is None:
                     return
                 try:
-                    made = await make_namespace(programs, self._containment, self._reaper, env, 30.0)
+                    self._making = new_leaf(self._containment)
+                    made = await make_namespace(programs, self._making, self._reaper, env, 30.0)
                 except SpawnFailed as exc:
                     log.warning("sandbox: cannot make a network namespace ahead: %s", exc)
                     self.failure = str(exc)
                     return
                 self._ready.append(made)
         finally:
-            self._filling = None
+            self._filling = self._making = None
 
     def reset(self, spares: int) -> None:
         """A reloaded configuration (programs or count may have changed): the spares are made again."""
@@ -192,15 +206,17 @@ class NetworkPool:
 
     def close(self) -> None:
         """End the spares (at shutdown and handover: only taken namespaces belong to sessions)."""
+        leaves = [namespace.scope for namespace in self._ready]
+        if self._making is not None:  # its task may never run again: it cannot end what it started
+            leaves.append(self._making)
         if self._filling is not None:
             self._filling.cancel()
-            self._filling = None
-        ready, self._ready = self._ready, []
-        for namespace in ready:
-            namespace.scope.kill_all()
+        self._ready, self._filling, self._making = [], None, None
+        for leaf in leaves:
+            leaf.kill_all()
         deadline = time.monotonic() + 1.0  # the killed leave their leaves a moment after they are reaped
-        for namespace in ready:
-            while not namespace.scope.remove() and time.monotonic() < deadline:
+        for leaf in leaves:
+            while not leaf.remove() and time.monotonic() < deadline:
                 if self._reaper is not None:
                     self._reaper.reap()
                 time.sleep(0.005)
