@@ -28,6 +28,8 @@ $(DEV): $(STAMP)
 run: $(STAMP)
 	@if command -v bwrap >/dev/null; then echo "make run: found $$(bwrap --version): agents' sessions run sandboxed (workspace)"; \
 	else echo "make run: bubblewrap is NOT installed: agents' sessions run unsandboxed (Debian, Ubuntu: apt install bubblewrap)"; fi
+	@if command -v pasta >/dev/null; then echo "make run: found pasta: sandboxed sessions get a network of their own"; \
+	else echo "make run: pasta is NOT installed: sandboxed sessions share this machine's loopback (Debian, Ubuntu: apt install passt)"; fi
 	$(VENV)/bin/ptyd
 
 ## A throwaway sshd on a loopback port, to try `ptyctl --host ssh://` on this machine (Ctrl-C stops it).
