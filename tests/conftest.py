@@ -207,8 +207,11 @@ def sandboxed_config(config: str, profile: str) -> str:
     # temporary directory, which pytest removes, not the home's.
     current = temp / "pytest-current"
     scratch = (current.resolve() if current.exists() else temp) / "ptyd-scratch"
+    # The machine's network: the relay tests' sshd listens on its loopback, which a namespace of the session's own
+    # (sandbox_network "auto" with pasta) keeps out of reach; tests/test_sandbox_network.py covers that one.
+    network = "" if "sandbox_network" in config else 'sandbox_network = "host"\n'
     return (
-        f'sandbox_default = "ci-{profile}"\nsandbox_roots = ["{temp}"]\nsandbox_scratch_dir = "{scratch}"\n'
+        f'sandbox_default = "ci-{profile}"\nsandbox_roots = ["{temp}"]\nsandbox_scratch_dir = "{scratch}"\n{network}'
         f"{config}\n[sandbox_profiles.ci-{profile}]\n"
         f'filesystem = "{base.filesystem}"\nnetwork = {str(base.network).lower()}\nwritable = ["{temp}"]\n'
     )
