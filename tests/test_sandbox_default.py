@@ -78,6 +78,9 @@ def test_a_fresh_install_runs_agents_in_workspace_and_the_operator_unsandboxed(
     status = ptyctl_status(fresh_daemon)
     assert "agents' sandbox: workspace" in status, status
     assert "WARNING" not in status
+    # A network of its own too (passt is part of the set-up): the open above took the first namespace.
+    assert "sandbox network: its own per session (pasta); " in status, status
+    assert "0 of 1 opens found one" in status, status
 
 
 def test_without_bubblewrap_the_fresh_install_says_so_everywhere_and_looks_again(

@@ -70,8 +70,20 @@ def daemon_status(info: DaemonInfoResult, socket_path: str) -> str:
             # What agents' sessions run in (absent from daemons before protocol 6), and loudly when that is none.
             *([f"agents' sandbox: {safe(str(info['sandbox_default']))}"] if info.get("sandbox_default") else []),
             *([f"WARNING: {safe(str(info['sandbox_warning']))}"] if info.get("sandbox_warning") else []),
+            *_network_line(info),
         ]
     )
+
+
+def _network_line(info: DaemonInfoResult) -> list[str]:
+    """Sandboxed sessions' network (protocol 7): their own namespace, or the machine's."""
+    network = info.get("sandbox_network")
+    if not network:
+        return []
+    if network["mode"] != "pasta":
+        return ["sandbox network: the machine's (its loopback ports reachable from sandboxed sessions)"]
+    found = f"{network['made_ahead']} of {network['taken']} opens found one"
+    return [f"sandbox network: its own per session (pasta); {network['spares']} made ahead, {found}"]
 
 
 def sandbox_word(info: SessionInfo) -> str:
