@@ -269,9 +269,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # sandbox, else "none", said at start (a warning), in daemon_info (sandbox_warning), in every such open's
     # result (sandbox_note) and by ptyctl status, never silently; an agent's open re-probes while none is found.
     # A profile's name ("workspace") is that profile or a refusal (sandbox_unavailable); "none": no sandbox
-    # (the default before protocol 6). The operator's sessions (ptyctl) are "none" whatever it
-    # says (docs/sandbox.md).
+    # (the default before protocol 6). The operator's sessions (ptyctl) follow sandbox_operator, not this.
     sandbox_default: ProfileName = "auto"
+    # The profile of the operator's sessions (ptyctl, the operator token): "none", you at a terminal, unless you
+    # want your own sessions sandboxed too ("auto" as above). Like an agent, the operator may then ask an open for
+    # a stricter profile, never a looser one.
+    sandbox_operator: ProfileName = "none"
     # Agent name -> profile (the name given to agent_register, e.g. ptyd-mcp's --agent); "auto" as above.
     sandbox_agents: dict[Annotated[str, Meta(max_length=128)], ProfileName] = {}
     # Operator-defined profiles, besides the built-in none, workspace, workspace-offline and readonly.
@@ -328,7 +331,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             raise ValueError(f"sandbox_profiles may not redefine the built-in {', '.join(redefined)}")
         known = {**self.profiles(), AUTO_PROFILE: None}
         agents = [(f"sandbox_agents.{agent}", name) for agent, name in self.sandbox_agents.items()]
-        for where, name in [("sandbox_default", self.sandbox_default), *agents]:
+        defaults = [("sandbox_default", self.sandbox_default), ("sandbox_operator", self.sandbox_operator)]
+        for where, name in [*defaults, *agents]:
             if name not in known:
                 raise ValueError(f"{where}: unknown sandbox profile {name!r} (known: {', '.join(sorted(known))})")
 

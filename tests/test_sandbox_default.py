@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Daemon, Rpc, Shell, wait_until
+from conftest import ROOT, Daemon, Rpc, RpcError, Shell, wait_until
 
 BWRAP = shutil.which("bwrap")
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap is not installed")
@@ -158,3 +158,22 @@ def test_an_explicit_workspace_default_is_refused_not_degraded(fresh_daemon: Dae
         with pytest.raises(Exception, match="not installed"):
             Shell(rpc, token, cwd=str(tmp_path))
         assert isinstance(rpc, Rpc)
+
+
+@needs_bwrap
+def test_the_operator_may_sandbox_its_own_sessions_and_then_asks_none_looser(
+    fresh_daemon: Daemon, tmp_path: Path
+) -> None:
+    """Issue 27: the operator token's sessions stay unsandboxed unless configured (sandbox_operator)."""
+    fresh_install(fresh_daemon, tmp_path / "scratch", 'sandbox_operator = "workspace-offline"\n')
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        mine = Shell(rpc, operator(fresh_daemon), env={"PS1": "$ "})
+        assert mine.opened["sandbox"] == "workspace-offline"
+        result = mine.send("touch ~/ptyd-operator-probe; ls /proc | grep -c '^[0-9]'\n")
+        assert "Read-only file system" in result["viewport"], result["viewport"]
+        assert not (Path.home() / "ptyd-operator-probe").exists()
+        with pytest.raises(RpcError) as looser:
+            rpc.call("terminal_open", token=operator(fresh_daemon), sandbox="none")
+        assert looser.value.kind == "sandbox_refused"
+        assert rpc.call("terminal_open", token=operator(fresh_daemon), sandbox="readonly")["sandbox"] == "readonly"

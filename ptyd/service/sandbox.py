@@ -18,7 +18,7 @@ from ptyd.errors import SandboxRefused
 from ptyd.service.agents import Agent
 
 _FS_RANK = {"readonly": 0, "workspace": 1, "full": 2}
-OPERATOR_PROFILE = "none"  # the operator (ptyctl) is the user at a terminal: its sessions may be anything
+OPERATOR_PROFILE = "none"  # no sandbox: "auto"'s where none can be made (the operator's: sandbox_operator)
 
 
 def _within(path: str, roots: tuple[str, ...]) -> bool:
@@ -49,10 +49,10 @@ def looser(a: SandboxProfile, b: SandboxProfile) -> list[str]:
 def configured_profile(config: Config, agent: Agent) -> str:
     """The agent's own profile as configured, "auto" unresolved: its name's (sandbox_agents) where that is no
     looser than sandbox_default or the agent proved its name (agent_keys), else the default; the operator's is
-    ``none``. "auto" weighs as the profile it stands for, so a key is needed for the same names with or without a
-    bubblewrap."""
+    sandbox_operator (``none`` unless configured). "auto" weighs as the profile it stands for, so a key is needed
+    for the same names with or without a bubblewrap."""
     if agent.operator:
-        return OPERATOR_PROFILE
+        return config.sandbox_operator
     default = config.sandbox_default
     mapped = config.sandbox_agents.get(agent.name or "")
     if mapped is None or agent.identity != agent.name:  # no mapping, or a keyed name it did not prove
