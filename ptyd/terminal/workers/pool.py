@@ -136,12 +136,14 @@ class EnginePool:
             paused=self.paused,
         )
 
-    def warm(self) -> None:
+    def warm(self, *, preload_answers: bool = True) -> None:
         """Start every worker now (their interpreters start while the daemon does), and load what answers the
-        first sessions' queries until they are up."""
+        first sessions' queries until they are up. ``preload_answers=False``: a handover's new daemon, whose
+        sessions are restored (their workers answer) and which must serve first; a session opened before the
+        workers are up loads it then."""
         while not self.broken and len(self.links) < self.size:
             self._spawn()
-        if self.early_answers:
+        if self.early_answers and preload_answers:
             preload()  # what answers meanwhile
 
     def _spawn(self, *, delay: float = 0.0, replacing: bool = False, spare: bool = False) -> WorkerLink | None:
