@@ -344,7 +344,7 @@ class Daemon:
                 self.config.engine_workers, self.config.engine_worker_stall_ms, self.config.engine_worker_rss_mb
             )
             pool.reaped = reaper.exit_of  # a worker's end, when the reaper collected it before the pool looked
-            pool.warm(preload_answers=not handed)
+            pool.warm(handed=handed)
             service.engine_workers = engine_workers_info
         # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
         # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions
