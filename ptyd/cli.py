@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ptyd: {exc}", file=sys.stderr)
         sys.exit(2)
     if args.check_handover:
-        sys.exit(check_handover())
+        sys.exit(check_handover(config))
     if args.print_config:
         from ptyd.configdoc import toml
 
@@ -191,8 +191,10 @@ def main(argv: list[str] | None = None) -> None:
     run_daemon(config, args.config, socket_path, args.log_level)
 
 
-def check_handover() -> int:
-    """``ptyd --check-handover``: import everything the daemon runs and read the document on stdin."""
+def check_handover(config: Config) -> int:
+    """``ptyd --check-handover``: import everything the daemon runs and read the document on stdin. The native
+    engine is loaded only where the daemon would load it (``engine_process = "daemon"``): engine workers load it
+    themselves, and loading it here cost the pre-flight 0.5 s of CPU beside floods (issue 28)."""
     import ptyd.daemon.app  # noqa: F401 - the daemon and every module it imports must import
     from ptyd.continuity.document import StateError, decode
     from ptyd.terminal.engines import engine_name
@@ -202,7 +204,8 @@ def check_handover() -> int:
     except StateError as exc:
         print(exc, file=sys.stderr)
         return 1
-    print(f"ptyd {__version__} can take over {len(state.sessions)} sessions (engine {engine_name()})")
+    engine = engine_name(config.emulator, load=config.engine_process == "daemon")
+    print(f"ptyd {__version__} can take over {len(state.sessions)} sessions (engine {engine})")
     return 0
 
 

@@ -157,7 +157,7 @@ class Daemon:
         containment, confinement, state_file, saved, crashed_fds = await self._recover(directory, handed)
         self._phase("build")
         reaper, records, service, saver, emulator = self._build(
-            loop, directory, containment, confinement, state_file, keeper
+            loop, directory, containment, confinement, state_file, keeper, handed=handed is not None
         )
         self._phase("take over")
         self._take_over(directory, service, handed, saved, crashed_fds, keeper, records)
@@ -194,13 +194,18 @@ class Daemon:
         async def hand_over() -> None:
             nonlocal maintenance
             argv = handover.next_argv()
+            handover.pause_floods(service)
             try:
                 sample = handover.snapshot(service, inherited, "saved")
                 await handover.preflight(argv, handover.encode(sample), reaper)
             except handover.HandoverRefused as exc:
+                handover.release(service)
                 service.handover_error = str(exc)
                 log.error("handover refused, still serving: %s", exc)
                 return
+            except BaseException:  # cancelled by a shutdown, or a bug: the sessions must not stay paused
+                handover.release(service)
+                raise
             self._phase("hand over")
             log.info("handing %d sessions over to %s", service.session_count, " ".join(argv))
             systemd.notify("RELOADING=1\nSTATUS=handing over")
@@ -224,8 +229,7 @@ class Daemon:
                     incident = secrets.token_hex(4)
                     service.handover_error = f"internal error (incident {incident})"
                     log.exception("incident %s: handover failed, still serving", incident)
-                for _, entry in service.entries():
-                    entry.session.release()
+                handover.release(service)
                 await server.start(socket.socket(fileno=os.dup(sock.fileno())))
                 maintenance = loop.create_task(self._maintain(service, reaper, saver))
                 self._phase("serve")
@@ -316,9 +320,12 @@ class Daemon:
         confinement: Confinement,
         state_file: StateFile,
         keeper: Keeper | None,
+        *,
+        handed: bool,
     ) -> tuple[ChildReaper, Path, PtyService, adoption.StateSaver, str]:
         """Build: the service and what it lives on (reaper, backends, state saver, engine workers), then frozen
-        out of the collector before any session exists."""
+        out of the collector before any session exists. ``handed``: a handover brought sessions, which wait
+        unserved until this daemon serves."""
         reaper = ChildReaper(loop)
         records = live_record.records_directory(directory)
         service = PtyService(
@@ -346,7 +353,7 @@ class Daemon:
                 self.config.engine_workers, self.config.engine_worker_stall_ms, self.config.engine_worker_rss_mb
             )
             pool.reaped = reaper.exit_of  # a worker's end, when the reaper collected it before the pool looked
-            pool.warm()
+            pool.warm(handed=handed)
             service.engine_workers = engine_workers_info
         # What exists now (modules, classes, the engine's parsed C declarations: ~25,000 objects) lives as long as
         # the daemon: out of the collector's full passes, which otherwise scan it again and again while sessions

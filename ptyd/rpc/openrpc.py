@@ -88,8 +88,12 @@ def discover_method(methods: list[Method], version: str) -> Method:
         """Describe this service: an OpenRPC 1.3 document generated from the daemon's own wire types."""
 
     document: dict[str, Any] = {}
+    described = list(methods)  # as now: the caller appends this method to its own list
 
     async def discover(_: Any, __: DiscoverParams) -> dict[str, Any]:
+        # Built at the first call, not at start: 0.1-0.2 s a handover's new daemon would serve nothing (issue 28).
+        if not document:
+            document.update(openrpc_document([*described, method], version))
         return document
 
     method = Method(
@@ -100,5 +104,4 @@ def discover_method(methods: list[Method], version: str) -> Method:
         inspect.cleandoc(DiscoverParams.__doc__ or ""),
         retry_safe=True,
     )
-    document.update(openrpc_document([*methods, method], version))
     return method

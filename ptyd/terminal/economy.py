@@ -77,6 +77,82 @@ def fold(lines: list[str], start: int, numbers: list[int] | None = None) -> tupl
     return pieces, folded
 
 
+# A flood's output is folded only in its first and last window, each at least a viewport's worth of bytes; the
+# lines between are searched for errors alone. Folding a 300,000-line `seq` whole took the loop 3.3 s on 2 busy
+# cores, every session unserved meanwhile, a handover too (issue 28; tests/unit/test_economy_floods.py).
+WINDOW_MIN = 1024
+ERROR_WORDS = (
+    "error",
+    "fatal",
+    "fail",
+    "exception",
+    "traceback",
+    "panic",
+    "warn",
+    "denied",
+    "abort",
+    "segmentation fault",
+    "cannot",
+    "could not",
+    "no such file",
+    "not found",
+    "undefined reference",
+)  # every alternative of LOOKS_LIKE_ERROR contains one (lower case), or the line starts with E
+ERROR_HITS = 256  # lines looked at per word in the middle of a flood: the oldest errors are what is kept
+
+
+def fold_long(lines: list[str], start: int, numbers: list[int] | None, window: int) -> tuple[list[Piece], int, bool]:
+    """``fold``, bounded for a flood: only the first and the last window (of ``window`` bytes at least) are
+    folded, and of the more than ``window`` lines between, only those that look like errors are pieces. Also
+    whether lines were left out so."""
+    n = len(lines)
+    # Each window ends where a line differs from the one before, past ``window`` bytes of the lines that differ
+    # (a piece is as long as its line at least, but for a progress run's), whatever runs there are.
+    a, size = 0, 0
+    while a < n and size < window:
+        a += 1
+        if a == n or lines[a] != lines[a - 1]:
+            size += len(lines[a - 1]) + 1
+    b, size = n, 0
+    while b > a and size < window:
+        b -= 1
+        if lines[b] != lines[b - 1]:
+            size += len(lines[b]) + 1
+    if b - a < window:
+        pieces, folded = fold(lines, start, numbers)
+        return pieces, folded, False
+
+    def number(i: int) -> int:
+        return numbers[i] if numbers is not None else start + i
+
+    head, folded_head = fold(lines[:a], start, numbers[: a + 1] if numbers is not None else None)
+    tail, folded_tail = fold(lines[b:], number(b), numbers[b:] if numbers is not None else None)
+    errors = [Piece(number(i), number(i + 1), lines[i]) for i in _error_lines(lines, a, b)]
+    return head + errors + tail, folded_head + folded_tail, True
+
+
+def _error_lines(lines: list[str], a: int, b: int) -> list[int]:
+    """Lines ``[a, b)`` that look like errors, oldest first: found by words in the joined text (a regex per line
+    costs ~2 us, a flood's million lines 2 s), then each candidate line checked by ``LOOKS_LIKE_ERROR``."""
+    low = "\n".join(lines[a:b]).lower()  # lower() may change lengths: offsets are counted in ``low`` alone
+    hits: set[int] = {0} if low.startswith("e") else set()
+    for word in (*ERROR_WORDS, "\ne"):
+        pos, found = low.find(word), 0
+        while pos >= 0 and found < ERROR_HITS:
+            hits.add(pos + 1 if word == "\ne" else pos)
+            found += 1
+            end = low.find("\n", pos + 1)
+            pos = low.find(word, end) if end >= 0 else -1
+    indices: list[int] = []
+    line, last = 0, 0
+    for pos in sorted(hits):
+        line += low.count("\n", last, pos)
+        last = pos
+        if (not indices or indices[-1] != a + line) and LOOKS_LIKE_ERROR.search(lines[a + line]):
+            indices.append(a + line)
+    return indices
+
+
 def _size(piece: Piece) -> int:
     return utf8_len(piece.text) + 1
 
@@ -97,15 +173,16 @@ def compact_bound(
     """As ``viewport.bound`` (``head``, kept apart from ``tail`` by the lines of ``gap`` no longer retained), with
     runs folded and a cut that keeps errors before head. Returns the text, whether lines were cut, and how many
     lines folds left out."""
+    window = max(max_bytes, WINDOW_MIN)  # a piece is a byte at least: a window holds more than the budget
     if gap is None:
-        pieces, folded = fold(head + tail, tail_start - len(head), None if head else numbers)
+        pieces, folded, windowed = fold_long(head + tail, tail_start - len(head), None if head else numbers, window)
         lost: tuple[int, int] | None = None
     else:
         head_pieces, folded_head = fold(head, gap[0] - len(head))
-        tail_pieces, folded = fold(tail, tail_start, numbers)
+        tail_pieces, folded, windowed = fold_long(tail, tail_start, numbers, window)
         pieces, folded = head_pieces + tail_pieces, folded + folded_head
         lost = (gap[0], tail_start)
-    if lost is None and sum(map(_size, pieces)) <= max_bytes + 1:
+    if lost is None and not windowed and sum(map(_size, pieces)) <= max_bytes + 1:
         return "\n".join(piece.text for piece in pieces), False, folded
     budget = max(max_bytes - 3 * MARKER_RESERVE, 64)
     # The tail, newest first.

@@ -128,6 +128,33 @@ def test_a_held_channel_neither_reads_nor_writes_until_released() -> None:
     assert typed == b"typed"
 
 
+def test_paused_floods_wait_in_the_pty_while_quiet_output_is_read() -> None:
+    # A handover's pre-flight: a program writing in bulk waits, a prompt elsewhere is still read (issue 28).
+    async def main() -> tuple[int, int, int, int]:
+        flood, quiet = Pty(), Pty()
+        try:
+            written = os.write(flood.program, b"x" * 16384)
+            await until(lambda: flood.channel.received >= written, message="the flood")
+            assert flood.channel.bulk  # read in bulk: a flood
+            for pty in (flood, quiet):
+                pty.channel.pause_floods()
+            more = os.write(flood.program, b"y" * 8192)
+            os.write(quiet.program, b"prompt$ ")
+            await until(lambda: quiet.channel.received >= 8, message="the quiet session's output")
+            await asyncio.sleep(0.05)  # loop turns in which a reading channel would have read it (proving absence)
+            during = flood.channel.received
+            flood.channel.release()
+            await until(lambda: flood.channel.received >= written + more, message="the flood after release")
+            return written, during, flood.channel.received, more
+        finally:
+            flood.close()
+            quiet.close()
+
+    written, during, after, more = run(main)
+    assert during == written
+    assert after == written + more
+
+
 def test_close_stops_everything_and_closes_both_fds() -> None:
     async def main() -> Spawned:
         pty = Pty()

@@ -135,11 +135,14 @@ class PtyChannel:
         self._writing = False
         self.closed = False
         self.held = False  # a handover is under way: the output stays in the PTY for the next daemon
+        self.floods_paused = False  # a handover's pre-flight: output written in bulk waits in the PTY meanwhile
         self._start_reading()
 
     # --- output ----------------------------------------------------------------------------------------
 
     def _start_reading(self) -> None:
+        if self.floods_paused and self._bulk:
+            return
         if not self._reading and not self.closed and not self.held:
             self.loop.add_reader(self._proc.master, self._on_readable)
             self._reading = True
@@ -193,7 +196,7 @@ class PtyChannel:
             else:
                 self._render_scheduled = True
                 self.loop.call_later(RENDER_DEFER_S, self._render)
-        if len(self._raw) + self.terminal.backlog > self._max_backlog:
+        if len(self._raw) + self.terminal.backlog > self._max_backlog or (self._bulk and self.floods_paused):
             self._stop_reading()
 
     def _render(self, paced: bool = True) -> None:
@@ -386,6 +389,13 @@ class PtyChannel:
 
     # --- handover --------------------------------------------------------------------------------------
 
+    def pause_floods(self) -> None:
+        """A handover's pre-flight runs: stop reading while the program writes in bulk (it waits on its full PTY),
+        so the floods and their rendering leave the CPU to the new interpreter. Quieter output is read as ever."""
+        self.floods_paused = True
+        if self._bulk:
+            self._stop_reading()
+
     def hold(self) -> bytes:
         """Stop reading and writing, render what was read; returns the input not yet written to the PTY."""
         self.held = True
@@ -400,7 +410,7 @@ class PtyChannel:
 
     def release(self) -> None:
         """The handover failed: carry on."""
-        self.held = False
+        self.held = self.floods_paused = False
         self._start_reading()
         self._flush()
 

@@ -373,6 +373,10 @@ class LocalSession:
             self.sends.view.mark,
         )
 
+    def pause_floods(self) -> None:
+        """A handover's pre-flight: leave output written in bulk in the PTY meanwhile (``release`` resumes)."""
+        self.channel.pause_floods()
+
     async def quiesce(self) -> None:
         """Before a handover: hold the channel, and wait until the engine has rendered everything read and its
         snapshot of that is here (an engine worker's takes a round trip)."""
@@ -380,7 +384,7 @@ class LocalSession:
         await self.terminal.synced()
 
     def release(self) -> None:
-        """The handover failed: carry on reading and writing."""
+        """The handover was refused or failed: carry on reading and writing."""
         self.channel.release()
 
     def kill_now(self) -> None:

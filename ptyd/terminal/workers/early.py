@@ -20,6 +20,7 @@ import importlib
 from collections.abc import Callable
 from typing import final
 
+from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.engines import open_terminal
 
 EARLY_BYTES = 64 * 1024  # a session's output answered here at most (~50 ms of pyte), then the worker's
@@ -36,9 +37,9 @@ class EarlyAnswers:
     def __init__(self, cols: int, rows: int, on_reply: Callable[[bytes], None], engine: str) -> None:
         self._on_reply = on_reply
         self._identity = AS_GHOSTTY if engine == "ghostty" else {}
-        self._term = open_terminal(
-            cols, rows, scrollback_lines=1, scrollback_bytes=1, on_reply=self._reply, emulator="pyte"
-        )
+        self._size = (cols, rows)
+        # Opened at the first output: a session a handover brought is restored (its worker answers) before any.
+        self._term: Terminal | None = None
         self._bytes = 0
 
     def _reply(self, data: bytes) -> None:
@@ -49,15 +50,23 @@ class EarlyAnswers:
         self._bytes += len(data)
         if self._bytes > EARLY_BYTES:
             return False
+        if self._term is None:
+            cols, rows = self._size
+            self._term = open_terminal(
+                cols, rows, scrollback_lines=1, scrollback_bytes=1, on_reply=self._reply, emulator="pyte"
+            )
         self._term.feed(data, more=more)
         self._term.process(float("inf"))
         return True
 
     def resize(self, cols: int, rows: int) -> None:
-        self._term.resize(cols, rows)
+        self._size = (cols, rows)
+        if self._term is not None:
+            self._term.resize(cols, rows)
 
     def close(self) -> None:
-        self._term.close()
+        if self._term is not None:
+            self._term.close()
 
 
 def preload() -> None:

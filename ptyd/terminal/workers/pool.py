@@ -37,6 +37,7 @@ from ptyd.terminal.workers.memory import rss_bytes
 from ptyd.terminal.workers.proxy import Link, RemoteTerminal
 
 log = logging.getLogger("ptyd.engine")
+AFTER_TAKE_OVER_S = 0.001  # any delay: its timer fires at the loop's first turn, after the synchronous take-over
 
 QUARANTINE_NOTE = "the native engine crashed on this session's output"
 HUNG_NOTE = "the native engine hung on this session's output"
@@ -136,12 +137,15 @@ class EnginePool:
             paused=self.paused,
         )
 
-    def warm(self) -> None:
+    def warm(self, *, handed: bool = False) -> None:
         """Start every worker now (their interpreters start while the daemon does), and load what answers the
-        first sessions' queries until they are up."""
+        first sessions' queries until they are up. ``handed``: a handover's new daemon, whose sessions wait
+        unserved until it serves: the workers' processes start at the loop's first turn, after the take-over
+        (their imports, ~0.5 s of CPU each, competed with it on 2 cores), and pyte is not preloaded (the sessions
+        are restored, so their workers answer; a session opened before the workers are up loads it then)."""
         while not self.broken and len(self.links) < self.size:
-            self._spawn()
-        if self.early_answers:
+            self._spawn(delay=AFTER_TAKE_OVER_S if handed else 0.0)
+        if self.early_answers and not handed:
             preload()  # what answers meanwhile
 
     def _spawn(self, *, delay: float = 0.0, replacing: bool = False, spare: bool = False) -> WorkerLink | None:

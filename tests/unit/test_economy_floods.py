@@ -1,0 +1,51 @@
+"""The output economy of a flood's viewport (issue 28): a long output is folded in its first and last window
+only, the lines between searched for errors alone, and the result is what folding it whole gives whenever
+the whole would not show more (the cut keeps the tail, errors and head, which the windows hold)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptyd.terminal import economy
+from ptyd.terminal.economy import compact_bound
+
+BUDGET = 4096  # windows of 4 KiB: every output below is windowed
+
+
+def _whole(monkeypatch: pytest.MonkeyPatch, lines: list[str], numbers: list[int] | None = None) -> tuple:
+    """The same viewport folded whole: windows as long as the output."""
+    with monkeypatch.context() as m:
+        m.setattr(economy, "WINDOW_MIN", 10**9)
+        return compact_bound([], None, lines, 10, BUDGET, numbers)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [str(i) for i in range(30_000)],  # seq
+        ["y"] * 30_000,  # yes: one run, folded whole
+        ["y"] * 10_000 + [str(i) for i in range(10_000)] + ["z"] * 10_000,  # runs at both windows' edges
+        [f"compiling {i}" + (" error: it broke" if i % 5_000 == 7 else "") for i in range(30_000)],
+    ],
+    ids=["seq", "yes", "runs-at-the-edges", "errors-in-the-middle"],
+)
+def test_a_flood_reads_as_if_folded_whole(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> None:
+    windowed = compact_bound([], None, lines, 10, BUDGET)
+    assert windowed == _whole(monkeypatch, lines)
+    numbered = list(range(10, 10 + len(lines) + 1))  # as when wrapped rows are joined
+    assert compact_bound([], None, lines, 10, BUDGET, numbered) == windowed
+
+
+def test_errors_deep_in_a_flood_are_kept_oldest_first() -> None:
+    lines = [str(i) for i in range(300_000)]
+    lines[123_456] = "E   assert 1 == 2"
+    lines[200_000] = "ValueError: bad value"
+    lines[250_000] = "İstanbul: could not connect"  # lower() lengthens it: the line is still the right one
+    text, truncated, _ = compact_bound([], None, lines, 10, BUDGET)
+    assert truncated
+    shown = text.splitlines()
+    kept = [line for line in shown if not line.startswith("[...") and not line.isdigit()]
+    assert kept == ["E   assert 1 == 2", "ValueError: bad value", "İstanbul: could not connect"]
+    # Each is where the transcript has it: the omitted markers around it name its neighbours' lines.
+    at = shown.index("ValueError: bad value")
+    assert shown[at - 1].endswith(f"start_line={123_456 + 10 + 1} max_lines={200_000 - 123_456 - 1} ...]")
