@@ -4,9 +4,10 @@ The time (SIGUSR2 until the new daemon answers; issue 28 asks 2 s) is measured a
 2 cores shared with other work it is the two interpreters' start (1.0-1.45 s of CPU) waiting for the CPU, and
 timed assertions belong to benchmarks (the house rule); docs/reliability.md has the figures. What is asserted is
 what a handover must never do under floods: lose or double a line, or leave a session unanswered. Before the fix
-this test measured 7.6 and 12.5 s for the first handover (2 shared cores): the pre-flight interpreter competed for the CPU with the floods and their engines (and loaded the native
-engine the daemon never loads), a flood's send that settled folded its 300,000 lines on the loop (3.3 s each,
-nothing served meanwhile), the new daemon built the OpenRPC document before it served. A flood's transcript
+this test measured 7.6 and 12.5 s for the first handover (2 shared cores): the pre-flight interpreter competed for
+the CPU with the floods and their engines (and loaded the native engine the daemon never loads), a flood's send
+that settled folded its 300,000 lines on the loop (3.3 s each, nothing served meanwhile), the new daemon built the
+OpenRPC document before it served. A flood's transcript
 must come through every handover exactly, line by line, and its send settle as any other.
 
 An installed ptyd has its bytecode (pip compiles it): the daemon here may write it, as an installed one has it,
