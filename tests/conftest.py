@@ -423,6 +423,19 @@ def wait_until(predicate: Any, timeout: float = 10.0, message: str = "condition"
         time.sleep(0.01)
 
 
+def hand_over(daemon: Daemon, handovers: int = 1) -> None:
+    """SIGUSR2 (a live upgrade), then wait until the new daemon serves with ``handovers`` handovers counted."""
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGUSR2)
+
+    def handed() -> bool:
+        with contextlib.suppress(OSError, RpcError), daemon.rpc() as rpc:
+            return bool(rpc.call("daemon_info")["handovers"] >= handovers)
+        return False
+
+    wait_until(handed, timeout=60, message="the handover")
+
+
 def session_pids(shell: Shell) -> list[int]:
     """Every process of the session, as the session itself sees it (via its own marker variable)."""
     marker = f"PTYD_SESSION={shell.id}".encode()

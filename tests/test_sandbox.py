@@ -11,7 +11,6 @@ import contextlib
 import getpass
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Daemon, Rpc, RpcError, Shell, pid_alive, wait_until
+from conftest import Daemon, Rpc, RpcError, Shell, hand_over, pid_alive, wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -344,15 +343,7 @@ def test_a_workspace_session_survives_a_handover_with_its_profile_and_limits(
         token = register(rpc, "tight-agent")
         s = Shell(rpc, token, cwd=str(tmp_path), env={"PS1": "$ "})
         assert s.send("echo before > f\n")["wait_reason"] == "stdin_read"
-    assert fresh_daemon.proc is not None
-    fresh_daemon.proc.send_signal(signal.SIGUSR2)
-
-    def handed() -> bool:
-        with contextlib.suppress(OSError, RpcError), fresh_daemon.rpc() as rpc:
-            return bool(rpc.call("daemon_info")["handovers"] >= 1)
-        return False
-
-    wait_until(handed, timeout=60, message="the handover")
+    hand_over(fresh_daemon)
     with fresh_daemon.rpc() as rpc:
         s.rpc = rpc
         info = s.call("terminal_status")

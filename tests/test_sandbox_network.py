@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, RpcError, Shell, pid_alive, wait_until
+from conftest import Daemon, RpcError, Shell, hand_over, pid_alive, wait_until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("pasta") is None, reason="bubblewrap or pasta is not installed"
@@ -200,15 +200,7 @@ def test_spares_end_with_the_daemon_and_at_a_handover(fresh_daemon: Daemon, tmp_
         token = rpc.call("agent_register", name="networked")["token"]
         s = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
         before = _spares_ready(fresh_daemon, 2)
-    assert fresh_daemon.proc is not None
-    fresh_daemon.proc.send_signal(signal.SIGUSR2)
-
-    def handed() -> bool:
-        with contextlib.suppress(OSError, RpcError), fresh_daemon.rpc() as rpc:
-            return bool(rpc.call("daemon_info")["handovers"] >= 1)
-        return False
-
-    wait_until(handed, timeout=60, message="the handover")
+    hand_over(fresh_daemon)
     for pids in before.values():
         assert [pid for pid in pids if pid_alive(pid)] == []  # no session's: ended, not left to nobody
     with fresh_daemon.rpc() as rpc:
