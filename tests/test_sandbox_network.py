@@ -247,3 +247,24 @@ def test_auto_without_pasta_shares_the_machines_network_and_says_so(
         assert "got 200" in s.send(f'python3 -c "{FETCH.format(port=listener)}" 2>&1 | tail -1\n')["viewport"]
         offline = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace-offline")  # no network: nothing to say
         assert offline.opened.get("sandbox_note") is None
+
+
+def test_a_spare_whose_pasta_died_is_not_given_to_a_session(fresh_daemon: Daemon, tmp_path: Path) -> None:
+    fresh_daemon.config_path.write_text(f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n')
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        token = rpc.call("agent_register", name="networked")["token"]
+        Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
+        ready = _spares_ready(fresh_daemon, 2)
+        killed = [pid for pids in ready.values() for pid in named(pids, "pasta")]
+        for pid in killed:  # every spare loses its pasta
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: [pid for pid in killed if pid_alive(pid)] == [], message="the spares' pastas dead")
+        s = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
+        routes = s.send('awk \'$2 == "00000000" {print "default via", $1}\' /proc/net/route\n')["viewport"]
+        assert "default via " in routes, routes  # a namespace made at the open, pasta and all
+        assert len(named(cgroup_procs(s.opened["pid"]), "pasta")) == 1
+        network = rpc.call("daemon_info")["sandbox_network"]
+        assert (network["taken"], network["made_ahead"]) == (2, 0), network
+        gone = [pid for pids in ready.values() for pid in pids]
+        wait_until(lambda: [pid for pid in gone if pid_alive(pid)] == [], message="the dead spares' holders ended")

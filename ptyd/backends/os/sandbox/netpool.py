@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import final
 
+from ptyd.backends.os import procfs
 from ptyd.backends.os.containment import Containment, Scope
 from ptyd.backends.os.containment import remove as remove_scope
 from ptyd.backends.os.containment.reaper import ChildReaper
@@ -33,7 +34,7 @@ from ptyd.errors import SandboxUnavailable, SpawnFailed
 
 log = logging.getLogger("ptyd.sandbox")
 
-LEAF_PREFIX = "netns-"  # a spare's cgroup leaf: never a session id (those are "s-..." or a caller's name)
+LEAF_PREFIX = "netns-"  # a spare's cgroup leaf: never a session id (those are "pty-" and hex digits)
 _HOLD = ("sleep", "infinity")
 
 
@@ -67,11 +68,19 @@ class Namespace:
     """One network namespace with pasta connected, held until a session takes it."""
 
     child: int  # the holder's process in the namespaces
+    pasta: int
     scope: Scope  # the spare's leaf, holding the holder and pasta
     prefix: tuple[str, ...]  # what a spawn chain runs before its sandbox to enter the namespace
 
     def alive(self) -> bool:
-        return os.path.exists(f"/proc/{self.child}/ns/net") and len(self.scope.pids()) >= 2
+        """Its holder and its pasta run (a spare's processes end only if something kills them; a killed one is
+        listed in the leaf until it is reaped)."""
+        members = set(self.scope.pids())
+        for pid in (self.child, self.pasta):
+            stat = procfs.read_stat(pid) if pid in members else None
+            if stat is None or stat.state in ("Z", "X"):
+                return False
+        return True
 
     def move_to(self, scope: Scope) -> list[int]:
         """Into a session's scope: ended by its close, kept by a handover or a crash. Returns the processes."""
@@ -108,7 +117,7 @@ async def make_namespace(
         os.close(info_write)
         info_write = -1
         child = await read_child_pid(info_read, timeout_s)
-        await connect(programs.pasta, child, env, reaper, timeout_s, scope=scope)
+        pasta = await connect(programs.pasta, child, env, reaper, timeout_s, scope=scope)
     except BaseException:
         scope.kill_all()
         asyncio.get_running_loop().create_task(remove_scope(scope))
@@ -122,7 +131,7 @@ async def make_namespace(
         prefix: tuple[str, ...] = (programs.nsenter, net, "--")
     else:  # setns into a network namespace needs CAP_SYS_ADMIN in the caller's own user namespace: enter theirs
         prefix = (programs.nsenter, f"--user=/proc/{child}/ns/user", net, "--preserve-credentials", "--")
-    return Namespace(child, scope, prefix)
+    return Namespace(child, pasta, scope, prefix)
 
 
 @final
@@ -201,7 +210,7 @@ class NetworkPool:
 
     def reset(self, spares: int) -> None:
         """A reloaded configuration (programs or count may have changed): the spares are made again."""
-        self.spares = spares
+        self.spares, self.failure = spares, None
         self.close()
 
     def close(self) -> None:
