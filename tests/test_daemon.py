@@ -25,14 +25,16 @@ def test_close_kills_the_whole_tree_including_setsid_escapees(rpc: Rpc, token: s
     s = Shell(rpc, token, env={"PS1": "$ "})
     escapee = start_escapee(s)
     s.send("(sleep 1000 &) ; sleep 1000 &\n")
-    # The subshell and setsid's own fork end right after forking (seen at load: listed, then gone by the close,
-    # which then killed 3). Counted: the shell and the three sleeps (the escapee is one), which live on.
+    # The subshell and setsid's own fork end right after forking (seen at load: listed, then gone by the close).
+    # Waited for: the shell and the three sleeps (the escapee is one), which live on.
     wait_until(lambda: [command_name(pid) for pid in session_pids(s)].count("sleep") == 3, message="the three sleeps")
     tree = session_pids(s)
     assert escapee in tree
     closed = s.close()
     assert closed["closed"] is True
-    assert closed["killed"] >= 4
+    # The close signals the shell, the escapee and the orphaned sleep; the job (`sleep 1000 &`) too, unless the
+    # shell's own hangup handling ended it first (bash sends SIGHUP to its jobs as it exits: seen on CI at load).
+    assert closed["killed"] >= 3
     assert [pid for pid in tree if pid_alive(pid)] == []
     assert s.close() == {"closed": False, "killed": 0}  # idempotent
 

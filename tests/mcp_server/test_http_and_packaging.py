@@ -166,10 +166,16 @@ INITIALIZE = {
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None, reason="needs bwrap and curl")
-def test_a_sandboxed_session_cannot_use_the_http_port(fresh_daemon: Daemon, tmp_path: Path) -> None:
-    """Issue 27, attack 2: a workspace session shares the machine's loopback (sandbox_network host) and the
-    user; a real HTTP client in it reaches the port and gets 401, and cannot read the secret."""
-    fresh_daemon.config_path.write_text(f'sandbox_default = "workspace"\nsandbox_scratch_dir = "{tmp_path}/scratch"\n')
+@pytest.mark.parametrize(("network", "answer"), [("auto", "code=000"), ("host", "code=401")])
+def test_a_sandboxed_session_cannot_use_the_http_port(
+    fresh_daemon: Daemon, tmp_path: Path, network: str, answer: str
+) -> None:
+    """Issue 27, attack 2: by default (sandbox_network "auto", pasta installed) a workspace session's loopback is
+    its own, and a real HTTP client in it cannot even connect to the port (curl's code 000); where it shares the
+    machine's ("host"), and the user, it reaches the port and gets 401. Either way it cannot read the secret."""
+    fresh_daemon.config_path.write_text(
+        f'sandbox_default = "workspace"\nsandbox_network = "{network}"\nsandbox_scratch_dir = "{tmp_path}/scratch"\n'
+    )
     fresh_daemon.start()
     with serving_http(fresh_daemon.socket, None) as (url, _, headers), fresh_daemon.rpc() as rpc:
         token = rpc.call("agent_register", name="hostile")["token"]
@@ -181,7 +187,7 @@ def test_a_sandboxed_session_cannot_use_the_http_port(fresh_daemon: Daemon, tmp_
             f"-H 'Accept: application/json, text/event-stream' --data '{body}' {url}\n"
         )
         result = s.send(curl)
-        assert "code=401" in result["viewport"], result["viewport"]
+        assert answer in result["viewport"], result["viewport"]
         secret = re.sub(r"^Bearer ", "", headers["Authorization"])
         kept = secret_path(fresh_daemon.socket, "x").parent
         result = s.send(f"cat {kept}/*\n")  # ptyd's runtime directory: hidden
