@@ -88,6 +88,7 @@ class WorkerLink:
         self.rss_limit = 0  # bytes it may hold before the pool replaces it
         self.fresh = False  # it replaced a worker for its memory and was not measured since
         self._progress = 0.0  # loop time of the last frame from the worker, or of the work sent since
+        self._ticks: int | None = None  # its CPU time (clock ticks) when the watchdog last looked or was armed
         self._watchdog: asyncio.TimerHandle | None = None  # armed only while work may be outstanding
         self.loop.add_reader(ours.fileno(), self._readable)
 
@@ -132,6 +133,7 @@ class WorkerLink:
         m.frame_into(msg, self._out)
         if self._watchdog is None and not isinstance(msg, m.Close):
             self._progress = self.loop.time()
+            self._ticks = _cpu_ticks(self.pid) if self.pid else None
             self._watchdog = self.loop.call_at(self._progress + self._pool.stall_s, self._watch)
         if not self._flush_scheduled and not self._writing:
             self._flush_scheduled = True
@@ -216,6 +218,18 @@ class WorkerLink:
     def _outstanding(self) -> bool:
         return any(term.in_flight for term in self.sessions.values())
 
+    def _native_outstanding(self) -> bool:
+        return any(term.in_flight and term.engine != "pyte" for term in self.sessions.values())
+
+    def _working(self) -> bool:
+        """Only pyte's work is outstanding and the worker used the CPU since the last look: pyte is slow on some
+        output (seconds a piece under load), never stuck in a loop, and its slowness taken for a hang killed its
+        worker again at each rebuild, without end. A stopped or blocked worker uses none: it is hung."""
+        if self._native_outstanding():
+            return False
+        ticks, self._ticks = self._ticks, _cpu_ticks(self.pid)
+        return self._ticks is not None and self._ticks != ticks
+
     def _caught_up(self) -> bool:
         """Take what the worker sent while this loop was busy (timers run before I/O); False: it died."""
         self._readable()
@@ -229,8 +243,8 @@ class WorkerLink:
         if not self._caught_up() or not self._outstanding():
             return
         now = self.loop.time()
-        if not self.hello or now - self._progress < self._pool.stall_s:  # a starting interpreter is not hung
-            due = now + self._pool.stall_s if not self.hello else self._progress + self._pool.stall_s
+        if not self.hello or now - self._progress < self._pool.stall_s or self._working():  # starting: not hung
+            due = now + self._pool.stall_s if not self.hello else max(self._progress, now) + self._pool.stall_s
             self._watchdog = self.loop.call_at(due, self._watch)
             return
         self.hung_s = now - self._progress
@@ -361,3 +375,13 @@ class LocalLink:
                 term.snapshotted(reply)
             elif isinstance(reply, m.Painted):
                 term.painted(reply)
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """The CPU time ``pid`` used (user + system, clock ticks), or None if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return None
