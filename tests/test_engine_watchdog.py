@@ -16,10 +16,12 @@ import threading
 import time
 from typing import Any
 
+import msgspec
 import pytest
 
 from conftest import Daemon, Rpc, Shell, latency, wait_until
 from ptyd.terminal.engines import native_available
+from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.pool import HUNG_NOTE, EnginePool
 from ptyd.terminal.workers.proxy import RemoteTerminal
 
@@ -169,3 +171,49 @@ def test_the_sessions_of_a_stopped_worker_answer_within_the_documented_bound(fre
         assert stopped not in info["pids"]
         assert shell.call("terminal_status")["engine_note"] is None
     print(f"a send on a stopped worker answered after {elapsed:.2f} s")
+
+
+def test_a_rebuilt_sessions_screen_never_goes_back_to_its_snapshot() -> None:
+    """A rebuilt session's new worker first answers for its snapshot (older than what the mirror shows), then for
+    the journal after it: an answer for an end the mirror already showed must not show that older screen, while
+    every byte still reads as rendered (a result built then showed `RRR` without the `TAIL` below it, on CI)."""
+
+    async def run() -> None:
+        pool = EnginePool(1, asyncio.get_running_loop(), stall_s=5.0)
+        term = _remote(pool)
+        try:
+            term.feed(b"RRR")
+            await _until(lambda: term.idle)
+            term.feed(b"\r\n   TAIL")
+            await _until(lambda: term.idle)
+            shown = term.visible_rows()[:2]
+            assert shown == ["RRR", "   TAIL"]
+            term.reopen(pool.links[0], term.engine, held=True)  # held: the answers below stand in for the worker's
+            snapshot_answer = m.Ack(
+                sid=term.sid,
+                end=3,  # the snapshot was taken after "RRR"
+                scrolled=[],
+                rows=[m.Row(0, "RRR"), m.Row(1, "")],
+                main=None,
+                main_changed=False,
+                cols=80,
+                lines=24,
+                cursor=(3, 0, False),
+                main_cursor_y=0,
+                title="",
+                alt=False,
+                app_cursor_keys=False,
+                replies=[],
+            )
+            term.acked(snapshot_answer)
+            assert term.idle
+            assert term.visible_rows()[:2] == shown
+            assert term.cursor_line == 1
+            caught_up = msgspec.structs.replace(snapshot_answer, end=term.units_acked, rows=[m.Row(1, "   TAIL")])
+            term.acked(msgspec.structs.replace(caught_up, cursor=(7, 1, False), main_cursor_y=1))
+            assert term.visible_rows()[:2] == shown
+            assert term.cursor_line == 1
+        finally:
+            pool.close()
+
+    asyncio.run(run())

@@ -198,6 +198,9 @@ class RemoteTerminal(Terminal):
         self._screen = MirrorScreen(cols, rows)
         self._sent = 0  # units of work sent (output bytes, one per other change)
         self._acked = 0
+        # After a rebuild, the end the mirror already shows: the new worker's acks before it (its snapshot restored,
+        # the journal replayed) would show an older screen, while every byte still reads as rendered.
+        self._shown_end = 0
         self._given = 0  # ...of which handed to the worker (the rest held in ``outbox``)
         self._holding = False  # the last feed said more is coming: the worker may hold a partial line
         self._opened = (cols, rows)
@@ -317,7 +320,8 @@ class RemoteTerminal(Terminal):
                 w += 1
             self._scrolled_off(block, mine)
             offset = end
-        self._screen.apply(ack)
+        if ack.end >= self._shown_end:
+            self._screen.apply(ack)  # rows, cursor and modes are whole in each ack: skipping older ones loses none
         self._generation += 1
         self._used_cache = None
         self._acked = max(self._acked, ack.end)
@@ -411,6 +415,7 @@ class RemoteTerminal(Terminal):
         self._snap_asked = False
         self.outbox = []
         self._given = self._acked
+        self._shown_end = self._acked
         snap = self._snap
         cols, rows = (snap.state.cols, snap.state.rows) if snap is not None else self._opened
         msgs: list[m.ToWorker] = [m.Open(sid=self.sid, engine=engine, cols=cols, rows=rows, end=0)]
