@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import final
 
+from ptyd.backends.os import procfs
 from ptyd.backends.readiness.blocked_read import Wait
 from ptyd.backends.readiness.foreground import ForegroundGroup
 
@@ -97,3 +98,16 @@ class AnswerGate:
             self._timer = None
             self._soon = False
         self._held.clear()
+
+
+def started_by(pgid: int, asker: int, depth: int = 4) -> bool:
+    """Whether group ``pgid``'s leader descends from ``asker``'s leader (a job the asking shell started)."""
+    pid = pgid
+    for _ in range(depth):
+        stat = procfs.read_stat(pid) if pid > 1 else None
+        if stat is None:
+            return False
+        if stat.ppid == asker:
+            return True
+        pid = stat.ppid
+    return False
