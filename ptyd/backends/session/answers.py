@@ -3,9 +3,10 @@
 A program that asks (device attributes, cursor position) then waits on the terminal for the answer. One that
 prints queries and never reads (a binary dump, ``cat`` of a log full of escapes) would leave the answers in the
 tty's input queue, and the shell in front after it reads them as typed (``bash: 22cecho: command not found``).
-So an answer is held until the foreground group that was in front when the query was read is seen waiting on the
-terminal (the readiness probe), checked at once and then at growing intervals; it is dropped when another group
-takes the front or the asker has not waited within ``answer_hold_ms``.
+So an answer is held until the foreground group that was in front when the query was read (or a job that group
+started and put in front since: ``started_by``) is seen waiting on the terminal (the readiness probe), checked at
+once and then at growing intervals; it is dropped when another group takes the front or the asker has not waited
+within ``answer_hold_ms``.
 """
 
 from __future__ import annotations
