@@ -193,13 +193,19 @@ def test_opens_take_namespaces_made_ahead_and_no_two_sessions_share_one(fresh_da
         assert "Connection refused" in result["viewport"], result["viewport"]
 
 
-def test_spares_end_with_the_daemon_and_at_a_handover(fresh_daemon: Daemon, tmp_path: Path) -> None:
-    fresh_daemon.config_path.write_text(f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n')
-    fresh_daemon.start()
-    with fresh_daemon.rpc() as rpc:
+def _networked(daemon: Daemon, tmp_path: Path) -> tuple[str, Shell]:
+    """The daemon started with the default network, an agent's token and a workspace session of it (its open
+    took the first namespace: spares are made next)."""
+    daemon.config_path.write_text(f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n')
+    daemon.start()
+    with daemon.rpc() as rpc:
         token = rpc.call("agent_register", name="networked")["token"]
-        s = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
-        before = _spares_ready(fresh_daemon, 2)
+        return token, Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
+
+
+def test_spares_end_with_the_daemon_and_at_a_handover(fresh_daemon: Daemon, tmp_path: Path) -> None:
+    token, s = _networked(fresh_daemon, tmp_path)
+    before = _spares_ready(fresh_daemon, 2)
     hand_over(fresh_daemon)
     for pids in before.values():
         assert [pid for pid in pids if pid_alive(pid)] == []  # no session's: ended, not left to nobody
@@ -215,13 +221,9 @@ def test_spares_end_with_the_daemon_and_at_a_handover(fresh_daemon: Daemon, tmp_
 
 
 def test_spares_of_a_crashed_daemon_are_killed_at_its_restart(fresh_daemon: Daemon, tmp_path: Path) -> None:
-    fresh_daemon.config_path.write_text(f'sandbox_scratch_dir = "{tmp_path / "scratch"}"\n')
-    fresh_daemon.start()
-    with fresh_daemon.rpc() as rpc:
-        token = rpc.call("agent_register", name="networked")["token"]
-        s = Shell(rpc, token, env={"PS1": "$ "}, sandbox="workspace")
-        taken = named(cgroup_procs(s.opened["pid"]), "pasta")
-        before = _spares_ready(fresh_daemon, 2)
+    _, s = _networked(fresh_daemon, tmp_path)
+    taken = named(cgroup_procs(s.opened["pid"]), "pasta")
+    before = _spares_ready(fresh_daemon, 2)
     fresh_daemon.stop(signal.SIGKILL)
     left = [pid for pids in before.values() for pid in pids]
     assert [pid for pid in left if pid_alive(pid)] != []  # nobody ended them...

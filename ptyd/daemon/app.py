@@ -451,11 +451,8 @@ class Daemon:
     def _network_info(self, confinement: Confinement) -> p.SandboxNetworkInfo:
         pool = confinement.networks
         host = self.config.sandbox_network == "host" or self._network_warning(confinement) is not None
-        if pool is None:
-            return p.SandboxNetworkInfo(mode="host" if host else "pasta")
-        return p.SandboxNetworkInfo(
-            mode="host" if host else "pasta", spares=pool.ready, taken=pool.taken, made_ahead=pool.made_ahead
-        )
+        counts = {"spares": pool.ready, "taken": pool.taken, "made_ahead": pool.made_ahead} if pool else {}
+        return p.SandboxNetworkInfo(mode="host" if host else "pasta", **counts)
 
     def _network_programs(self) -> Programs:
         return Programs.find(self.config.bwrap_program, self.config.pasta_program)

@@ -126,7 +126,7 @@ class PtyChannel:
             terminal.on_progress = self._progressed
         # The foreground group as output was read: (bytes read before it was first seen, the group), from the
         # one in front at the oldest byte not yet rendered. An answer to a query goes only to the group that was
-        # in front when the query was read (``asker_in_front``).
+        # in front when the query was read (``asker``, session/answers.py).
         self._fronts: deque[tuple[int, int]] = deque()
         self._more = False  # the last wake-up stopped with output still waiting to be read
         self._bulk = False  # the last wake-up read output in bulk
@@ -262,13 +262,6 @@ class PtyChannel:
             return os.tcgetpgrp(self._proc.master)
         except OSError:
             return -1
-
-    def asker_in_front(self) -> bool:
-        """Whether the foreground group when the oldest output not yet rendered was read is still in front: an
-        answer rendered now is for a query in that output, and once its program has left the front (it exited, or
-        another job took the terminal) the answer would be typed into whatever is there (a shell's prompt). Output
-        read only after the asker had gone is not told apart (the group in front is the new one by then)."""
-        return not self._fronts or self._fronts[0][1] == self._front()
 
     def asker(self) -> int:
         """The foreground group when the oldest output not yet rendered was read (-1: unknown)."""

@@ -4,7 +4,7 @@ A program that asks (device attributes, cursor position) then waits on the termi
 prints queries and never reads (a binary dump, ``cat`` of a log full of escapes) would leave the answers in the
 tty's input queue, and the shell in front after it reads them as typed (``bash: 22cecho: command not found``).
 So an answer is held until the foreground group that was in front when the query was read (or a job that group
-started and put in front since: ``started_by``) is seen waiting on the terminal (the readiness probe), checked at
+started and put in front since: ``_started_by``) is seen waiting on the terminal (the readiness probe), checked at
 once and then at growing intervals; it is dropped when another group takes the front or the asker has not waited
 within ``answer_hold_ms``.
 """
@@ -53,7 +53,17 @@ class AnswerGate:
         return bool(self._held)
 
     def offer(self, data: bytes, asker: int) -> None:
-        """An answer to a query read while ``asker`` was the foreground group."""
+        """An answer to a query read while ``asker`` was the foreground group (dropped now if another group is in
+        front). The asker is known only as the group in front at the oldest output not yet rendered: a command's
+        echo and its program's query rendered together (the engine in the daemon) name the shell, whose job in
+        front since asked. A group the asker did not start (the shell back after a dump) is not the asker."""
+        front = self._front()
+        if front != asker:
+            if not _started_by(front, asker):  # its program left the front: the answer would be the next one's input
+                self.dropped += 1
+                log.debug("%s: dropped an answer: its asker is no longer in front", self._name)
+                return
+            asker = front
         if self._held and asker != self._asker:
             self._drop()
         if not self._held:
@@ -101,7 +111,7 @@ class AnswerGate:
         self._held.clear()
 
 
-def started_by(pgid: int, asker: int, depth: int = 4) -> bool:
+def _started_by(pgid: int, asker: int, depth: int = 4) -> bool:
     """Whether group ``pgid``'s leader descends from ``asker``'s leader (a job the asking shell started)."""
     pid = pgid
     for _ in range(depth):

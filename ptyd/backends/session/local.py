@@ -6,6 +6,7 @@ import contextlib
 import os
 import pwd
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import final
@@ -76,7 +77,7 @@ class LocalBackend:
             return await self._spawn(spec)
         finally:  # once the program has started: spares made meanwhile would take its CPU
             if self._confinement.networks is not None:
-                self._confinement.networks.fill(self._network_env(dict(os.environ)))
+                self._confinement.networks.fill(self._network_env(os.environ))
 
     async def _spawn(self, spec: SpawnSpec) -> LocalSession:
         argv = spec.argv or (list(self._default_argv) if self._default_argv else None)
@@ -213,7 +214,7 @@ class LocalBackend:
         return session
 
     @staticmethod
-    def _network_env(env: dict[str, str]) -> dict[str, str]:
+    def _network_env(env: Mapping[str, str]) -> dict[str, str]:
         return {"PATH": env.get("PATH", os.defpath)}  # a holder's or pasta's: no session's marker or secrets
 
     async def _network(self, env: dict[str, str], timeout_s: float) -> tuple[bool, Namespace | None, str | None]:

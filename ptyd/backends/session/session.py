@@ -29,7 +29,7 @@ from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.backends.readiness.live import LiveEvidence
 from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
-from ptyd.backends.session.answers import AnswerGate, started_by
+from ptyd.backends.session.answers import AnswerGate
 from ptyd.backends.session.cancel import CancelPolicy
 from ptyd.backends.session.events import Listener, SessionWatch
 from ptyd.backends.session.listening import listening
@@ -158,17 +158,7 @@ class LocalSession:
         recording.hide(self._shell_key.encode())
 
     def _reply(self, data: bytes) -> None:
-        asker, front = self.channel.asker(), self.channel.front()
-        if asker != front:
-            # The asker is known only as the group in front at the oldest output not yet rendered: a command's echo
-            # and its program's query rendered together (the engine in the daemon) name the shell, whose job (its
-            # child, in front since) asked. Any other group in front now: its program has left the front, and the
-            # answer would land in the next one's input (issue 28: the shell back after a dump).
-            if not started_by(front, asker):
-                log.debug("%s: dropping an answer to a terminal query: its asker left the front", self.session_id)
-                return
-            asker = front
-        self.answers.offer(data, asker)
+        self.answers.offer(data, self.channel.asker())
 
     def _write_answer(self, data: bytes) -> None:
         if self.channel.pending + len(data) > self._config.max_pending_input_bytes:
