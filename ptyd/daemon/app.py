@@ -440,7 +440,7 @@ class Daemon:
         """With sandbox_network "auto", why sandboxes with network get the machine's (None: they get their own)."""
         if self.config.sandbox_network != "auto" or confinement.networks is None:
             return None
-        programs = self._network_programs()
+        programs = confinement.networks.programs()
         if programs.bwrap is None:  # no sandbox at all: the sandbox's own warning says so
             return None
         why = programs.missing() or confinement.networks.failure

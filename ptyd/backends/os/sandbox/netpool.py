@@ -140,7 +140,8 @@ class NetworkPool:
 
     def __init__(self, containment: Containment, programs: Callable[[], Programs], spares: int) -> None:
         self._containment = containment
-        self._programs = programs
+        self._find = programs
+        self._known: Programs | None = None
         self.spares = spares
         self._ready: list[Namespace] = []
         self._reaper: ChildReaper | None = None  # the backends' (the pool is made before it)
@@ -154,6 +155,13 @@ class NetworkPool:
     def ready(self) -> int:
         return len(self._ready)
 
+    def programs(self) -> Programs:
+        """As last resolved on PATH: daemon_info asks at every call, and a PATH walk each time made it 5x a
+        terminal_list. An open that finds one missing looks again, and so does a reload."""
+        if self._known is None:
+            self._known = self._find()
+        return self._known
+
     @property
     def usable(self) -> bool:
         """Only with a cgroup leaf per spare (see the module's docstring)."""
@@ -162,7 +170,9 @@ class NetworkPool:
     async def take(self, reaper: ChildReaper, env: dict[str, str], timeout_s: float) -> Namespace:
         """A ready namespace, or one made now; SandboxUnavailable without pasta, SpawnFailed if one fails."""
         self._reaper = reaper
-        programs = self._programs()
+        if self.programs().missing() is not None:  # installed since the last look?
+            self._known = None
+        programs = self.programs()
         missing = programs.missing()
         if missing is not None:
             raise SandboxUnavailable(f"this session's profile has network, and {missing}", reason=missing)
@@ -194,7 +204,7 @@ class NetworkPool:
     async def _make_spares(self, env: dict[str, str]) -> None:
         try:
             while len(self._ready) < self.spares:
-                programs = self._programs()
+                programs = self.programs()
                 if programs.missing() is not None or self._reaper is None:
                     return
                 try:
@@ -210,7 +220,7 @@ class NetworkPool:
 
     def reset(self, spares: int) -> None:
         """A reloaded configuration (programs or count may have changed): the spares are made again."""
-        self.spares, self.failure = spares, None
+        self.spares, self.failure, self._known = spares, None, None
         self.close()
 
     def close(self) -> None:
