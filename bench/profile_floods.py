@@ -26,12 +26,12 @@ FLOOD = "seq inf"
 
 
 class Daemon:
-    def __init__(self, name: str, code: Path, directory: Path, process: str) -> None:
+    def __init__(self, name: str, code: Path, directory: Path, process: str, extra: str = "") -> None:
         self.name = name
         directory.mkdir(mode=0o700)
         self.socket = directory / "ptyd.sock"
         config = directory / "config.toml"
-        config.write_text(f'sandbox_default = "none"\nmax_sessions = 1024\nengine_process = "{process}"\n')
+        config.write_text(f'sandbox_default = "none"\nmax_sessions = 1024\nengine_process = "{process}"\n{extra}\n')
         env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
         argv = [sys.executable, "-m", "ptyd", "--socket", str(self.socket), "--config", str(config)]
@@ -83,7 +83,9 @@ def sends(shells: list[PtydShell] | list[RawShell], count: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--code", action="append", default=[], help="another checkout to compare (name=DIR)")
+    parser.add_argument(
+        "--code", action="append", default=[], help="another checkout to compare: name=DIR, or name=DIR=TOML (config)"
+    )
     parser.add_argument("--process", default="worker")
     parser.add_argument("-n", type=int, default=10)
     parser.add_argument("-f", type=int, default=1, help="how many of them print")
@@ -91,15 +93,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pyspy", type=Path)
     parser.add_argument("--quiet", action="store_true", help="no floods: the round trip")
+    parser.add_argument("--without-this", action="store_true", help="only the --code checkouts")
     args = parser.parse_args()
-    codes = [("this", ROOT)] + [(c.split("=")[0], Path(c.split("=")[1])) for c in args.code]
+    codes = [] if args.without_this else [("this", ROOT, "")]
+    codes += [(c.split("=")[0], Path(c.split("=")[1]), "=".join(c.split("=")[2:])) for c in args.code]
     stats: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="ptyd-floods-") as tmp:
         daemons = []
-        for name, code in codes:
+        for name, code, extra in codes:
             for process in args.process.split(","):
                 label = f"{name}/{process}"
-                daemons.append(Daemon(label, code, Path(tmp) / label.replace("/", "-"), process))
+                daemons.append(Daemon(label, code, Path(tmp) / label.replace("/", "-"), process, extra))
         for d in daemons:
             d.open(args.n)
         raw = RawShell()

@@ -31,7 +31,8 @@ SETTLE_S = 0.05  # output quiet this long: the renderer frees what only a flood 
 # A send in flight whose session wrote or printed this recently goes first: floods elsewhere wait in their PTYs
 # (a long quiet command, a `sleep 600` sent with until_done, holds nobody back once this has passed)...
 URGENT_S = 0.1
-FLOOD_HOLD_S = 0.25  # ...but a flood held this long reads one burst anyway: back-to-back sends starve none
+URGENT_AFTER_INPUT_S = 0.5  # ...for this long after its input went out (a chatty `npm install` then waits too)...
+FLOOD_HOLD_S = 0.25  # ...and a flood held this long reads one burst anyway: back-to-back sends starve none
 
 
 @final
@@ -105,21 +106,26 @@ class SendLane:
     (N=10, 1 printing, 2 cores) for the flood's reads on the loop, and the flood's program, renderer and acks on
     the CPU: bash took 4-10 ms to be read echoing `true`. While a send's session is active, floods elsewhere
     stay in their PTYs' buffers (their programs block: the cores go to the send's program and its renderer)
-    and their readers resume once the send settles, or its session went quiet for ``URGENT_S``."""
+    and their readers resume once the send settles, or its session went quiet for ``URGENT_S``, or its input
+    went out ``URGENT_AFTER_INPUT_S`` ago (a command that runs longer is not slowed by a flood's few ms)."""
 
     def __init__(self) -> None:
         self._active: dict[int, float] = {}  # id(channel) with a send in flight -> when it last wrote or read
+        self._wrote: dict[int, float] = {}  # ...and when its input last went out
         self._held: dict[int, Callable[[], None]] = {}  # floods waiting: how to resume each
 
     def enter(self, key: int) -> None:
-        self._active[key] = time.monotonic()
+        self._active[key] = self._wrote[key] = time.monotonic()
 
-    def touch(self, key: int, now: float) -> None:
+    def touch(self, key: int, now: float, *, wrote: bool = False) -> None:
         if key in self._active:
             self._active[key] = now
+            if wrote:
+                self._wrote[key] = now
 
     def leave(self, key: int) -> None:
         self._active.pop(key, None)
+        self._wrote.pop(key, None)
         if not self._active and self._held:
             held, self._held = self._held, {}
             loop = asyncio.get_running_loop()
@@ -127,12 +133,16 @@ class SendLane:
                 loop.call_soon(resume)
 
     def urgent(self, key: int, now: float) -> bool:
-        """``key`` has a send in flight and wrote input or printed (not in bulk) within ``URGENT_S``."""
-        return now - self._active.get(key, -URGENT_S) < URGENT_S
+        """``key`` has a send in flight, wrote input or printed (not in bulk) within ``URGENT_S``, and wrote
+        input within ``URGENT_AFTER_INPUT_S``."""
+        return (
+            now - self._active.get(key, -URGENT_S) < URGENT_S
+            and now - self._wrote.get(key, -URGENT_AFTER_INPUT_S) < URGENT_AFTER_INPUT_S
+        )
 
     def busy(self, key: int, now: float) -> bool:
         """Another session is ``urgent``."""
-        return any(k != key and now - t < URGENT_S for k, t in self._active.items())
+        return any(k != key and self.urgent(k, now) for k in self._active)
 
     def hold(self, key: int, resume: Callable[[], None]) -> None:
         self._held[key] = resume
@@ -440,7 +450,7 @@ class PtyChannel:
         if self.closed or not data:
             return
         if self._sends:
-            LANE.touch(id(self), time.monotonic())
+            LANE.touch(id(self), time.monotonic(), wrote=True)
         self._outbox += data
         self._flush()
 
