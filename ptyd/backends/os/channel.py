@@ -33,6 +33,9 @@ SETTLE_S = 0.05  # output quiet this long: the renderer frees what only a flood 
 URGENT_S = 0.1
 URGENT_AFTER_INPUT_S = 0.5  # ...for this long after its input went out (a chatty `npm install` then waits too)...
 FLOOD_HOLD_S = 0.25  # ...and a flood held this long reads one burst anyway: back-to-back sends starve none
+# Floods resume this long after the last send settled: an agent's next send follows its reply within a few ms,
+# and floods read in between ran on into it (N=10, 1 printing: median 11.3 -> 7.2 ms, p99 115 -> 54 ms).
+LANE_LINGER_S = 0.003
 
 
 @final
@@ -129,8 +132,8 @@ class SendLane:
         if not self._active and self._held:
             held, self._held = self._held, {}
             loop = asyncio.get_running_loop()
-            for resume in held.values():
-                loop.call_soon(resume)
+            for resume in held.values():  # each looks again then: held anew if another send began meanwhile
+                loop.call_later(LANE_LINGER_S, resume)
 
     def urgent(self, key: int, now: float) -> bool:
         """``key`` has a send in flight, wrote input or printed (not in bulk) within ``URGENT_S``, and wrote
