@@ -118,8 +118,8 @@ class SendDriver:
             op.front_at_write = front.pgid if front is not None else None
             self.send_loop.keys_after.written()
         session.record.started(op.to_state(taken=False))  # before the write: a crash after it knows the key
-        self._start_drive(op)  # first: the send is in the lane (``channel.LANE``) before its input goes out
         self.channel.write(data)
+        self._start_drive(op)  # the send is in the lane (``channel.LANE``) from now on
         return op
 
     def resume(self, op: SendOp, *, taken: bool) -> None:
