@@ -155,6 +155,62 @@ def test_paused_floods_wait_in_the_pty_while_quiet_output_is_read() -> None:
     assert after == written + more
 
 
+def test_a_flood_waits_in_its_pty_while_a_send_elsewhere_is_in_flight() -> None:
+    # Issue 29's send lane: the flood's bytes stay in the kernel while another session's send is in flight and
+    # that session is active; none is lost or doubled, and the flood is read again once the send settles.
+    async def main() -> tuple[int, int, int, int, int]:
+        flood, sender = Pty(), Pty()
+        try:
+            written = os.write(flood.program, b"x" * 16384)
+            await until(lambda: flood.channel.received >= written, message="the flood")
+            assert flood.channel.bulk
+            sender.channel.send_began()
+            sender.channel.write(b"true\n")  # the send's input: its session is active now
+            more = os.write(flood.program, b"y" * 8192)
+            os.write(sender.program, b"prompt$ ")
+            await until(lambda: sender.channel.received >= 8, message="the sender's output")
+            during = flood.channel.received
+            sender.channel.send_ended()
+            await until(lambda: flood.channel.received >= written + more, message="the flood after the send")
+            await flood.channel.rendered()
+            return written, during, flood.channel.received, more, flood.channel.rendered_bytes
+        finally:
+            flood.close()
+            sender.close()
+
+    written, during, after, more, rendered = run(main)
+    assert during == written  # the read that found the send in flight took nothing
+    assert after == rendered == written + more
+
+
+def test_a_send_whose_program_floods_does_not_hold_back_other_floods() -> None:
+    # `seq inf` sent without waiting is a send in flight: its bulk output does not make it urgent, so it cannot
+    # keep a real send's session waiting, nor another flood (two floods with sends read each other's turns).
+    async def main() -> tuple[int, int]:
+        first, second = Pty(), Pty()
+        try:
+            for pty in (first, second):
+                pty.channel.send_began()
+                pty.channel.write(b"seq inf\n")
+            total = 0
+            for _ in range(64):  # 256 KiB each, written as fast as the channels take it
+                for pty in (first, second):
+                    while True:
+                        try:
+                            total += os.write(pty.program, b"z" * 4096)
+                            break
+                        except BlockingIOError:
+                            await asyncio.sleep(0.001)
+            await until(lambda: first.channel.received + second.channel.received >= total, message="both floods")
+            return first.channel.received + second.channel.received, total
+        finally:
+            first.close()
+            second.close()
+
+    got, total = run(main)
+    assert got == total
+
+
 def test_close_stops_everything_and_closes_both_fds() -> None:
     async def main() -> Spawned:
         pty = Pty()

@@ -119,7 +119,7 @@ class SendDriver:
             self.send_loop.keys_after.written()
         session.record.started(op.to_state(taken=False))  # before the write: a crash after it knows the key
         self.channel.write(data)
-        self._start_drive(op)
+        self._start_drive(op)  # the send is in the lane (``channel.LANE``) from now on
         return op
 
     def resume(self, op: SendOp, *, taken: bool) -> None:
@@ -163,6 +163,9 @@ class SendDriver:
         task = self.loop.create_task(self._drive(op), name=f"send {self._session.session_id} {op.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # Read, rendered and acknowledged before floods elsewhere until it settles (or is cancelled unstarted).
+        self.channel.send_began()
+        task.add_done_callback(lambda _: self.channel.send_ended())
 
     # --- what the agent asks of the current send -------------------------------------------------------
 
