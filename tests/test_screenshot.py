@@ -182,6 +182,34 @@ def test_a_screenshot_is_the_owners_alone(rpc: Rpc, shell: Shell) -> None:
     assert err.value.kind == "session_not_found"
 
 
+def test_the_bundled_font_draws_when_no_named_font_exists(tmp_path: Path) -> None:
+    """The package's own DejaVu Sans Mono: a machine without font packages draws the same cells, in bold too."""
+    from ptyd.terminal import raster
+
+    font = raster.Fonts([str(tmp_path / "absent.ttf")], 14)
+    assert font.path == raster.BUNDLED_FONT
+    assert Path(raster.BUNDLED_FONT).with_name("LICENSE").read_text().count("Bitstream Vera") >= 2
+    assert font.bold is not font.regular, "the bundled bold face is not loaded"
+    # Box drawing and block elements are the bundled font's own glyphs, not its missing-glyph box.
+    missing = bytes(font.regular.getmask("\U0010fffd"))
+    for char in ("\u2588", "\u2500", "\u03bb", "\u0436"):
+        assert bytes(font.regular.getmask(char)) != missing, f"the bundled font lacks {char!r}"
+
+
+def test_a_daemon_with_default_fonts_draws_with_the_bundled_font(daemon: Daemon) -> None:
+    """The default config names no font file: the cells are DejaVu Sans Mono's box, not Pillow's bitmap font."""
+    from ptyd.config import Config
+    from ptyd.terminal import raster
+
+    assert Config().screenshot_fonts == ()
+    bundled = raster.Fonts([], 14)
+    with Rpc(daemon.socket) as rpc:
+        token = rpc.call("agent_register", name="fonts")["token"]
+        _, result = shot(Shell(rpc, token, env={"PS1": "$ "}), font_size=14)
+    assert result["width"] == result["cols"] * bundled.width
+    assert result["height"] == result["rows"] * bundled.height
+
+
 UNIFONT = Path("/usr/share/fonts/opentype/unifont/unifont.otf")
 
 
