@@ -237,3 +237,39 @@ def test_a_screenshot_in_flight_when_its_session_closes_is_answered(daemon: Daem
             reply = other.recv()
             assert reply["id"] == asked
             assert "result" in reply or reply["error"]["data"]["kind"] == "session_not_found", reply
+
+
+def test_without_pillow_a_screenshot_names_the_extra(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The core install (`make run`, `pip install ptyd`) has no Pillow: the daemon answers extra_missing naming the
+    extra, and `ptyctl screenshot` says how to install it, without a traceback."""
+    hidden = tmp_path_factory.mktemp("no-pillow")
+    (hidden / "PIL").mkdir()
+    (hidden / "PIL" / "__init__.py").write_text("raise ImportError('Pillow is hidden by the test')\n")
+    monkeypatch.setenv("PYTHONPATH", str(hidden))
+    d = Daemon(tmp_path_factory.mktemp("ptyd-no-pillow"))
+    d.start()
+    try:
+        with Rpc(d.socket) as rpc:
+            token = rpc.call("agent_register", name="no-pillow")["token"]
+            shell = Shell(rpc, token, env={"PS1": "$ "})
+            with pytest.raises(RpcError) as err:
+                shell.call("terminal_screenshot")
+            assert err.value.kind == "extra_missing"
+            assert err.value.data["extra"] == "screenshot"
+            assert "ptyd[screenshot]" in err.value.message
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
+            argv = [sys.executable, "-m", "ptyd_client", "--socket", str(d.socket), "--token", token]
+            done = subprocess.run(
+                [*argv, "screenshot", shell.id, "-o", str(hidden / "x.png")],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            assert done.returncode != 0
+            assert "ptyd[screenshot]" in done.stderr, done.stderr
+            assert "Traceback" not in done.stderr
+    finally:
+        d.stop()
