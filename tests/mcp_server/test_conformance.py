@@ -9,10 +9,9 @@ talks through a loopback proxy that adds it (bearer_proxy).
 Scenarios left out test the fixtures of the SDKs' reference "everything" server, which ptyd-mcp does not have:
 its test tools (``test_image_content``, ``test_reconnection``, ``json_schema_2020_12_tool``, ...), resources,
 prompts, completions, logging, sampling and elicitation; each fails on the missing fixture (method not found, tool
-not found), not on the transport. ``server-sse-polling`` also warns that its tools/call stream had no priming
-event and no ``retry``: that request carries ``mcp-protocol-version: 2025-03-26``, and the SDK primes only a
-2025-11-25 stream (older clients cannot parse the empty event); test_resumable_http holds the priming event, its
-id and its ``retry`` for a 2025-11-25 request.
+not found), not on the transport; ``server-sse-polling`` too, but its checks of the stream (a priming event with an
+id and ``retry``, though its tools/call declares ``mcp-protocol-version: 2025-03-26`` in a 2025-11-25 session:
+ptyd_mcp.http.SessionVersion) must pass.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,13 +58,27 @@ def proxied_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         d.stop()
 
 
+def run_scenario(url: str, scenario: str, out: Path) -> list[dict[str, Any]]:
+    """The suite's checks of one scenario against ``url``."""
+    argv = [*shlex.split(COMMAND), "server", "--url", url, "--scenario", scenario, "-o", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    results = list(out.glob("*/checks.json"))
+    assert len(results) == 1, done.stdout + done.stderr
+    return list(json.loads(results[0].read_text()))
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_conformance_scenario_passes_without_warnings(proxied_url: str, scenario: str, tmp_path: Path) -> None:
-    argv = [*shlex.split(COMMAND), "server", "--url", proxied_url, "--scenario", scenario, "-o", str(tmp_path)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    results = list(tmp_path.glob("*/checks.json"))
-    assert len(results) == 1, done.stdout + done.stderr
-    checks = json.loads(results[0].read_text())
+    checks = run_scenario(proxied_url, scenario, tmp_path)
     bad = [(c["status"], c["id"], c.get("errorMessage")) for c in checks if c["status"] not in ("SUCCESS", "INFO")]
     assert not bad, bad
     assert any(c["status"] == "SUCCESS" for c in checks), checks
+
+
+def test_sse_polling_warns_of_nothing_and_fails_only_for_its_test_tool(proxied_url: str, tmp_path: Path) -> None:
+    checks = run_scenario(proxied_url, "server-sse-polling", tmp_path)
+    assert not [c for c in checks if c["status"] == "WARNING"], checks
+    for check in (c for c in checks if c["status"] == "FAILURE"):
+        assert "There is no tool 'test_reconnection'" in json.dumps(check), check
+    passed = {c["id"] for c in checks if c["status"] == "SUCCESS"}
+    assert {"server-sse-priming-event", "server-sse-retry-field"} <= passed, checks
