@@ -226,15 +226,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     recording_queue_bytes: Annotated[int, Meta(ge=65536)] = 32 * 1024 * 1024
 
     # --- screenshots (terminal_screenshot, `ptyctl screenshot`, GIF export; the extra ptyd[screenshot]) ---
-    # TrueType fonts tried in order for the cells; the first that exists is drawn with, its "-Bold" sibling for
-    # bold. DejaVu Sans Mono (Debian: fonts-dejavu-core) covers Latin, Greek, Cyrillic, box drawing and block
-    # elements; with none found, Pillow's own bitmap font draws ASCII.
-    screenshot_fonts: tuple[str, ...] = (
-        "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSansMono.ttf",
-        "/usr/share/fonts/TTF/DejaVuSansMono.ttf",
-        "/usr/share/fonts/truetype/liberation/LiberationMono-Regular.ttf",
-    )
+    # TrueType fonts tried in order for the cells before the one ptyd ships, DejaVu Sans Mono (Latin, Greek,
+    # Cyrillic, box drawing, block elements), which is drawn with when none is named (the default: a screenshot
+    # looks the same on every machine); the first that exists is drawn with, its "-Bold" sibling for bold.
+    screenshot_fonts: tuple[str, ...] = ()
     # Fonts for the characters the font above lacks, tried in order: GNU Unifont (Debian: fonts-unifont) has every
     # character of the BMP, CJK among them, and its "upper" file the emoji, in one colour.
     screenshot_fallback_fonts: tuple[str, ...] = (

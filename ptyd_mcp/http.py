@@ -12,13 +12,16 @@ from __future__ import annotations
 import contextlib
 import hmac
 import os
+import re
 import socket
 import sys
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import is_version_at_least
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ptyd.daemon.runtime import bind_socket
@@ -26,6 +29,56 @@ from ptyd.loopback import SameUserOnly as _SameUserOnly
 from ptyd.loopback import peer_uid as peer_uid
 from ptyd_mcp.config import HTTP_RETRY_MS
 from ptyd_mcp.events import MemoryEventStore
+
+NEGOTIATED = re.compile(rb'"protocolVersion"\s*:\s*"([^"]{1,32})"')
+SESSIONS_REMEMBERED = 4096  # sessions whose negotiated version is kept (the oldest forgotten past it)
+
+
+class SessionVersion:
+    """ASGI middleware: a request in a session is served at the version the session negotiated when its
+    ``mcp-protocol-version`` header names an older one. The SDK primes a stream (SEP-1699: an event with an id, no
+    data, and ``retry``, so a dropped stream can be resumed) by the header alone; a client that negotiated
+    2025-11-25 and then declares 2025-03-26 on a request (the MCP conformance suite's server-sse-polling does)
+    would get a stream it cannot resume. A session that negotiated an older version is left as it is: its client
+    may not parse a priming event."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.negotiated: OrderedDict[bytes, bytes] = OrderedDict()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", ()))
+        session = headers.get(b"mcp-session-id")
+        if session is None:  # an initialize, maybe: its answer names the session and its version
+            await self.app(scope, receive, self._learn(send))
+            return
+        version, declared = self.negotiated.get(session), headers.get(b"mcp-protocol-version")
+        if version and declared and declared != version and is_version_at_least(version.decode(), declared.decode()):
+            rewritten = [(k, version if k == b"mcp-protocol-version" else v) for k, v in scope["headers"]]
+            scope = {**scope, "headers": rewritten}
+        await self.app(scope, receive, send)
+
+    def _learn(self, send: Send) -> Send:
+        session: list[bytes] = []
+        seen = bytearray()
+
+        async def learning(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                session.extend(v for k, v in message.get("headers", ()) if k.lower() == b"mcp-session-id")
+            elif message["type"] == "http.response.body" and session and len(seen) < 65536:
+                seen.extend(message.get("body", b""))
+                found = NEGOTIATED.search(seen)
+                if found:
+                    self.negotiated[session[0]] = found.group(1)
+                    while len(self.negotiated) > SESSIONS_REMEMBERED:
+                        self.negotiated.popitem(last=False)
+                    session.clear()  # learnt: the rest of this answer is not read
+            await send(message)
+
+        return learning
 
 
 class BearerSecret:
@@ -77,11 +130,11 @@ async def serve_http(
     if unix_path is not None:
         # No browser reaches a Unix socket, so DNS rebinding (the Host-header check) does not apply.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        app = server.streamable_http_app(transport_security=security, **resumable)
+        app = SessionVersion(server.streamable_http_app(transport_security=security, **resumable))
         # The daemon's own binding: 0600, and a socket file another server still listens on is left alone.
         listener = bind_socket(unix_path, backlog=128)
     else:
-        app = SameUserOnly(server.streamable_http_app(host="127.0.0.1", **resumable))
+        app = SameUserOnly(SessionVersion(server.streamable_http_app(host="127.0.0.1", **resumable)))
         listener = socket.create_server(("127.0.0.1", port or 0))
         print(f"ptyd-mcp: streamable HTTP on http://127.0.0.1:{listener.getsockname()[1]}/mcp", file=sys.stderr)
     if secret is not None:

@@ -1,5 +1,7 @@
 """Who may see the dashboard: a process of this user (the peer-uid check of a loopback port; a Unix socket is
 0600) that shows the daemon's operator token, once in the URL printed at start, then as a cookie derived from it.
+The token printed at start stays good for this server's life: a restarted daemon mints a new operator token, and
+the printed URL, and the browsers' cookies, must not stop working with it (the daemon's current token works too).
 A Host header that is not this server's own is refused too, so a web page elsewhere cannot reach it through a
 DNS name rebound to 127.0.0.1."""
 
@@ -36,10 +38,13 @@ def cookie_value(token: str) -> str:
 class TokenRequired:
     """ASGI middleware: an HTTP request needs the operator token (query ``token``) or the cookie it set."""
 
-    def __init__(self, app: ASGIApp, token: Callable[[], str], hosts: frozenset[str] | None) -> None:
+    def __init__(
+        self, app: ASGIApp, token: Callable[[], str], hosts: frozenset[str] | None, printed: str | None = None
+    ) -> None:
         self.app = app
         self.token = token
         self.hosts = hosts  # the Host headers this server answers to (None: any, on a Unix socket)
+        self.printed = printed  # the token in the URL printed at start (None: the daemon's current one alone)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,24 +56,33 @@ class TokenRequired:
         else:
             await response(scope, receive, send)
 
+    def _tokens(self) -> tuple[list[str], DaemonUnavailable | None]:
+        """The tokens that open the page: the printed one, and the daemon's current one while it runs."""
+        tokens = [self.printed] if self.printed else []
+        try:
+            current = self.token()
+        except DaemonUnavailable as exc:
+            return tokens, exc
+        return (tokens if current in tokens else [*tokens, current]), None
+
     def _refusal(self, request: Request) -> Response | None:
         if self.hosts is not None and request.headers.get("host", "") not in self.hosts:
             return PlainTextResponse("ptyd web answers only to its own address\n", status_code=403)
-        try:
-            token = self.token()
-        except DaemonUnavailable as exc:
-            return PlainTextResponse(f"the daemon is not running: {exc}\n", status_code=503)
+        tokens, down = self._tokens()
+        if not tokens:
+            return PlainTextResponse(f"the daemon is not running: {down}\n", status_code=503)
         given = request.query_params.get("token")
         if given is not None:
-            if not hmac.compare_digest(given.encode(), token.encode()):
+            if not any(hmac.compare_digest(given.encode(), t.encode()) for t in tokens):
                 return _login("That token is not the daemon's operator token.", 401)
-            # The token leaves the address bar: the cookie carries the proof from here on.
+            # The token leaves the address bar: the cookie carries the proof from here on, of the printed token
+            # when there is one (it outlives the daemon's).
             target = URL(str(request.url)).remove_query_params("token")
             redirect = RedirectResponse(target.path + (f"?{target.query}" if target.query else ""), status_code=303)
-            redirect.set_cookie(COOKIE, cookie_value(token), httponly=True, samesite="strict", path="/")
+            redirect.set_cookie(COOKIE, cookie_value(tokens[0]), httponly=True, samesite="strict", path="/")
             return redirect
         cookie = request.cookies.get(COOKIE, "")
-        if not hmac.compare_digest(cookie.encode(), cookie_value(token).encode()):
+        if not any(hmac.compare_digest(cookie.encode(), cookie_value(t).encode()) for t in tokens):
             return _login("This page needs the daemon's operator token.", 401)
         return None
 

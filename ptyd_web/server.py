@@ -100,7 +100,7 @@ def run(socket_path: Path, listen: str, emulator: str = "auto") -> int:
     asgi: ASGIApp
     if isinstance(where, Path):
         listener = bind_socket(where, backlog=128)
-        asgi = TokenRequired(app, token, hosts=None)
+        asgi = TokenRequired(app, token, hosts=None, printed=first)
         print(f"ptyd web: serving on unix:{where}; token {first}", flush=True)
     else:
         try:
@@ -110,7 +110,9 @@ def run(socket_path: Path, listen: str, emulator: str = "auto") -> int:
             return 2
         port = listener.getsockname()[1]
         hosts = frozenset(f"{h}:{port}" for h in LOOPBACK)
-        asgi = SameUserOnly(TokenRequired(app, token, hosts), b"ptyd web serves only processes of its own user\n")
+        asgi = SameUserOnly(
+            TokenRequired(app, token, hosts, printed=first), b"ptyd web serves only processes of its own user\n"
+        )
         print(f"ptyd web: http://127.0.0.1:{port}/?token={first}", flush=True)
     config = uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     try:

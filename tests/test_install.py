@@ -31,6 +31,10 @@ RUNTIME_FILES = [
     "ptyd/daemon/units/ptyd.service",
     "ptyd/daemon/units/ptyd.socket",
     "ptyd/daemon/units/install.sh",
+    # screenshots draw with the font the package ships, and its licence travels with it
+    "ptyd/terminal/fonts/DejaVuSansMono.ttf",
+    "ptyd/terminal/fonts/DejaVuSansMono-Bold.ttf",
+    "ptyd/terminal/fonts/LICENSE",
     "ptyd/py.typed",
     "ptyd_client/py.typed",
 ]

@@ -182,6 +182,34 @@ def test_a_screenshot_is_the_owners_alone(rpc: Rpc, shell: Shell) -> None:
     assert err.value.kind == "session_not_found"
 
 
+def test_the_bundled_font_draws_when_no_named_font_exists(tmp_path: Path) -> None:
+    """The package's own DejaVu Sans Mono: a machine without font packages draws the same cells, in bold too."""
+    from ptyd.terminal import raster
+
+    font = raster.Fonts([str(tmp_path / "absent.ttf")], 14)
+    assert font.path == raster.BUNDLED_FONT
+    assert Path(raster.BUNDLED_FONT).with_name("LICENSE").read_text().count("Bitstream Vera") >= 2
+    assert font.bold is not font.regular, "the bundled bold face is not loaded"
+    # Box drawing and block elements are the bundled font's own glyphs, not its missing-glyph box.
+    missing = bytes(font.regular.getmask("\U0010fffd"))
+    for char in ("\u2588", "\u2500", "\u03bb", "\u0436"):
+        assert bytes(font.regular.getmask(char)) != missing, f"the bundled font lacks {char!r}"
+
+
+def test_a_daemon_with_default_fonts_draws_with_the_bundled_font(daemon: Daemon) -> None:
+    """The default config names no font file: the cells are DejaVu Sans Mono's box, not Pillow's bitmap font."""
+    from ptyd.config import Config
+    from ptyd.terminal import raster
+
+    assert Config().screenshot_fonts == ()
+    bundled = raster.Fonts([], 14)
+    with Rpc(daemon.socket) as rpc:
+        token = rpc.call("agent_register", name="fonts")["token"]
+        _, result = shot(Shell(rpc, token, env={"PS1": "$ "}), font_size=14)
+    assert result["width"] == result["cols"] * bundled.width
+    assert result["height"] == result["rows"] * bundled.height
+
+
 UNIFONT = Path("/usr/share/fonts/opentype/unifont/unifont.otf")
 
 
@@ -209,3 +237,39 @@ def test_a_screenshot_in_flight_when_its_session_closes_is_answered(daemon: Daem
             reply = other.recv()
             assert reply["id"] == asked
             assert "result" in reply or reply["error"]["data"]["kind"] == "session_not_found", reply
+
+
+def test_without_pillow_a_screenshot_names_the_extra(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The core install (`make run`, `pip install ptyd`) has no Pillow: the daemon answers extra_missing naming the
+    extra, and `ptyctl screenshot` says how to install it, without a traceback."""
+    hidden = tmp_path_factory.mktemp("no-pillow")
+    (hidden / "PIL").mkdir()
+    (hidden / "PIL" / "__init__.py").write_text("raise ImportError('Pillow is hidden by the test')\n")
+    monkeypatch.setenv("PYTHONPATH", str(hidden))
+    d = Daemon(tmp_path_factory.mktemp("ptyd-no-pillow"))
+    d.start()
+    try:
+        with Rpc(d.socket) as rpc:
+            token = rpc.call("agent_register", name="no-pillow")["token"]
+            shell = Shell(rpc, token, env={"PS1": "$ "})
+            with pytest.raises(RpcError) as err:
+                shell.call("terminal_screenshot")
+            assert err.value.kind == "extra_missing"
+            assert err.value.data["extra"] == "screenshot"
+            assert "ptyd[screenshot]" in err.value.message
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
+            argv = [sys.executable, "-m", "ptyd_client", "--socket", str(d.socket), "--token", token]
+            done = subprocess.run(
+                [*argv, "screenshot", shell.id, "-o", str(hidden / "x.png")],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            assert done.returncode != 0
+            assert "ptyd[screenshot]" in done.stderr, done.stderr
+            assert "Traceback" not in done.stderr
+    finally:
+        d.stop()

@@ -49,6 +49,11 @@ FontChoice = tuple[tuple[str, ...], tuple[str, ...]]
 """The fonts tried for the cells, and the fallbacks for characters they lack (config's screenshot_fonts and
 screenshot_fallback_fonts)."""
 
+# DejaVu Sans Mono, regular and bold, shipped in the package (Bitstream Vera licence, fonts/LICENSE): tried after
+# the configured fonts, so a screenshot looks the same on every machine and needs no font package. It has
+# Latin, Greek, Cyrillic, box drawing and block elements; CJK and emoji come from the system's fallbacks.
+BUNDLED_FONT = os.path.join(os.path.dirname(__file__), "fonts", "DejaVuSansMono.ttf")
+
 
 def rgb(colour: int, default: tuple[int, int, int]) -> tuple[int, int, int]:
     if colour == DEFAULT:
@@ -81,7 +86,7 @@ class Fonts:
 
     def __init__(self, paths: Sequence[str], size: int, fallbacks: Sequence[str] = ()) -> None:
         _, _, font = pil()
-        path = next((p for p in paths if os.path.exists(p)), None)
+        path = next((p for p in (*paths, BUNDLED_FONT) if os.path.exists(p)), None)
         if path is None:
             self.regular = self.bold = font.load_default(size)
         else:

@@ -10,6 +10,7 @@ import re
 import shutil
 import socket
 import stat
+import statistics
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import Daemon, Shell
+from conftest import Daemon, Shell, latency
 from ptyd_mcp.identity import secret_path, token_path
 from ptyd_mcp.tools import BY_NAME
 
@@ -366,3 +367,48 @@ def test_the_early_answer_to_initialize_is_the_sdks(daemon: Daemon, version: str
     assert tools == sdk_tools
     assert {"terminal_send", "exec_command"} <= set(tools)
     assert "early answer" not in stderr, stderr
+
+
+def time_to_initialize(daemon: Daemon, *extra: str) -> float:
+    """Seconds from starting ptyd-mcp over stdio to its answer to initialize, as a host waits for it."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        server_argv(daemon.socket, new_agent(), *extra),
+        env=server_env(),
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps(initialize).encode() + b"\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        elapsed = time.monotonic() - started
+        assert answer["id"] == 1, answer
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+    return elapsed
+
+
+def test_initialize_is_answered_within_a_second_median(daemon: Daemon) -> None:
+    """Issue 31: ptyd-mcp answers initialize in under 1 s median (measured 0.35 s on the 2-core dev machine). The
+    fast suite holds the early answer to beating the SDK's own (--no-early-initialize), run turn about on the same
+    machine; ``--perf`` to the second."""
+    early, sdk = [], []
+    for _ in range(5):
+        early.append(time_to_initialize(daemon))
+        sdk.append(time_to_initialize(daemon, "--no-early-initialize"))
+    median = statistics.median(early)
+    latency(median, tight=1.0, fallback=statistics.median(sdk), what="ptyd-mcp's answer to initialize (median of 5)")

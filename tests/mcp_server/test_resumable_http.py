@@ -145,3 +145,35 @@ def test_an_unknown_event_id_replays_nothing(endpoint: tuple[str, dict[str, str]
             assert "data: {" not in body
 
     anyio.run(scenario)
+
+
+@pytest.mark.parametrize(("negotiated", "primed"), [("2025-11-25", True), ("2025-03-26", False)])
+def test_the_sessions_version_decides_priming_not_a_stray_header(
+    endpoint: tuple[str, dict[str, str]], negotiated: str, primed: bool
+) -> None:
+    """A session that negotiated 2025-11-25 gets a priming event (id, no data, retry) on a request that declares
+    2025-03-26 (the MCP conformance suite's server-sse-polling does); one that negotiated 2025-03-26 gets none,
+    as its client may not parse it."""
+    http_url, auth = endpoint
+
+    async def scenario() -> None:
+        async with httpx2.AsyncClient(timeout=60, headers=auth) as http:
+            host = Host(http, http_url)
+            init = {"protocolVersion": negotiated, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            answer = await host.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+            assert answer["result"]["protocolVersion"] == negotiated
+            await host.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            headers = host.headers(**{"mcp-protocol-version": "2025-03-26"})
+            async with http.stream("POST", http_url, json=tool(2, "terminal_list"), headers=headers) as response:
+                assert response.status_code == 200, await response.aread()
+                events = [event async for event in sse_events(response)]
+            first = events[0]
+            if primed:
+                assert first.get("data", "") == "", events
+                assert first["id"], "the priming event has no id"
+                assert int(first["retry"]) > 0, "the priming event has no retry"
+                assert json.loads(events[1]["data"])["id"] == 2
+            else:
+                assert json.loads(first["data"])["id"] == 2, events
+
+    anyio.run(scenario)

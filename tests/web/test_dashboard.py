@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import re
 import secrets
@@ -16,10 +17,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import ROOT, Daemon, Rpc, Shell, _private_dir
+from conftest import ROOT, Daemon, Rpc, Shell, _private_dir, hand_over, wait_until
 
 from .cdp import CHROMIUM, Browser
 
@@ -352,3 +354,51 @@ def test_the_zoomed_screen_is_in_colour_above_a_grid_of_thumbnails(
         for s in (plain, red):
             with contextlib.suppress(Exception):
                 s.close()
+
+
+def get_state(port: int, cookie: str) -> dict[str, Any]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", "/api/state", headers={"Cookie": cookie})
+        response = connection.getresponse()
+        assert response.status == 200, response.status
+        return dict(json.loads(response.read()))
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("how", ["restart", "upgrade"])
+def test_the_printed_url_and_the_page_outlive_a_daemon_restart(
+    tmp_path_factory: pytest.TempPathFactory, how: str
+) -> None:
+    """A restarted daemon mints a new operator token: the URL ptyd web printed, and the cookie a browser got from
+    it, still open the dashboard, which shows the new daemon's sessions (an upgrade keeps the token anyway)."""
+    d = Daemon(_private_dir(tmp_path_factory, "ptyd-web-restart"))
+    d.start()
+    server = Web(d, "127.0.0.1:0")
+    try:
+        first = get(server.port, f"/?token={server.token}")
+        assert first.status == 303
+        cookie = (first.getheader("set-cookie") or "").split(";", 1)[0]
+        assert cookie.startswith("ptyd_web=")
+        wait_until(lambda: get_state(server.port, cookie)["connected"], message="the dashboard's first connect")
+        if how == "restart":
+            assert d.stop() == 0, d.log()
+            d.start()
+        else:
+            hand_over(d)
+        with d.rpc() as rpc:
+            token = rpc.call("agent_register", name="after-" + how)["token"]
+            shell = Shell(rpc, token, env={"PS1": "$ "})
+
+            def listed() -> bool:
+                state = get_state(server.port, cookie)
+                return state["connected"] and shell.id in [s["session_id"] for s in state["sessions"]]
+
+            wait_until(listed, timeout=30, message="the new daemon's session on the dashboard")
+            assert get(server.port, "/", {"Cookie": cookie}).status == 200
+            assert get(server.port, f"/?token={server.token}").status == 303, "the printed URL no longer opens it"
+            assert get(server.port, "/?token=wrong").status == 401
+    finally:
+        server.stop()
+        d.stop()

@@ -2,6 +2,7 @@
 
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
+import { inflateSync } from "node:zlib";
 
 import {
   BackendNotFoundError,
@@ -305,6 +306,84 @@ describe("background sends", () => {
       assert.equal(await op.cancel(), true);
       assert.equal((await op.result()).operation_id, op.operationId);
       assert.equal(await op.cancel(), false);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+/** An 8-bit RGB or RGBA PNG, not interlaced (what the daemon's Pillow writes), decoded to its pixels. */
+function decodePng(png: Buffer): { width: number; height: number; pixel: (x: number, y: number) => number[] } {
+  assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], "not a PNG");
+  let at = 8;
+  let width = 0;
+  let height = 0;
+  let channels = 0;
+  const data: Buffer[] = [];
+  while (at < png.length) {
+    const length = png.readUInt32BE(at);
+    const type = png.toString("latin1", at + 4, at + 8);
+    const body = png.subarray(at + 8, at + 8 + length);
+    if (type === "IHDR") {
+      width = body.readUInt32BE(0);
+      height = body.readUInt32BE(4);
+      assert.equal(body.readUInt8(8), 8, "bit depth");
+      assert.equal(body.readUInt8(12), 0, "interlaced");
+      const colour = body.readUInt8(9);
+      channels = colour === 2 ? 3 : colour === 6 ? 4 : 0;
+      assert.ok(channels, `colour type ${colour}`);
+    } else if (type === "IDAT") {
+      data.push(body);
+    }
+    at += 12 + length;
+  }
+  const raw = inflateSync(Buffer.concat(data));
+  const stride = width * channels;
+  const out = Buffer.alloc(stride * height);
+  for (let y = 0; y < height; y++) {
+    const filter = raw.readUInt8(y * (stride + 1));
+    for (let i = 0; i < stride; i++) {
+      const a = i >= channels ? out.readUInt8(y * stride + i - channels) : 0;
+      const b = y > 0 ? out.readUInt8((y - 1) * stride + i) : 0;
+      const c = i >= channels && y > 0 ? out.readUInt8((y - 1) * stride + i - channels) : 0;
+      const p = a + b - c;
+      const [pa, pb, pc] = [Math.abs(p - a), Math.abs(p - b), Math.abs(p - c)];
+      const paeth = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      const predicted = filter === 0 ? 0 : filter === 1 ? a : filter === 2 ? b : filter === 3 ? (a + b) >> 1 : paeth;
+      assert.ok(filter <= 4, `filter ${filter}`);
+      out.writeUInt8((raw.readUInt8(y * (stride + 1) + 1 + i) + predicted) & 0xff, y * stride + i);
+    }
+  }
+  const pixel = (x: number, y: number): number[] => [...out.subarray((y * width + x) * channels, (y * width + x) * channels + 3)];
+  return { width, height, pixel };
+}
+
+describe("a screenshot", () => {
+  test("is a PNG of the screen: a red cell is red, the cursor cell is drawn", async () => {
+    const s = await shell(c);
+    try {
+      await s.send("printf 'R:\\033[41m    \\033[0m:R\\n'\n");
+      const lines = (await s.screen()).lines;
+      const y = lines.findIndex((line) => line.startsWith("R:    :R"));
+      assert.ok(y >= 0, `the red cells are not on the screen: ${JSON.stringify(lines)}`);
+      const shot = await s.screenshot();
+      assert.ok(["ghostty", "pyte"].includes(shot.engine));
+      const image = decodePng(Buffer.from(shot.png, "base64"));
+      assert.deepEqual([image.width, image.height], [shot.width, shot.height]);
+      const cw = shot.width / shot.cols;
+      const ch = shot.height / shot.rows;
+      assert.ok(Number.isInteger(cw) && Number.isInteger(ch), "cells are whole pixels");
+      const centre = (x: number, row: number) => image.pixel(x * cw + Math.floor(cw / 2), row * ch + Math.floor(ch / 2));
+      for (const x of [2, 3, 4, 5]) assert.deepEqual(centre(x, y), [0xcd, 0, 0], `cell ${x} is not red`);
+      assert.ok(shot.cursor_visible);
+      assert.equal(lines[shot.cursor_y], "$");
+      assert.equal(shot.cursor_x, 2);
+      // The cursor is a block in the default foreground colour.
+      assert.deepEqual(centre(shot.cursor_x, shot.cursor_y), [0xe5, 0xe5, 0xe5]);
+      // A bigger font, a bigger picture of the same cells.
+      const big = await c.terminalScreenshot(s.id, 28);
+      assert.deepEqual([big.cols, big.rows], [shot.cols, shot.rows]);
+      assert.ok(big.width > 1.5 * shot.width);
     } finally {
       await s.close();
     }
