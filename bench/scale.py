@@ -120,7 +120,10 @@ def run(ctx: Context, results: Results) -> None:
     fills = 3 if ctx.quick else 10
     opens = Figure("4. Scale: terminal_open latency", "ms", reference="raw")
     latency = Figure(
-        "4. Scale: send `true` on idle shells, quiet and while 10% print", "ms", f"N={levels[0]}, quiet", show_p99=True
+        "4. Scale: send `true` on idle shells, quiet and while 10% print",
+        "ms",
+        f"{PROCESSES[0]}, N={levels[0]}, quiet",  # rows name the engine's process
+        show_p99=True,
     )
     memory = Figure("4. Scale: daemon RSS growth per session", "KiB", reference="budget")
     raw_opens: list[float] = []
@@ -217,7 +220,7 @@ def _level(
             tmux_row = latency.add(
                 f"tmux, while {flooders} print",
                 tmux_loaded,
-                f"{flooders} floods in windows of its own server; send-keys + capture-pane",
+                f"{flooders} flood{'s' if flooders > 1 else ''} in windows of its own server; send-keys + capture-pane",
                 scale=1000,
             )
             row.note += f"; {row.p99 / tmux_row.p99:.2f}x tmux p99"
