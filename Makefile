@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
 
-.PHONY: venv run try-ssh test lint typecheck unit quick perf stress bench golden docs units clean install-user uninstall-user
+.PHONY: venv run try-ssh test lint typecheck unit quick perf stress bench baseline golden docs units clean install-user uninstall-user
 
 ## Everything: what `make run` needs, the faces' extras (ptyd-mcp, ptyd web: [all]) and the test, lint and
 ## type-check tools ([dev]).
@@ -69,6 +69,12 @@ golden: venv
 ## Benchmarks: ptyd against a raw PTY, tmux and a fixed idle wait, as ratios (see bench/BASELINE.md).
 bench: venv
 	$(PY) bench/run.py
+
+## Rewrite bench/BASELINE.md's run line, machine, figures and targets, and the README's performance table, from a
+## run's JSON (BENCH_JSON=..., default the last run's); the prose around their markers stays.
+BENCH_JSON ?= bench/results/latest.json
+baseline: $(STAMP)
+	$(PY) -m bench.baseline $(BENCH_JSON)
 
 ## Regenerate what derives from the wire types and the config: docs/protocol.md, the clients' types, docs/config.md,
 ## the blocking Python client's methods (from the asyncio ones), and the files the README includes (its TypeScript

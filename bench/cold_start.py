@@ -147,8 +147,9 @@ def run(ctx: Context, results: Results) -> None:
         )
         figure.add(key, values["ms"], note, scale=1000)
     results.figures.append(figure.finish())
-    cold = figure.row("ptyd, fresh daemon, DA1")
-    ok = not math.isnan(cold.median) and cold.p95 <= GOAL_MS and not timeouts.get("ptyd, fresh daemon, DA1")
-    results.target(
-        "first DA1 of a fresh daemon", f"<= {GOAL_MS:.0f} ms", f"{cold.median:.1f} ms (p95 {cold.p95:.1f})", ok
-    )
+    for query in ("DA1", "CPR"):
+        key = f"ptyd, fresh daemon, {query}"
+        cold = figure.row(key)
+        ok = not math.isnan(cold.median) and cold.p95 <= GOAL_MS and not timeouts.get(key)
+        measured = f"{cold.p95:.1f} ms (median {cold.median:.1f})"
+        results.target(f"first {query} answer of a fresh daemon (p95)", f"<= {GOAL_MS:.0f} ms", measured, ok)

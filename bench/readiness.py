@@ -80,6 +80,7 @@ def run(ctx: Context, results: Results) -> None:
         shells += [PtydShell(caller, register(caller, "bench-readiness")), RawShell(), TmuxShell(ctx.directory)]
         for program in PROGRAMS:
             samples: dict[str, list[float]] = {s.name: [] for s in [*shells, fixed]}
+            early: dict[str, int] = {}  # returns before the program stamped its prompt (a wait that is too short)
             command = program.command(ctx.python, stamp, startup)
             for i in range(iterations):
                 subjects = rotated(shells, i) + ([fixed] if i < fixed_iterations else [])
@@ -90,7 +91,12 @@ def run(ctx: Context, results: Results) -> None:
                         returned = time.time_ns()
                         if isinstance(shell, PtydShell) and not viewport.rstrip().endswith(program.expect.rstrip()):
                             results.failures.append(f"readiness {program.label}: ptyd viewport ends {viewport[-60:]!r}")
-                        samples[shell.name].append((returned - _read_stamp(stamp)) / 1e9)
+                        if stamp.exists():
+                            samples[shell.name].append((returned - _read_stamp(stamp)) / 1e9)
+                        elif isinstance(shell, FixedWaitShell):  # 500 ms of silence before a slow start's prompt
+                            early[shell.name] = early.get(shell.name, 0) + 1
+                        else:
+                            results.failures.append(f"readiness {program.label}: {shell.name} returned early")
                     finally:
                         if isinstance(shell, FixedWaitShell):
                             RawShell.run(shell, program.answer, timeout=30)
@@ -104,7 +110,8 @@ def run(ctx: Context, results: Results) -> None:
                 "fixed_wait": "500 ms of silence",
             }
             for name, values in samples.items():
-                figure.add(name, values, notes.get(name, ""), scale=1000)
+                note = notes.get(name, "") + (f"; {early[name]} returned before the prompt" if name in early else "")
+                figure.add(name, values, note, scale=1000)
             results.figures.append(figure.finish())
             p95 = figure.row("ptyd").p95
             results.target(f"readiness p95, {program.label}", "< 10 ms", f"{p95:.2f} ms", p95 < 10)

@@ -9,6 +9,7 @@ import platform
 import subprocess
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ class Results:
         self.targets.append(Target(name, goal, measured, met))
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
+def fmt(value: float | None, digits: int = 3) -> str:
     if value is None or math.isnan(value):
         return "-"
     if value == 0:
@@ -94,10 +95,10 @@ def format_figure(figure: Figure) -> str:
     headers += [f"x {figure.reference}", "note"]
     table = [headers]
     for r in figure.rows:
-        cells = [r.subject, str(r.n) if r.n else "-", _fmt(r.median), _fmt(r.p95)]
+        cells = [r.subject, str(r.n) if r.n else "-", fmt(r.median), fmt(r.p95)]
         if figure.show_p99:
-            cells.append(_fmt(r.p99))
-        cells += [_fmt(r.ratio) if r.ratio is not None else "-", r.note]
+            cells.append(fmt(r.p99))
+        cells += [fmt(r.ratio) if r.ratio is not None else "-", r.note]
         table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
     lines = [f"## {figure.title}"]
@@ -134,8 +135,32 @@ def machine() -> dict[str, Any]:
         "kernel": platform.release(),
         "python": platform.python_version(),
         "tmux": tmux,
+        "packages": packages(),
         "loadavg_at_start": os.getloadavg(),
     }
+
+
+def commit() -> str:
+    """The commit measured, ``+dirty`` when the work tree differs from it (what BASELINE.md names)."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def packages() -> dict[str, str]:
+    """The versions of what the daemon runs on, for the machine table."""
+    found = {}
+    for name in ("uvloop", "msgspec", "pyte", "pyghostty"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
 
 
 def write_json(results: Results, path: Path, meta: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ missed target: targets are reported, never asserted.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -22,6 +23,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench import (
     client,
     cold_start,
+    memory,
     profiling,
     readiness,
     recording,
@@ -32,7 +34,7 @@ from bench import (
     throughput,
 )
 from bench.harness import Context, DaemonProcess, private_dir
-from bench.report import Results, format_figure, format_results, machine, write_json
+from bench.report import Results, commit, format_figure, format_results, machine, write_json
 
 Scenario = Callable[[Context, Results], None]
 SCENARIOS: dict[str, Scenario] = {
@@ -44,6 +46,7 @@ SCENARIOS: dict[str, Scenario] = {
     "rpc": rpc_overhead.run,
     "recording": recording.run,
     "cold_start": cold_start.run,
+    "memory": memory.run,
 }
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 
@@ -67,7 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     python = shutil.which("python3") or sys.executable
     results = Results()
     started = time.monotonic()
-    meta = {"machine": machine(), "client": client.KIND, "quick": args.quick, "scenarios": names}
+    meta = {
+        "machine": machine(),
+        "commit": commit(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "client": client.KIND,
+        "quick": args.quick,
+        "scenarios": names,
+    }
     print(f"ptyd bench: {', '.join(names)}; client {client.KIND}; {meta['machine']}", flush=True)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -108,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(text)
         print(f"profiles and their top lists (.txt) in {args.profile}")
     meta["elapsed_s"] = round(time.monotonic() - started, 1)
+    meta["loadavg_at_end"] = os.getloadavg()
     write_json(results, args.json, meta)
     print("\n" + format_results(results))
     print(f"\n{meta['elapsed_s']} s; results in {args.json}")

@@ -1,8 +1,10 @@
 """Scenario 4, scale: 10, 100 and 500 live shells in one daemon (a fresh daemon per level).
 
 Per level: ``terminal_open`` latency (against forking bash on a raw PTY until its first prompt), the daemon's RSS
-per idle session (the daemon process alone; bash is not counted), and ``send`` latency on idle sessions, first
-with everything quiet, then while 10% of the sessions print without pause. At the largest level some idle
+per idle session (engine workers counted; bash is not), and ``send`` latency on idle sessions, first with everything
+quiet, then while 10% of the sessions print without pause, against a raw PTY of the bench under the same floods and
+against tmux: a private server whose windows carry the same number of floods, a send measured as the bench's tmux
+reference does (``send-keys``, then ``capture-pane`` until the new prompt). At the largest level some idle
 sessions then get their scrollback filled to its bound, with full-width ASCII lines (the line bound is reached
 first) and, in a full run, with 4-byte characters (the byte bound is reached first), and the RSS growth per
 filled session is reported.
@@ -11,11 +13,12 @@ filled session is reported.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from bench.client import Caller, CallFailed
 from bench.harness import Context, DaemonProcess, cpu_seconds, register, rss_bytes, with_workers
 from bench.report import Figure, Results, Row
-from bench.shells import PtydShell, RawShell
+from bench.shells import BenchShell, Done, PtydShell, RawShell, TmuxShell
 
 KIB, MIB = 1024, 1024 * 1024
 PROCESSES = ("worker", "daemon")  # engine_process: engine workers (the default) beside the engine in the daemon
@@ -43,7 +46,7 @@ def _daemon(ctx: Context, name: str, process: str = "worker") -> DaemonProcess:
     return DaemonProcess(directory, config, profile=profile)
 
 
-def _sends(shells: list[PtydShell] | list[RawShell], count: int, budget_s: float) -> list[float]:
+def _sends(shells: Sequence[BenchShell], count: int, budget_s: float) -> list[float]:
     """Up to ``count`` sends of ``true`` round-robin, stopping early once ``budget_s`` has passed."""
     samples: list[float] = []
     deadline = time.monotonic() + budget_s
@@ -53,6 +56,18 @@ def _sends(shells: list[PtydShell] | list[RawShell], count: int, budget_s: float
         shell.run("true", timeout=60)
         samples.append(time.perf_counter() - start)
     return samples
+
+
+def _tmux_loaded(ctx: Context, flooders: int, count: int) -> list[float]:
+    """Sends to a tmux shell while ``flooders`` windows of its server print ``FLOOD``: tmux under ptyd's load."""
+    tmux = TmuxShell(ctx.directory)
+    try:
+        for _ in range(flooders):
+            tmux.spawn(FLOOD)
+        time.sleep(1.0)  # every flood under way, as ptyd's are (2,000 lines) before its sends
+        return _sends([tmux], count, SEND_BUDGET_S / 2)
+    finally:
+        tmux.close()
 
 
 def _fill(daemon: DaemonProcess, shells: list[PtydShell], command: str, results: Results) -> tuple[float, int]:
@@ -105,7 +120,10 @@ def run(ctx: Context, results: Results) -> None:
     fills = 3 if ctx.quick else 10
     opens = Figure("4. Scale: terminal_open latency", "ms", reference="raw")
     latency = Figure(
-        "4. Scale: send `true` on idle shells, quiet and while 10% print", "ms", f"N={levels[0]}, quiet", show_p99=True
+        "4. Scale: send `true` on idle shells, quiet and while 10% print",
+        "ms",
+        f"{PROCESSES[0]}, N={levels[0]}, quiet",  # rows name the engine's process
+        show_p99=True,
     )
     memory = Figure("4. Scale: daemon RSS growth per session", "KiB", reference="budget")
     raw_opens: list[float] = []
@@ -182,6 +200,12 @@ def _level(
             raw.close()
         for shell in shells[:flooders]:
             _stop(shell, results)
+        tmux_loaded: list[float] = []
+        if process == PROCESSES[0]:  # once a level: tmux's load does not depend on where ptyd's engine runs
+            try:
+                tmux_loaded = _tmux_loaded(ctx, flooders, sends)
+            except (Done, FileNotFoundError) as exc:
+                latency.unavailable(f"tmux, while {flooders} print", f"tmux: {exc}")
         latency.add(f"{process}, N={n}, quiet", quiet, "", scale=1000)
         row = latency.add(
             f"{process}, N={n}, {flooders} printing", loaded, f"daemon at {busy:.0%} of a core", scale=1000
@@ -191,11 +215,21 @@ def _level(
             f"raw, while {flooders} print ({process})", raw_loaded, "no daemon in the path", scale=1000
         )
         row.note += f"; {row.p99 / raw_row.p99:.1f}x raw p99 under the same load"
+        versus = f"raw {raw_row.p99:.1f} ms"
+        if tmux_loaded:
+            tmux_row = latency.add(
+                f"tmux, while {flooders} print",
+                tmux_loaded,
+                f"{flooders} flood{'s' if flooders > 1 else ''} in windows of its own server; send-keys + capture-pane",
+                scale=1000,
+            )
+            row.note += f"; {row.p99 / tmux_row.p99:.2f}x tmux p99"
+            versus += f", tmux {tmux_row.p99:.1f} ms"
         if n == levels[-1]:
             opened = f"{len(shells)} opened"
             results.target(f"{n} live shells in one daemon ({process})", f"{n} opened", opened, len(shells) == n)
-            p99 = f"{row.p99:.1f} ms"
-            results.target(f"send p99 while {flooders} sessions print ({process})", "<= 10 ms", p99, row.p99 <= 10)
+            p99 = f"{row.p99:.1f} ms ({versus} p99 under the same load)"
+            results.target(f"send p99 beside {flooders} floods ({process})", "<= 10 ms", p99, row.p99 <= 10)
             results.target(
                 f"RSS per empty session ({process}, workers counted)",
                 "<= 1 MiB",

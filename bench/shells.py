@@ -225,6 +225,10 @@ class TmuxShell:
         self._tmux("send-keys", "-t", "bench", *([command] if command else []), "Enter")
         return "\n".join(self._wait(deadline, expect))
 
+    def spawn(self, command: str) -> None:
+        """A window of this server running ``command``, beside the one ``run`` types into (load for scale)."""
+        self._tmux("new-window", "-d", "-t", "bench", command)
+
     def close(self) -> None:
         with contextlib.suppress(Done):
             self._tmux("kill-server")
