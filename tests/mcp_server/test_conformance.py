@@ -32,7 +32,10 @@ from .bearer_proxy import bearer_proxy
 from .test_http_and_packaging import serving_http
 
 COMMAND = os.environ.get("PTYD_MCP_CONFORMANCE", "")
-pytestmark = pytest.mark.skipif(not COMMAND, reason="$PTYD_MCP_CONFORMANCE does not name the conformance suite")
+# Expected on CI: the suite needs Node 22 and Debian's is 20 (docs/testing.md says how to run it by hand).
+pytestmark = pytest.mark.skipif(
+    not COMMAND, reason="expected: $PTYD_MCP_CONFORMANCE does not name the conformance suite (it needs Node 22)"
+)
 
 SCENARIOS = [
     "server-initialize",
