@@ -10,11 +10,12 @@ carries the same document, complete (every transcript, screen and operation), th
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
 from pathlib import Path
-from typing import final
+from typing import cast, final
 
 import msgspec
 
@@ -84,6 +85,24 @@ def decode(data: bytes, *, binary: bool = True) -> DaemonState:
         raise StateError(f"unreadable state document: {exc}") from None
 
 
+def _session_json(session: SessionState) -> bytes:
+    """``session`` as JSON, its transcript's lines not in ASCII encoded apart. msgspec keeps the UTF-8 form of each
+    such str it encodes inside that str, for the str's life (CPython's cache): the saves, which encode every
+    retained line again and again, doubled what the scrollback's non-ASCII lines take (a session full of 4-byte
+    text held 11 MiB against its 4 MiB bound)."""
+    terminal = session.terminal
+    if terminal is None or all(map(str.isascii, terminal.lines)):  # ASCII is its own UTF-8: nothing is kept
+        return _json.encode(session)
+    lines = [line if line.isascii() else msgspec.Raw(_utf8_json(line)) for line in terminal.lines]
+    fresh = msgspec.structs.replace(terminal, lines=cast("list[str]", lines))  # Raw is encoded as it is
+    return _json.encode(msgspec.structs.replace(session, terminal=fresh))
+
+
+def _utf8_json(line: str) -> bytes:
+    """A JSON string of ``line`` from a new str (encoding that one leaves ``line`` as it was)."""
+    return json.dumps(line, ensure_ascii=False).encode("utf-8", "replace")
+
+
 @final
 class StateFile:
     """The state file in the runtime directory, rewritten whole (atomically) whenever it changes."""
@@ -102,7 +121,7 @@ class StateFile:
         with os.fdopen(fd, "wb") as f:
             size += f.write(header[:-1] + b',"sessions":{')  # the header's object, left open for the sessions
             for i, (session_id, session) in enumerate(state.sessions.items()):
-                size += f.write(b"," * (i > 0) + _json.encode(session_id) + b":" + _json.encode(session))
+                size += f.write(b"," * (i > 0) + _json.encode(session_id) + b":" + _session_json(session))
                 time.sleep(0)  # the event loop may take the GIL here
             size += f.write(b"}}")
         os.replace(tmp, self.path)

@@ -3,6 +3,7 @@ what the saver writes reads as the full snapshot would, and a session that did n
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import msgspec
@@ -89,3 +90,39 @@ def test_state_file_streams_any_number_of_sessions(tmp_path: Path) -> None:
         assert file.read() == state
     json_text = file.path.read_text()
     assert json_text.endswith('"sessions":{}}')
+
+
+def test_saving_leaves_the_transcripts_strings_as_they_were(tmp_path: Path) -> None:
+    """Lines in any script read back as they were, and writing them does not grow them: msgspec keeps a UTF-8
+    copy inside each non-ASCII str it encodes, which the saves made of every line of every scrollback."""
+
+    async def main() -> handover.DaemonState:
+        async with local_service() as service:
+            agent, _ = service.register("t")
+            opened = await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "}))
+            opened.terminal.scrollback.extend(LINES)  # as an engine appends what scrolled off  # type: ignore[attr-defined]
+            state, _ = handover.saved(service, {})
+            return state
+
+    state = run(main)
+    (session,) = state.sessions.values()
+    assert session.terminal is not None
+    kept = [line for line in session.terminal.lines if line in LINES]
+    assert kept == LINES
+    assert all(a is b for a, b in zip(kept, LINES, strict=True))  # the scrollback's own strings
+    sizes = [sys.getsizeof(line) for line in LINES]
+    file = StateFile(tmp_path)
+    file.write(state)
+    assert [sys.getsizeof(line) for line in LINES] == sizes
+    back = file.read()
+    assert back is not None
+    assert back == state
+
+
+LINES = [
+    "plain ASCII",
+    "caf\u00e9 \u2502 \u251c\u2500\u2500 box \u2588\u2588\u2591",
+    "\u6f22\u5b57\u304b\u306a \U0001f600 \U0001d400" * 20,
+    'quotes " and \\ and \t tab',
+    "\x1b stays \u202e",
+]
