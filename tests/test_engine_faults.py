@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from test_engine_workers import _whole_transcript, _worker_pids
 
-from conftest import Daemon, Rpc, Shell, wait_until
+from conftest import Daemon, Rpc, Shell, stress, wait_until
 from ptyd.terminal.engines import native_available
 
 needs_native = pytest.mark.skipif(not native_available(), reason="the native engine does not import here")
@@ -95,7 +95,8 @@ def test_rounds_of_sessions_leave_the_workers_memory_flat(fresh_daemon: Daemon) 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # ~2,000 sessions, each printing 2,000 lines: 2-4 min on 2 cores, more under load
 def test_two_thousand_sessions_leave_the_workers_memory_flat(fresh_daemon: Daemon) -> None:
-    _rounds_leave_worker_memory_flat(fresh_daemon, rounds=4, sessions=500)
+    # --stress=ci (.ci/run's bounded slow tier): 4 x 150 sessions, the same assertions.
+    _rounds_leave_worker_memory_flat(fresh_daemon, rounds=4, sessions=stress(500, ci=150))
 
 
 def _flood(daemon: Daemon, token: str, shells: list[Shell], count: int) -> tuple[list[threading.Thread], dict]:
@@ -278,4 +279,5 @@ def test_rounds_of_floods_leave_the_daemon_and_workers_memory_flat(fresh_daemon:
 @pytest.mark.timeout(900)  # 150 floods of 200,000 lines: ~3 min on 2 cores, more under load
 def test_rounds_of_long_floods_leave_the_daemon_and_workers_memory_flat(fresh_daemon: Daemon) -> None:
     """Issue 28: three rounds of 50 floods of 200,000 lines closed left the daemon 82 -> 121 -> 119 MiB."""
-    _rounds_of_floods_leave_memory_flat(fresh_daemon, floods=50, count=200_000)
+    # --stress=ci (.ci/run's bounded slow tier): floods of 50,000 lines, the same assertions.
+    _rounds_of_floods_leave_memory_flat(fresh_daemon, floods=50, count=stress(200_000, ci=50_000))
