@@ -119,7 +119,7 @@ def test_5000_open_send_close_cycles_leave_nothing(fresh_daemon: Daemon) -> None
     errors: list[str] = []
     cycles(fresh_daemon, 100, arg, errors)  # warm-up: imports, caches and allocator arenas
     baseline = quiescent(pid)
-    workers = workers_quiescent(pid)
+    engines = workers_quiescent(pid)
     watch = LogWatch(fresh_daemon)
     workers = [threading.Thread(target=cycles, args=(fresh_daemon, CYCLES // 4, arg, errors)) for _ in range(4)]
     start = time.monotonic()
@@ -134,7 +134,7 @@ def test_5000_open_send_close_cycles_leave_nothing(fresh_daemon: Daemon) -> None
         assert rpc.call("daemon_info")["sessions"] == 0
     assert processes_tagged(tag) == set()  # an escapee every tenth cycle, every one killed on its session's close
     assert_back_to(pid, baseline, f"{CYCLES:,} cycles")
-    assert_workers_back_to(pid, workers, f"{CYCLES:,} cycles")
+    assert_workers_back_to(pid, engines, f"{CYCLES:,} cycles")
     watch.assert_quiet()
 
 
@@ -152,7 +152,7 @@ def test_a_million_rpcs_leave_nothing(fresh_daemon: Daemon) -> None:
         shell = Shell(rpc, token, env={"PS1": "$ "})
         blast(fresh_daemon, token, shell.id, 20_000, 256).communicate(timeout=120)  # warm-up
         baseline = quiescent(pid)
-        workers = workers_quiescent(pid)
+        engines = workers_quiescent(pid)
         watch = LogWatch(fresh_daemon)
         connections, total = 8, RPCS
         start = time.monotonic()
@@ -169,5 +169,5 @@ def test_a_million_rpcs_leave_nothing(fresh_daemon: Daemon) -> None:
         assert [r["first_error"] for r in reports if r["errors"]] == []
         assert shell.send("echo still\n")["viewport"] == "$ echo still\nstill\n$"
         assert_back_to(pid, baseline, f"{RPCS:,} RPCs")  # with this connection and its session still open
-        assert_workers_back_to(pid, workers, f"{RPCS:,} RPCs")
+        assert_workers_back_to(pid, engines, f"{RPCS:,} RPCs")
     watch.assert_quiet()
