@@ -95,8 +95,8 @@ def test_rounds_of_sessions_leave_the_workers_memory_flat(fresh_daemon: Daemon) 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # ~2,000 sessions, each printing 2,000 lines: 2-4 min on 2 cores, more under load
 def test_two_thousand_sessions_leave_the_workers_memory_flat(fresh_daemon: Daemon) -> None:
-    # --stress=ci (.ci/run's bounded slow tier): 4 x 150 sessions, the same assertions.
-    _rounds_leave_worker_memory_flat(fresh_daemon, rounds=4, sessions=stress(500, ci=150))
+    # --stress=ci (.ci/run's bounded slow tier): 4 x 100 sessions, the same assertions.
+    _rounds_leave_worker_memory_flat(fresh_daemon, rounds=4, sessions=stress(500, ci=100))
 
 
 def _flood(daemon: Daemon, token: str, shells: list[Shell], count: int) -> tuple[list[threading.Thread], dict]:
