@@ -60,7 +60,8 @@ perf: venv
 	  tests/hardening/test_program_faults.py tests/hardening/test_client_faults.py tests/clients/test_python_client.py
 
 ## The slow tier at full length (load, soak, long fuzzers, crash adoptions, bench smoke, engine fault rounds):
-## about an hour on 2 cores. .ci/run runs it with --stress=ci, bounded to ~10 minutes (docs/testing.md).
+## an hour or more on a loaded 2-core machine. .ci/run runs it with --stress=ci, bounded to ~10 minutes
+## (docs/testing.md).
 stress: venv
 	$(PY) -m pytest -q -m slow --durations=0
 
