@@ -59,8 +59,11 @@ perf: venv
 	$(PY) -m pytest -q -m 'not slow' --perf tests/test_readiness.py tests/test_relays.py \
 	  tests/hardening/test_program_faults.py tests/hardening/test_client_faults.py tests/clients/test_python_client.py
 
+## The slow tier at full length (load, soak, long fuzzers, crash adoptions, bench smoke, engine fault rounds):
+## an hour or more on a loaded 2-core machine. .ci/run runs it with --stress=ci, bounded to ~10 minutes
+## (docs/testing.md).
 stress: venv
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow --durations=0
 
 ## Re-record the renderer's golden screens from real programs under tmux (then commit tests/golden/).
 golden: venv

@@ -53,14 +53,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="hold latency claims to their tight bounds too (a quiet machine: make perf); see conftest.latency",
     )
+    parser.addoption(
+        "--stress",
+        choices=["full", "ci"],
+        default="full",
+        help="the length of the slow tier's long tests: full (make stress), or ci, the bounded profile .ci/run "
+        "runs in ~10 minutes on 2 cores; see conftest.stress",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global EMULATOR, ENGINE_PROCESS, PERF, SANDBOX
+    global EMULATOR, ENGINE_PROCESS, PERF, SANDBOX, STRESS_CI
     EMULATOR = config.getoption("--emulator")
     ENGINE_PROCESS = config.getoption("--engine-process")
     SANDBOX = config.getoption("--sandbox")
     PERF = config.getoption("--perf")
+    STRESS_CI = config.getoption("--stress") == "ci"
 
 
 def on_ci() -> bool:
@@ -128,6 +136,15 @@ def latency(elapsed: float, *, tight: float, fallback: float, what: str) -> None
     assert elapsed < fallback, f"{what} took {elapsed:.2f} s: as long as the fallback ({fallback} s) it must beat"
     if PERF:
         assert elapsed < tight, f"{what} took {elapsed:.2f} s (perf bound {tight} s)"
+
+
+STRESS_CI = False  # --stress=ci: the slow tier's bounded profile (.ci/run), not its full length (make stress)
+
+
+def stress(full: int, *, ci: int) -> int:
+    """How many rounds, sessions or examples a slow test runs: ``full`` under ``make stress``, ``ci`` under
+    ``--stress=ci`` (.ci/run's slow phase, bounded to ~10 minutes on 2 cores). The assertions stay the same."""
+    return ci if STRESS_CI else full
 
 
 class RpcError(Exception):

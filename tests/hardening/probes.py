@@ -59,6 +59,16 @@ def daemon_pid(daemon: Daemon) -> int:
     return daemon.proc.pid
 
 
+def engine_workers(pid: int) -> list[int]:
+    """The daemon's engine worker processes (its children running ``ptyd.terminal.workers.main``), sorted."""
+    out = []
+    for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        with contextlib.suppress(OSError):
+            if b"ptyd.terminal.workers.main" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                out.append(int(kid))
+    return sorted(out)
+
+
 def settled_fds(pid: int, at_most: int, timeout: float = 10.0) -> int:
     """The daemon's fd count once it drops to ``at_most`` (closing a connection takes a loop turn or two)."""
     deadline = time.monotonic() + timeout

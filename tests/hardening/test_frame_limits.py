@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import Daemon, Rpc
+from conftest import Daemon, Rpc, stress
 
 from .probes import answers_to, assert_response, daemon_pid, footprint, fuzzing, kept_connection, settled_fds
 
@@ -22,7 +22,10 @@ pytestmark = pytest.mark.usefixtures("unharmed")
 LIMIT = 4096
 DAEMON_CONFIG = f"max_frame_bytes = {LIMIT}\n"
 FAST = fuzzing(150)
-SLOW = fuzzing(10_000)
+# --stress=ci (.ci/run's bounded slow tier) runs the long fuzzer within the default 120 s; at full length
+# (make stress) it takes minutes on 2 cores, so it carries a bound of its own.
+SLOW = fuzzing(stress(10_000, ci=1_000))
+SLOW_TIMEOUT = pytest.mark.timeout(stress(600, ci=120))
 
 
 def padded(size: int, request_id: int = 1) -> bytes:
@@ -81,6 +84,7 @@ def test_frames_around_the_limit_in_any_pieces(wire: Rpc, size: int, cuts: list[
 
 
 @pytest.mark.slow
+@SLOW_TIMEOUT
 @SLOW
 @given(sizes, cut_lists)
 def test_frames_around_the_limit_in_any_pieces_long(wire: Rpc, size: int, cuts: list[int]) -> None:

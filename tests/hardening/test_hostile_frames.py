@@ -18,7 +18,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from conftest import Daemon, Rpc, RpcError
+from conftest import Daemon, Rpc, RpcError, stress
 from ptyd.config import Config
 from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
@@ -35,7 +35,11 @@ MAX_BATCH = Config().max_batch
 METHODS = [m["name"] for m in openrpc_document(Api(None).methods(), "x")["methods"]] + ["rpc.discover"]
 
 FAST = fuzzing(150)
-SLOW = fuzzing(3000)
+# --stress=ci (.ci/run's bounded slow tier) runs the long fuzzers within the default 120 s. At full length they
+# take 2-5 min on 2 cores (make stress): past the fast suite's 120 s, so they carry a bound of their own.
+SLOW = fuzzing(stress(3000, ci=500))
+SLOW_BYTES = fuzzing(stress(10_000, ci=1_000))
+SLOW_TIMEOUT = pytest.mark.timeout(stress(600, ci=120))
 
 json_scalars = (
     st.none()
@@ -131,7 +135,8 @@ def test_random_bytes_get_a_parse_error(wire: Rpc, frame: bytes) -> None:
 
 
 @pytest.mark.slow
-@fuzzing(10_000)
+@SLOW_TIMEOUT
+@SLOW_BYTES
 @given(st.binary(min_size=1, max_size=65536).map(lambda b: b.replace(b"\n", b"")))
 def test_random_bytes_get_a_parse_error_long(wire: Rpc, frame: bytes) -> None:
     check_bytes(wire, frame)
@@ -213,6 +218,7 @@ def test_random_json_gets_one_well_formed_answer(wire: Rpc, doc: Any) -> None:
 
 
 @pytest.mark.slow
+@SLOW_TIMEOUT
 @SLOW
 @given(documents)
 def test_random_json_gets_one_well_formed_answer_long(wire: Rpc, doc: Any) -> None:

@@ -1,5 +1,6 @@
 """Load (``make stress``): 50 agents on their own connections, 4 sessions each, sending without pause for 60 s
 while 5 more sessions print as fast as they can. Every send is answered, correctly, in bounded time.
+``--stress=ci`` (.ci/run) sends for 20 s.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import time
 
 import pytest
 
-from conftest import Daemon, Rpc, Shell
+from conftest import Daemon, Rpc, Shell, stress
 
 from .probes import LogWatch, daemon_pid, footprint
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-AGENTS, SESSIONS_PER_AGENT, FLOODS, SECONDS = 50, 4, 5, 60.0
+AGENTS, SESSIONS_PER_AGENT, FLOODS = 50, 4, 5
+SECONDS = float(stress(60, ci=20))  # --stress=ci: .ci/run's bounded slow tier
 
 
 class Agent(threading.Thread):

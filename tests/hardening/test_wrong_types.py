@@ -14,7 +14,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from conftest import Daemon, Rpc
+from conftest import Daemon, Rpc, stress
 from ptyd.rpc.methods import Api
 from ptyd.rpc.openrpc import openrpc_document
 
@@ -28,7 +28,10 @@ FIELDS = [(m["name"], p["name"], p["schema"]) for m in DOC["methods"] for p in m
 REQUIRED = {m["name"]: [p["name"] for p in m["params"] if p["required"]] for m in DOC["methods"]}
 
 FAST = fuzzing(200)
-SLOW = fuzzing(4000)
+# --stress=ci (.ci/run's bounded slow tier) runs the long fuzzer within the default 120 s; at full length
+# (make stress) it takes minutes on 2 cores, so it carries a bound of its own.
+SLOW = fuzzing(stress(4000, ci=500))
+SLOW_TIMEOUT = pytest.mark.timeout(stress(600, ci=120))
 
 POOL: list[Any] = [
     None,
@@ -204,6 +207,7 @@ def test_random_wrong_values(wire: Rpc, own: OwnSession, where: tuple[str, str, 
 
 
 @pytest.mark.slow
+@SLOW_TIMEOUT
 @SLOW
 @given(st.sampled_from(FIELDS), json_values)
 def test_random_wrong_values_long(wire: Rpc, own: OwnSession, where: tuple[str, str, Any], value: Any) -> None:

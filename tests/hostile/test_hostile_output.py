@@ -45,7 +45,7 @@ SWALLOW = r"IFS= read -rsd $'\001' _"
 # cut at a size a test can wait for. The native engine takes the whole soup.
 PYTE_TALL_BYTES = 16 * 1024
 SOUP_SECONDS = float(os.environ.get("PTYD_SOUP_SECONDS", "10"))  # per engine, in the fast suite
-SLOW_SOUP_SECONDS = 120.0
+SLOW_SOUP_SECONDS = float(conftest.stress(120, ci=30))  # per engine; --stress=ci: .ci/run's bounded slow tier
 
 
 def engines() -> list[str]:
