@@ -66,6 +66,13 @@ class Host:
         response = await self.http.post(self.url, json=message, headers=self.headers())
         assert response.status_code == 202, response.text
 
+    async def initialize(self, version: str = VERSION) -> None:
+        """The handshake, asking for ``version``; the server must agree to it."""
+        init = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        answer = await self.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        assert answer["result"]["protocolVersion"] == version
+        await self.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
 
 def tool(request_id: int, name: str, **arguments: Any) -> dict[str, Any]:
     params = {"name": name, "arguments": arguments}
@@ -86,10 +93,7 @@ def test_a_send_whose_stream_dropped_is_resumed_with_last_event_id(
     async def scenario() -> None:
         async with httpx2.AsyncClient(timeout=60, headers=auth) as http:
             host = Host(http, http_url)
-            init = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-            answer = await host.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
-            assert answer["result"]["protocolVersion"] == VERSION
-            await host.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await host.initialize()
             opened = await host.call(tool(2, "terminal_open", env={"PS1": "$ "}))
             sid = opened["result"]["structuredContent"]["session_id"]
 
@@ -134,9 +138,7 @@ def test_an_unknown_event_id_replays_nothing(endpoint: tuple[str, dict[str, str]
     async def scenario() -> None:
         async with httpx2.AsyncClient(timeout=60, headers=auth) as http:
             host = Host(http, http_url)
-            init = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-            await host.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
-            await host.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await host.initialize()
             headers = host.headers(**{"last-event-id": "nope/7", "accept": "text/event-stream"})
             with anyio.fail_after(20):  # it ends instead of waiting
                 async with http.stream("GET", http_url, headers=headers) as response:
@@ -159,10 +161,7 @@ def test_the_sessions_version_decides_priming_not_a_stray_header(
     async def scenario() -> None:
         async with httpx2.AsyncClient(timeout=60, headers=auth) as http:
             host = Host(http, http_url)
-            init = {"protocolVersion": negotiated, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-            answer = await host.call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
-            assert answer["result"]["protocolVersion"] == negotiated
-            await host.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await host.initialize(negotiated)
             headers = host.headers(**{"mcp-protocol-version": "2025-03-26"})
             async with http.stream("POST", http_url, json=tool(2, "terminal_list"), headers=headers) as response:
                 assert response.status_code == 200, await response.aread()
