@@ -10,12 +10,11 @@ carries the same document, complete (every transcript, screen and operation), th
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
 from pathlib import Path
-from typing import cast, final
+from typing import final
 
 import msgspec
 
@@ -23,6 +22,7 @@ from ptyd.backends.os.containment import Containment, Left
 from ptyd.backends.os.containment import recover as recover_left
 from ptyd.backends.session_state import SessionState
 from ptyd.service.agents import AgentState
+from ptyd.terminal.scrollback import detached
 
 log = logging.getLogger("ptyd.state")
 
@@ -86,21 +86,13 @@ def decode(data: bytes, *, binary: bool = True) -> DaemonState:
 
 
 def _session_json(session: SessionState) -> bytes:
-    """``session`` as JSON, its transcript's lines not in ASCII encoded apart. msgspec keeps the UTF-8 form of each
-    such str it encodes inside that str, for the str's life (CPython's cache): the saves, which encode every
-    retained line again and again, doubled what the scrollback's non-ASCII lines take (a session full of 4-byte
-    text held 11 MiB against its 4 MiB bound)."""
+    """``session`` as JSON, its transcript's lines as copies (``detached``): the saves encode every retained line
+    again and again."""
     terminal = session.terminal
-    if terminal is None or all(map(str.isascii, terminal.lines)):  # ASCII is its own UTF-8: nothing is kept
+    if terminal is None or all(map(str.isascii, terminal.lines)):
         return _json.encode(session)
-    lines = [line if line.isascii() else msgspec.Raw(_utf8_json(line)) for line in terminal.lines]
-    fresh = msgspec.structs.replace(terminal, lines=cast("list[str]", lines))  # Raw is encoded as it is
+    fresh = msgspec.structs.replace(terminal, lines=detached(terminal.lines))
     return _json.encode(msgspec.structs.replace(session, terminal=fresh))
-
-
-def _utf8_json(line: str) -> bytes:
-    """A JSON string of ``line`` from a new str (encoding that one leaves ``line`` as it was)."""
-    return json.dumps(line, ensure_ascii=False).encode("utf-8", "replace")
 
 
 @final

@@ -92,15 +92,21 @@ def test_state_file_streams_any_number_of_sessions(tmp_path: Path) -> None:
     assert json_text.endswith('"sessions":{}}')
 
 
-def test_saving_leaves_the_transcripts_strings_as_they_were(tmp_path: Path) -> None:
-    """Lines in any script read back as they were, and writing them does not grow them: msgspec keeps a UTF-8
-    copy inside each non-ASCII str it encodes, which the saves made of every line of every scrollback."""
+def test_saving_and_reading_leave_the_transcripts_strings_as_they_were(tmp_path: Path) -> None:
+    """Lines in any script read back as they were, and saving or reading them does not grow them: msgspec keeps a
+    UTF-8 copy inside each non-ASCII str it encodes, which the saves made of every line of every scrollback."""
+    sizes = [sys.getsizeof(line) for line in LINES]
 
     async def main() -> handover.DaemonState:
         async with local_service() as service:
             agent, _ = service.register("t")
             opened = await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "}))
             opened.terminal.scrollback.extend(LINES)  # as an engine appends what scrolled off  # type: ignore[attr-defined]
+            sid = opened.info(agent.agent_id, agent.name).session_id
+            page = await service.read(agent, p.TerminalReadParams(token=TOKEN, session_id=sid, start_line=0))
+            assert [line for line in page.lines if line in LINES] == LINES
+            msgspec.json.encode(page)  # as the reply is
+            assert [sys.getsizeof(line) for line in LINES] == sizes
             state, _ = handover.saved(service, {})
             return state
 
@@ -110,7 +116,6 @@ def test_saving_leaves_the_transcripts_strings_as_they_were(tmp_path: Path) -> N
     kept = [line for line in session.terminal.lines if line in LINES]
     assert kept == LINES
     assert all(a is b for a, b in zip(kept, LINES, strict=True))  # the scrollback's own strings
-    sizes = [sys.getsizeof(line) for line in LINES]
     file = StateFile(tmp_path)
     file.write(state)
     assert [sys.getsizeof(line) for line in LINES] == sizes

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ptyd import protocol as p
 from ptyd.terminal.engine import TerminalEngine
 from ptyd.terminal.logical import JOIN_MAX_ROWS, join
+from ptyd.terminal.scrollback import detached
 from ptyd.terminal.viewport import bound
 
 
@@ -48,7 +49,7 @@ def page(
     if len(lines) == 1 and used > max_bytes:
         lines = [bound([], None, lines, begin, max_bytes)[0]]
     return p.TerminalReadResult(
-        lines=lines,
+        lines=detached(lines),  # encoded into the reply: the scrollback's own strs would keep their UTF-8
         start_line=begin,
         next_line=next_line,
         first_retained_line=first,
