@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import termios
+import time
 import tty
 
 from ptyd.backends.os.channel import PtyChannel
@@ -181,6 +182,31 @@ def test_a_flood_waits_in_its_pty_while_a_send_elsewhere_is_in_flight() -> None:
     written, during, after, more, rendered = run(main)
     assert during == written  # the read that found the send in flight took nothing
     assert after == rendered == written + more
+
+
+def test_a_floods_reader_and_renderer_held_together_both_resume() -> None:
+    # Held for a send elsewhere, a channel's reader and renderer each look again: one resume shared by both
+    # kept only the last one's, and the other stopped for good (50 floods in one daemon, engine in it: 4 of 50
+    # cancels never settled, the flood's raw output never rendered).
+    async def main() -> list[str]:
+        flood, sender = Pty(), Pty()
+        resumed: list[str] = []
+        try:
+            written = os.write(flood.program, b"x" * 16384)
+            await until(lambda: flood.channel.received >= written, message="the flood")
+            sender.channel.send_began()
+            sender.channel.write(b"true\n")  # the send's input: its session is urgent now
+            now = time.monotonic()
+            assert flood.channel._yields(now, "read", lambda: resumed.append("read"))
+            assert flood.channel._yields(now, "render", lambda: resumed.append("render"))
+            sender.channel.send_ended()
+            await until(lambda: {"read", "render"} <= set(resumed), message="both to look again")
+            return sorted(set(resumed))
+        finally:
+            flood.close()
+            sender.close()
+
+    assert run(main) == ["read", "render"]
 
 
 def test_a_send_whose_program_floods_does_not_hold_back_other_floods() -> None:

@@ -133,7 +133,9 @@ class SendLane:
     def __init__(self) -> None:
         self._active: dict[int, float] = {}  # id(channel) with a send in flight -> when it last wrote or read
         self._wrote: dict[int, float] = {}  # ...and when its input last went out
-        self._held: dict[int, Callable[[], None]] = {}  # floods waiting: how to resume each
+        # Floods waiting, (id(channel), "read" or "render") -> how to resume it: a channel's reader and renderer
+        # are held apart (one resume for both lost the other's: its reader or renderer stopped for good).
+        self._held: dict[tuple[int, str], Callable[[], None]] = {}
 
     def enter(self, key: int) -> None:
         self._active[key] = self._wrote[key] = time.monotonic()
@@ -147,7 +149,9 @@ class SendLane:
     def leave(self, key: int) -> None:
         self._active.pop(key, None)
         self._wrote.pop(key, None)
-        if not self._active and self._held:
+        now = time.monotonic()
+        # Floods have sends in flight too (`seq inf` sent without waiting): no urgent one left is what counts.
+        if self._held and not any(self.urgent(k, now) for k in self._active):
             held, self._held = self._held, {}
             loop = asyncio.get_running_loop()
             for resume in held.values():  # each looks again then: held anew if another send began meanwhile
@@ -165,11 +169,12 @@ class SendLane:
         """Another session is ``urgent``."""
         return any(k != key and self.urgent(k, now) for k in self._active)
 
-    def hold(self, key: int, resume: Callable[[], None]) -> None:
-        self._held[key] = resume
+    def hold(self, key: int, what: str, resume: Callable[[], None]) -> None:
+        self._held[key, what] = resume
 
     def forget(self, key: int) -> None:
-        self._held.pop(key, None)
+        for held in [held for held in self._held if held[0] == key]:
+            del self._held[held]
         self.leave(key)
 
 
@@ -221,7 +226,7 @@ class PtyChannel:
         self.floods_paused = False  # a handover's pre-flight: output written in bulk waits in the PTY meanwhile
         self._sends = 0  # sends in flight on this session (``LANE``)
         self._held_since = 0.0  # when this flood began to wait for a send elsewhere (0: it does not)
-        self._resume: asyncio.TimerHandle | None = None
+        self._resumes: dict[str, asyncio.TimerHandle] = {}  # "read", "render": looking again while held
         self._start_reading()
 
     # --- output ----------------------------------------------------------------------------------------
@@ -238,7 +243,7 @@ class PtyChannel:
             self.loop.remove_reader(self._proc.master)
             self._reading = False
 
-    def _yields(self, now: float, resume: Callable[[], None]) -> bool:
+    def _yields(self, now: float, what: str, resume: Callable[[], None]) -> bool:
         """A flood's turn, while a send is in flight elsewhere: wait (True) until it settles, ``URGENT_S`` at
         most at a time and ``FLOOD_HOLD_S`` in all."""
         if LANE.urgent(id(self), now) or not LANE.busy(id(self), now):
@@ -249,15 +254,16 @@ class PtyChannel:
         elif now - self._held_since >= FLOOD_HOLD_S:
             self._held_since = 0.0
             return False
-        LANE.hold(id(self), resume)
-        if self._resume is not None:
-            self._resume.cancel()
-        self._resume = self.loop.call_later(URGENT_S, resume)
+        LANE.hold(id(self), what, resume)
+        timer = self._resumes.pop(what, None)
+        if timer is not None:
+            timer.cancel()
+        self._resumes[what] = self.loop.call_later(URGENT_S, resume)
         return True
 
     def _on_readable(self, paced: bool = True) -> None:
         began = time.monotonic()
-        if paced and self._bulk and self._yields(began, self._start_reading):
+        if paced and self._bulk and self._yields(began, "read", self._start_reading):
             self._stop_reading()
             return
         if paced and self._bulk and READS.grant(began, id(self)) <= 0:
@@ -315,7 +321,7 @@ class PtyChannel:
         now = time.monotonic()
         # A caller blocked on this session renders first; a remote engine's work is not the daemon's time.
         paced = paced and not self._render_waiters and not self.terminal.remote
-        if paced and self._yields(now, self._rerender):
+        if paced and self._yields(now, "render", self._rerender):
             self._render_scheduled = self._render_held = True
             return
         budget = RENDERS.grant(now, id(self)) if paced else RENDER_BUDGET_S
@@ -547,8 +553,8 @@ class PtyChannel:
         self.closed = True
         self._sends = 0
         LANE.forget(id(self))
-        if self._resume is not None:
-            self._resume.cancel()
+        for timer in self._resumes.values():
+            timer.cancel()
         self._stop_reading()
         if self._writing:
             self.loop.remove_writer(self._proc.master)
