@@ -315,25 +315,32 @@ def test_the_readme_host_snippet_starts_a_working_server(daemon: Daemon) -> None
     assert token_path(daemon.socket, entry["args"][1]).exists()
 
 
+def start_stdio(daemon: Daemon, *extra: str, stderr: int) -> subprocess.Popen[bytes]:
+    """ptyd-mcp over stdio for a new agent, as a host starts it."""
+    argv = server_argv(daemon.socket, new_agent(), *extra)
+    return subprocess.Popen(
+        argv, env=server_env(), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
+    )
+
+
+def initialize(proc: subprocess.Popen[bytes], version: str) -> dict[str, object]:
+    """Send initialize (asking for ``version``) and read its answer."""
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode() + b"\n")
+    proc.stdin.flush()
+    return dict(json.loads(proc.stdout.readline()))
+
+
 def handshake(daemon: Daemon, version: str, *extra: str) -> tuple[dict[str, object], list[str], str]:
     """A raw stdio session: initialize (asking for ``version``), initialized, tools/list; the answer to initialize,
     the tool names and the server's stderr."""
-    argv = server_argv(daemon.socket, new_agent(), *extra)
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
-    }
-    proc = subprocess.Popen(
-        argv, env=server_env(), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    proc = start_stdio(daemon, *extra, stderr=subprocess.PIPE)
     assert proc.stdin is not None
     assert proc.stdout is not None
     try:
-        proc.stdin.write(json.dumps(initialize).encode() + b"\n")
-        proc.stdin.flush()
-        answer = json.loads(proc.stdout.readline())
+        answer = initialize(proc, version)
         for message in (
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
@@ -371,27 +378,12 @@ def test_the_early_answer_to_initialize_is_the_sdks(daemon: Daemon, version: str
 
 def time_to_initialize(daemon: Daemon, *extra: str) -> float:
     """Seconds from starting ptyd-mcp over stdio to its answer to initialize, as a host waits for it."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     started = time.monotonic()
-    proc = subprocess.Popen(
-        server_argv(daemon.socket, new_agent(), *extra),
-        env=server_env(),
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_stdio(daemon, *extra, stderr=subprocess.DEVNULL)
     assert proc.stdin is not None
     assert proc.stdout is not None
     try:
-        proc.stdin.write(json.dumps(initialize).encode() + b"\n")
-        proc.stdin.flush()
-        answer = json.loads(proc.stdout.readline())
+        answer = initialize(proc, "2025-11-25")
         elapsed = time.monotonic() - started
         assert answer["id"] == 1, answer
     finally:
