@@ -40,6 +40,7 @@ export class EventStream implements AsyncIterable<TerminalEvent> {
   private readonly waiters = new Set<Waiter>();
   private closedByUs = false;
   private isEnded = false;
+  private holds = 0;
   private endedWith!: (cause: Error | undefined) => void;
 
   private constructor(
@@ -92,6 +93,19 @@ export class EventStream implements AsyncIterable<TerminalEvent> {
     });
   }
 
+  /**
+   * `promise`, keeping Node running until it settles, as an awaited {@link next} does: for a caller that awaits
+   * an event through `onEvent` (a socket that is not held would let Node exit before the event is read).
+   */
+  awaiting<T>(promise: Promise<T>): Promise<T> {
+    this.holds++;
+    this.connection.hold(true);
+    return promise.finally(() => {
+      this.holds--;
+      this.letGo();
+    });
+  }
+
   async *[Symbol.asyncIterator](): AsyncIterator<TerminalEvent> {
     for (let event = await this.next(); event !== undefined; event = await this.next()) yield event;
   }
@@ -129,8 +143,12 @@ export class EventStream implements AsyncIterable<TerminalEvent> {
   private release(waiter: Waiter, event: TerminalEvent | undefined): void {
     clearTimeout(waiter.timer);
     this.waiters.delete(waiter);
-    if (this.waiters.size === 0) this.connection.hold(false);
+    this.letGo();
     waiter.resolve(event);
+  }
+
+  private letGo(): void {
+    if (this.waiters.size === 0 && this.holds === 0) this.connection.hold(false);
   }
 
   private end(cause: Error): void {

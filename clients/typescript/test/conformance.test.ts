@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, describe, test } from "node:test";
 
@@ -22,7 +23,7 @@ import {
   type PtySignal,
   type PtySignalResult,
 } from "../src/backend/index.js";
-import { SOCKET, TOKEN, waitUntil } from "./helpers.js";
+import { privateDir, Proxy, SOCKET, TOKEN, waitUntil } from "./helpers.js";
 
 // --- SEED: verbatim from the seed document ---------------------------------------------------------------
 /** Why one interactive send returned control to its caller. */
@@ -262,6 +263,25 @@ describe("PtydBackend as the seed's PtyBackend", () => {
     await session.close("first");
     assert.equal(session.status().kind, "exited");
     await session.close("second");
+  });
+});
+
+describe("a harness with nothing else to do", () => {
+  test("close() keeps Node running until the session's close is heard, however late it comes", async () => {
+    const dir = privateDir();
+    const proxy = await Proxy.start(join(dir.path, "proxy.sock"));
+    proxy.delayDown = (chunk) => (chunk.includes("session_closed") ? 300 : 0);
+    try {
+      const child = fileURLToPath(new URL("./close-child.js", import.meta.url));
+      const env = { ...process.env, PTYD_SOCKET: proxy.path };
+      const stdout = await new Promise<string>((resolve, reject) => {
+        execFile(process.execPath, [child], { env }, (error, out) => (error ? reject(error) : resolve(out)));
+      });
+      assert.equal(stdout, "closed exited\n");
+    } finally {
+      await proxy.close();
+      dir.remove();
+    }
   });
 });
 

@@ -65,6 +65,8 @@ export class Proxy {
   accepted = 0;
   /** Decides each client chunk's fate; forwards everything by default. */
   inspect: (chunk: Buffer) => Verdict = () => "forward";
+  /** Milliseconds to hold back each chunk the daemon sent (later chunks of that connection wait behind it). */
+  delayDown: (chunk: Buffer) => number = () => 0;
   private readonly pairs = new Set<{ downstream: Socket; upstream: Socket }>();
 
   private constructor(
@@ -102,7 +104,12 @@ export class Proxy {
       if (this.inspect(chunk) === "forward") upstream.write(chunk);
       else end();
     });
-    upstream.on("data", (chunk: Buffer) => downstream.write(chunk));
+    let behind = Promise.resolve();
+    upstream.on("data", (chunk: Buffer) => {
+      const ms = this.delayDown(chunk);
+      behind = behind.then(() => (ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : undefined));
+      void behind.then(() => downstream.write(chunk));
+    });
     for (const socket of [downstream, upstream]) {
       socket.on("error", end);
       socket.on("close", end);

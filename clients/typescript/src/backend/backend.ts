@@ -95,7 +95,7 @@ export class PtydBackend implements PtyBackend {
     const session = new PtydBackendSession(
       this.client,
       { ...start, retainedLines: this.retainedLines },
-      this.streamEnd,
+      this.untilHeard,
     );
     this.sessions.set(session.id, session);
     return session;
@@ -114,10 +114,13 @@ export class PtydBackend implements PtyBackend {
     return events;
   }
 
-  /** When the event stream ends (undefined without one): a closing session awaits its events until then. */
-  private readonly streamEnd = (): Promise<void> | undefined =>
+  /**
+   * Until `heard` resolves or the event stream ends, keeping Node running meanwhile (undefined without a stream):
+   * a closing session awaits its `session_closed` event so.
+   */
+  private readonly untilHeard = (heard: Promise<void>): Promise<void> | undefined =>
     this.events?.then(
-      (stream) => stream.ended.then(() => undefined),
+      (stream) => stream.awaiting(Promise.race([heard, stream.ended.then(() => undefined)])),
       () => undefined,
     );
 

@@ -53,13 +53,12 @@ export class PtydBackendSession implements PtyBackendSession {
   /**
    * @param client - the backend's client
    * @param start - what spawn or attach learned
-   * @param streamEnd - when the backend's event stream ends (undefined without one): until then it reports
-   *   this session's close
+   * @param untilHeard - awaits an event of the backend's stream (until the stream ends), keeping Node running
    */
   constructor(
     readonly client: PtydClient,
     start: SessionStart,
-    private readonly streamEnd: () => Promise<void> | undefined,
+    private readonly untilHeard: (heard: Promise<void>) => Promise<void> | undefined,
   ) {
     this.id = start.id;
     this.motd = start.motd;
@@ -125,8 +124,7 @@ export class PtydBackendSession implements PtyBackendSession {
    */
   async close(reason: string): Promise<void> {
     const closed = await this.client.terminalClose(this.id, reason);
-    const stream = this.streamEnd();
-    if (closed.closed && stream !== undefined) await Promise.race([this.closedEvent, stream]);
+    if (closed.closed) await this.untilHeard(this.closedEvent);
   }
 
   /** @internal One of the backend's events for this session. */
