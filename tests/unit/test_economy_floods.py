@@ -49,3 +49,16 @@ def test_errors_deep_in_a_flood_are_kept_oldest_first() -> None:
     # Each is where the transcript has it: the omitted markers around it name its neighbours' lines.
     at = shown.index("ValueError: bad value")
     assert shown[at - 1].endswith(f"start_line={123_456 + 10 + 1} max_lines={200_000 - 123_456 - 1} ...]")
+
+
+def test_a_middle_longer_than_a_window_in_bytes_is_windowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer lines than the window has bytes (a 10,000-line scrollback of `cat`) is still a flood: folding
+    its 7,000 lines whole cost the loop 0.25 s a result."""
+    lines = [f"src/module_{i}/file.py" for i in range(7_000)]
+    folded: list[int] = []
+    real_fold = economy.fold
+    monkeypatch.setattr(economy, "fold", lambda part, *a: folded.append(len(part)) or real_fold(part, *a))
+    pieces, _, windowed = economy.fold_long(lines, 0, None, 16 * 1024)
+    assert windowed
+    assert sum(folded) < 2_000  # the two windows' lines, not the 7,000
+    assert [piece.text for piece in pieces[:3]] == lines[:3] and pieces[-1].text == lines[-1]
