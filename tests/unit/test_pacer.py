@@ -1,0 +1,63 @@
+"""The bulk pacer among competing floods: each refused flood gets its turn, in the order it was refused."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+from ptyd.backends.os.channel import BulkPacer
+
+from .conftest import run
+
+
+def test_competing_floods_take_turns() -> None:
+    """Ten floods that always have output, each asking again the moment its turn ends (as a reader whose PTY
+    is full does): the pacer serves them round-robin. When each re-armed a timer of its own, the same few won
+    every window and the rest starved."""
+
+    async def main() -> Counter[int]:
+        pacer = BulkPacer(window_s=0.005, share=0.5)
+        turns: Counter[int] = Counter()
+        done = asyncio.get_running_loop().create_future()
+
+        def flood(key: int) -> None:
+            granted = pacer.grant(time.monotonic(), key)
+            if granted <= 0:
+                pacer.wait(key, lambda: flood(key))
+                return
+            pacer.spend(granted)  # as if it read for all of its grant
+            turns[key] += 1
+            if sum(turns.values()) >= 200:
+                if not done.done():
+                    done.set_result(None)
+                return
+            asyncio.get_running_loop().call_soon(flood, key)  # its PTY is full again at once
+
+        for key in range(10):
+            flood(key)
+        await done
+        return turns
+
+    turns = run(main)
+    assert sorted(turns) == list(range(10))
+    assert min(turns.values()) >= max(turns.values()) - 2, turns  # round-robin, give or take a turn in flight
+
+
+def test_a_forgotten_flood_is_never_woken() -> None:
+    async def main() -> list[int]:
+        pacer = BulkPacer(window_s=0.005, share=0.5)
+        woken: list[int] = []
+        for key in (1, 2, 3):
+            pacer.grant(time.monotonic(), key)
+        pacer.spend(1.0)  # the window is spent: everyone waits
+        for key in (1, 2, 3):
+            assert pacer.grant(time.monotonic(), key) == 0
+            pacer.wait(key, lambda key=key: woken.append(key))
+        pacer.forget(2)
+        deadline = asyncio.get_running_loop().time() + 5
+        while len(woken) < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        return woken
+
+    assert run(main) == [1, 3]
