@@ -130,6 +130,22 @@ def _daemon(out: str, args: list[str]) -> None:
     ptyd_main(args)
 
 
+def _cpu_s(pid: int) -> float:
+    """User and system CPU time of ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _workers(pid: int) -> list[int]:
+    """The daemon's engine workers (its children running ``ptyd.terminal.workers.main``)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if b"ptyd.terminal.workers.main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(int(child))
+    return found
+
+
 def _ms(a: int | None, b: int | None) -> float:
     return float("nan") if a is None or b is None else (b - a) / 1e6
 
@@ -223,16 +239,22 @@ def main() -> None:
             for _ in range(10):
                 shell.run("true")
             calls = []
+            workers = _workers(proc.pid)
+            cpu = [_cpu_s(pid) for pid in (proc.pid, *workers)]
             for _ in range(args.n):
                 start = time.perf_counter_ns()
                 shell.run("true")
                 calls.append((start, time.perf_counter_ns()))
+            spent = [_cpu_s(pid) - before for pid, before in zip((proc.pid, *workers), cpu, strict=True)]
             proc.send_signal(signal.SIGUSR1)
             proc.wait(30)
             caller.close()
             stamps = [tuple(s) for s in json.loads(out.read_text())]
         rows = _phases(stamps, calls, args.dump)  # type: ignore[arg-type]
         print(f"\n{args.code} engine_process={process}: {len(rows)} sends, load {os.getloadavg()[0]:.1f}")
+        # CPU time per send is what the load on a shared machine does not change much (the stamps add some).
+        daemon_ms, workers_ms = spent[0] / args.n * 1000, sum(spent[1:]) / args.n * 1000
+        print(f"CPU per send: daemon {daemon_ms:.3f} ms, workers {workers_ms:.3f} ms")
         columns: dict[str, list[float]] = defaultdict(list)
         for row in rows:
             for k, v in row.items():
