@@ -95,3 +95,45 @@ def test_output_for_a_worker_goes_out_before_the_probe(remote: bool, rendered: i
         return order
 
     assert run(main) == expected
+
+
+class _Channel:
+    """A PTY channel whose drain reads 10 bytes that an engine worker has not acknowledged yet."""
+
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+        self.received = self.rendered_bytes = 0
+
+    def drain(self, *, paused_too: bool = False) -> None:
+        if self.received == 0:
+            self.received = 10
+            asyncio.get_running_loop().call_soon(self.order.append, "sent to worker")  # as the link's write
+
+    async def rendered(self) -> None:
+        self.rendered_bytes = self.received
+        self.order.append("acknowledged")
+
+
+def test_facts_are_read_after_the_prompt_went_to_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ptyd.backends.session import send_loop as module
+
+    async def main() -> tuple[list[str], bool]:
+        order: list[str] = []
+        session: Any = SimpleNamespace(replies=0, answers=SimpleNamespace(holding=False))
+        terminal: Any = SimpleNamespace(remote=True)
+        fake: Any = SimpleNamespace()
+        loop = SendLoop(session, Config(), terminal, _Channel(order), fake, fake, fake, fake)
+
+        def read_facts(*_: object) -> ProcessFacts:
+            order.append("facts read")
+            return facts(1)
+
+        monkeypatch.setattr(module, "read_facts", read_facts)
+        owed_nothing = await loop._facts_and_owed()
+        assert loop.take_facts() == facts(1)
+        assert loop.take_facts() is None  # once
+        return order, owed_nothing
+
+    order, owed_nothing = run(main)
+    assert owed_nothing
+    assert order == ["sent to worker", "facts read", "acknowledged"]

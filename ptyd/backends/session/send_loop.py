@@ -188,16 +188,20 @@ class SendLoop:
         return facts
 
     async def _facts_and_owed(self) -> bool:
-        """``_nothing_owed``; while an engine worker still renders what was read, the result's process facts are
-        read meanwhile (the drain waits for its acknowledgement anyway)."""
-        rendering = self.channel.rendered_bytes < self.channel.received
-        self._facts = read_facts(self._session, self.foreground) if rendering else None
-        return await self._nothing_owed()
+        """``_nothing_owed``, with the result's process facts read while an engine worker renders what the drain
+        read (the drain waits for its acknowledgement anyway)."""
+        return await self._nothing_owed(facts=True)
 
-    async def _nothing_owed(self) -> bool:
+    async def _nothing_owed(self, *, facts: bool = False) -> bool:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
         answer written now is input the program must first take (it blocked reading it): not ready yet."""
         replies = self._session.replies
+        if facts:
+            self._facts = None
+            self.channel.drain(paused_too=True)  # what read_all would read first, read now
+            if self.terminal.remote and self.channel.rendered_bytes < self.channel.received:
+                await self._let_engine_start()  # on its way to the worker first, then the /proc reads here
+                self._facts = read_facts(self._session, self.foreground)
         await self.read_all()
         # An answer the gate still holds is owed too: written at its next check, once the asker is seen waiting.
         return self._session.replies == replies and not self._session.answers.holding
