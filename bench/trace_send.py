@@ -123,8 +123,8 @@ def _daemon(out: str, args: list[str]) -> None:
             setattr(send_driver, name, timed)
 
     def dump(*_: Any) -> None:
-        Path(out).write_text(json.dumps(stamps))
-        os._exit(0)
+        Path(out + ".part").write_text(json.dumps(stamps))
+        Path(out + ".part").rename(out)
 
     signal.signal(signal.SIGUSR1, dump)
     ptyd_main(args)
@@ -247,8 +247,12 @@ def main() -> None:
                 calls.append((start, time.perf_counter_ns()))
             spent = [_cpu_s(pid) - before for pid, before in zip((proc.pid, *workers), cpu, strict=True)]
             proc.send_signal(signal.SIGUSR1)
-            proc.wait(30)
+            while not out.exists() and proc.poll() is None:
+                time.sleep(0.05)
+            shell.close()
             caller.close()
+            proc.terminate()  # the daemon's own shutdown: its sessions and their keeper end with it
+            proc.wait(30)
             stamps = [tuple(s) for s in json.loads(out.read_text())]
         rows = _phases(stamps, calls, args.dump)  # type: ignore[arg-type]
         print(f"\n{args.code} engine_process={process}: {len(rows)} sends, load {os.getloadavg()[0]:.1f}")
