@@ -219,8 +219,8 @@ class SendLoop:
 
     async def _let_engine_start(self) -> None:
         """Output just read goes to an engine worker at the loop's next turn (its link writes then), after this
-        wake-up: one turn first, so that the worker renders it while the probe runs here, not after it (~0.3 ms
-        of the round trip). The probe itself is unchanged, a turn later."""
+        wake-up: one turn first, so that the worker renders it while the probe runs here, not after it (the
+        probe's ~0.25 ms, seen with bench/trace_send.py --dump). The probe itself is unchanged, a turn later."""
         if self.terminal.remote and self.channel.rendered_bytes < self.channel.received:
             await asyncio.sleep(0)
 
