@@ -225,3 +225,35 @@ def test_every_error_kind_is_unique_and_in_its_range() -> None:
     for cls in ERROR_CLASSES:
         assert -32768 <= cls.code <= -32000, cls
         assert cls.__doc__, cls
+
+
+class TokenParams(msgspec.Struct, forbid_unknown_fields=True):
+    token: str
+
+
+async def with_token(_: Any, params: TokenParams) -> str:
+    return params.token
+
+
+class Counting:
+    """A Caller (the server's Peer): told of each call that carries a token, and when one was valid."""
+
+    def __init__(self) -> None:
+        self.presenting_now = 0
+        self.valid = 0
+
+    def presenting(self, delta: int) -> None:
+        self.presenting_now += delta
+
+    def authenticated(self) -> None:
+        self.valid += 1
+
+
+def test_a_caller_is_told_of_every_call_with_a_token_and_other_contexts_of_none() -> None:
+    tokens = Dispatcher([Method("t", TokenParams, None, with_token, "Token.")], max_batch=4)
+    line = json.dumps(request("t", {"token": "x"})).encode()
+    caller = Counting()
+    for _ in range(3):  # the answer for the context's class is kept: the same each time
+        assert json.loads(run(lambda: tokens.handle_frame(line, caller)))["result"] == "x"
+        assert json.loads(run(lambda: tokens.handle_frame(line, "ctx")))["result"] == "x"
+    assert (caller.presenting_now, caller.valid) == (0, 3)

@@ -23,9 +23,9 @@ from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
 from ptyd.backends.session.agent_view import AgentView, Unread
 from ptyd.backends.session.cancel import CancelPolicy
 from ptyd.backends.session.events import SessionWatch
+from ptyd.backends.session.facts import read_facts
 from ptyd.backends.session.input_bounds import check_deliverable, check_room
 from ptyd.backends.session.known_sends import KnownSends
-from ptyd.backends.session.listening import listening
 from ptyd.backends.session.send import SendOp, consume_output, viewport
 from ptyd.backends.session.send_loop import READ_ALL_ROUNDS, SendingSession, SendLoop
 from ptyd.backends.session.until import NamedWait, line_text
@@ -304,12 +304,15 @@ class SendDriver:
     async def _settle(self, op: SendOp, reason: p.WaitReason, verdict: Verdict | None) -> None:
         session = self._session
         finite = reason in ("stdin_read", "session_exit")  # else a flood may go on: what is here now
+        facts = self.send_loop.take_facts() if reason == "stdin_read" else None
         await self.send_loop.read_all(READ_ALL_ROUNDS if finite else 1)
+        if facts is None or not facts.hold(self.foreground.pgid(), session.exited):
+            facts = read_facts(session, self.foreground)
         if op.view_start == self.view.line:  # rendered now: whether the line shown last only ended since
             op.view_start = self.view.start(self.terminal.cursor_line, line_text(self.terminal, op.view_start))
         text, truncated, lines, compacted = viewport(op, self.terminal)
         unread = self.view.unread()
-        counted = session.limit_counters()
+        counted = facts.counters
         target = self.tracker.last_target if reason == "stdin_read" else None  # from the check that settled it
         result = p.SendResult(
             operation_id=op.id,
@@ -318,7 +321,7 @@ class SendDriver:
             session_status=session.status(),
             truncated=truncated,
             alt_screen=self.terminal.alt_screen,
-            foreground=self.foreground.describe(session.exited),
+            foreground=facts.foreground,
             lines=lines,
             exit_code=self._exit_code(op, unread),
             cwd=session.shell_cwd(),
@@ -330,7 +333,7 @@ class SendDriver:
             pids_limited=counted.pids_refused > self._counted.pids_refused,
             sandbox=session.sandbox,
             match=op.named.match if op.named is not None else None,
-            listening=listening(session.members()),
+            listening=facts.listening,
             compacted=compacted,
             commands=list(unread.commands),
             running=self.view.running(),

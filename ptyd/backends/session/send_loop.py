@@ -17,6 +17,7 @@ from ptyd.backends.recording.recorder import NoRecording
 from ptyd.backends.session.agent_view import AgentView
 from ptyd.backends.session.answers import AnswerGate
 from ptyd.backends.session.cancel import CancelPolicy
+from ptyd.backends.session.facts import ProcessFacts, read_facts
 from ptyd.backends.session.input_bounds import SHELLS
 from ptyd.backends.session.keys_after import KEYS_PROBE_S, KeysAfterInput
 from ptyd.backends.session.live_record import LiveRecord
@@ -78,6 +79,7 @@ class SendLoop:
         self.view = view
         self._activity: asyncio.Future[bool] | None = None
         self.keys_after = KeysAfterInput()  # when the keys pressed after a send's input go out
+        self._facts: ProcessFacts | None = None  # read after the ready verdict, for the result (``facts``)
 
     def wake(self, output: bool) -> None:
         """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now."""
@@ -99,6 +101,7 @@ class SendLoop:
         cfg = self._config
         min_interval = cfg.probe_min_interval_ms / 1000
         interval = min_interval
+        self._facts = None
         while True:
             if self._session.exited:
                 return "session_exit", None
@@ -111,7 +114,7 @@ class SendLoop:
             if op.keys and await self._keys_due(op, verdict):
                 self._press_keys(op)
                 continue
-            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._nothing_owed():
+            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._facts_and_owed():
                 # What the drain just rendered may hold the named line (a command that printed it and returned to
                 # the prompt between two checks): matched, not a prompt reached without it.
                 if op.named is not None and (named := op.named.check(self.terminal)) is not None:
@@ -132,6 +135,7 @@ class SendLoop:
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
                 await self._through_bulk(probed, op.deadline)
+                await self._let_engine_start()
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
 
@@ -178,10 +182,26 @@ class SendLoop:
         front = self.foreground.describe(self._session.exited)
         return front is not None and front.name in SHELLS
 
-    async def _nothing_owed(self) -> bool:
+    def take_facts(self) -> ProcessFacts | None:
+        """The process facts read after the verdict ``wait_ready`` returned last (None: read none), once."""
+        facts, self._facts = self._facts, None
+        return facts
+
+    async def _facts_and_owed(self) -> bool:
+        """``_nothing_owed``, with the result's process facts read while an engine worker renders what the drain
+        read (the drain waits for its acknowledgement anyway)."""
+        return await self._nothing_owed(facts=True)
+
+    async def _nothing_owed(self, *, facts: bool = False) -> bool:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
         answer written now is input the program must first take (it blocked reading it): not ready yet."""
         replies = self._session.replies
+        if facts:
+            self._facts = None
+            self.channel.drain(paused_too=True)  # what read_all would read first, read now
+            if self.terminal.remote and self.channel.rendered_bytes < self.channel.received:
+                await self._let_engine_start()  # on its way to the worker first, then the /proc reads here
+                self._facts = read_facts(self._session, self.foreground)
         await self.read_all()
         # An answer the gate still holds is owed too: written at its next check, once the asker is seen waiting.
         return self._session.replies == replies and not self._session.answers.holding
@@ -196,6 +216,13 @@ class SendLoop:
             await self.channel.rendered()
             if self.channel.received == before:
                 return
+
+    async def _let_engine_start(self) -> None:
+        """Output just read goes to an engine worker at the loop's next turn (its link writes then), after this
+        wake-up: one turn first, so that the worker renders it while the probe runs here, not after it (the
+        probe's ~0.25 ms, seen with bench/trace_send.py --dump). The probe itself is unchanged, a turn later."""
+        if self.terminal.remote and self.channel.rendered_bytes < self.channel.received:
+            await asyncio.sleep(0)
 
     async def _through_bulk(self, probed: float, deadline: float) -> None:
         """While output pours in, the program is busy writing: probing on every chunk would only cost the reads

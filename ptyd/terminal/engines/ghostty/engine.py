@@ -347,6 +347,9 @@ class GhosttyTerminal(Terminal):
     def title(self) -> str:
         return self._grid.title()
 
+    def cursor_state(self) -> tuple[int, int, bool, bool]:
+        return self._grid.cursor()
+
     def current_screen(self) -> GhosttyScreen:
         if self._screen is None:
             self._screen = GhosttyScreen(self)
@@ -419,7 +422,7 @@ class GhosttyTerminal(Terminal):
 
     @property
     def app_cursor_keys(self) -> bool:
-        return bool(self.vt.mode(_DECCKM))
+        return self._grid.mode(_DECCKM)
 
     def _size_history(self, cols: int, rows: int) -> int:
         cap, held = history_size(cols, rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Protocol, final
 
 from pyghostty import ffi, lib
+from pyghostty._ffi import check
 from pyghostty.core import init_sized
 
 from ptyd.terminal.engines.ghostty.history import GRID_REF
@@ -30,6 +31,11 @@ class Grid:
         self._written = ffi.new("size_t*")
         self._row = ffi.new("GhosttyRow*")
         self._wrap = ffi.new("bool*")
+        # pyghostty's own getters allocate each time: a screen read once per acknowledged write adds up.
+        self._u16 = ffi.new("uint16_t*")
+        self._bool = ffi.new("bool*")
+        self._mode = ffi.new("GhosttyTerminalModeConfig*")
+        self._title = ffi.new("GhosttyString*")
 
     def rows(self, tag: int, start: int, end: int, cols: int) -> list[str]:
         """Rows ``[start, end)`` of the active screen (``GHOSTTY_POINT_TAG_ACTIVE``) or of Ghostty's history
@@ -75,9 +81,30 @@ class Grid:
         return found
 
     def title(self) -> str:
-        out = ffi.new("GhosttyString*")
+        out = self._title
         lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_TITLE, out)
         return ffi.buffer(out.ptr, out.len)[:].decode(errors="replace") if out.len else ""
+
+    def cursor(self) -> tuple[int, int, bool, bool]:
+        """The cursor: column, row, whether a wrap is pending (a character was written in the last column), and
+        whether it is visible."""
+        handle, u16, flag = self._handle, self._u16, self._bool
+        check(lib.ghostty_terminal_get(handle, lib.GHOSTTY_TERMINAL_DATA_CURSOR_X, u16), "terminal_get cursor_x")
+        x = int(u16[0])
+        check(lib.ghostty_terminal_get(handle, lib.GHOSTTY_TERMINAL_DATA_CURSOR_Y, u16), "terminal_get cursor_y")
+        y = int(u16[0])
+        what = lib.GHOSTTY_TERMINAL_DATA_CURSOR_PENDING_WRAP
+        check(lib.ghostty_terminal_get(handle, what, flag), "terminal_get cursor_pending_wrap")
+        pending = bool(flag[0])
+        check(lib.ghostty_terminal_get(handle, lib.GHOSTTY_TERMINAL_DATA_CURSOR_VISIBLE, flag), "terminal_get cursor")
+        return x, y, pending, bool(flag[0])
+
+    def mode(self, n: int) -> bool:
+        """Whether DEC private mode ``n`` is set."""
+        config = self._mode
+        config.mode = n & 0x7FFF  # ghostty_mode_new's packing for a DEC mode (pyghostty's Terminal.mode)
+        check(lib.ghostty_terminal_get(self._handle, lib.GHOSTTY_TERMINAL_DATA_MODE, config), f"terminal_get mode {n}")
+        return bool(config.value)
 
 
 class ScreenSource(Protocol):
@@ -90,6 +117,7 @@ class ScreenSource(Protocol):
     @property
     def main_screen(self) -> tuple[list[str], int] | None: ...
     def title(self) -> str: ...
+    def cursor_state(self) -> tuple[int, int, bool, bool]: ...
     def read_rows(self, tag: int, start: int, end: int) -> list[str]: ...
 
 
@@ -110,11 +138,10 @@ class GhosttyScreen:
     def __init__(self, term: ScreenSource) -> None:
         self._term = term
         self.lines = term.rows
-        vt = term.vt
-        x, y = vt.cursor
-        if vt.get("cursor_pending_wrap", "bool"):
+        x, y, pending_wrap, visible = term.cursor_state()
+        if pending_wrap:
             x += 1  # past the last column, as pyte and tmux report it
-        self.cursor = GhosttyCursor(int(x), int(y), not vt.get("cursor_visible", "bool"))
+        self.cursor = GhosttyCursor(x, y, not visible)
         self._rows: list[str] | None = None
 
     @property
