@@ -313,12 +313,13 @@ class RemoteTerminal(Terminal):
             if isinstance(block, int):
                 self.scrollback.skip(block)
                 continue
-            end = offset + len(block)
+            rows = m.scrolled_rows(block)
+            end = offset + len(rows)
             mine: list[tuple[int, int]] = []
             while w < len(wraps) and wraps[w][0] < end:
                 mine.append((wraps[w][0] - offset, wraps[w][1]))
                 w += 1
-            self._scrolled_off(block, mine)
+            self._scrolled_off(rows, mine)
             offset = end
         if ack.end >= self._shown_end:
             self._screen.apply(ack)  # rows, cursor and modes are whole in each ack: skipping older ones loses none
