@@ -4,10 +4,12 @@ and the daemon gets back exactly the rows, skips and soft-wrap flags it got befo
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from ptyd.terminal.engines import native_available, open_terminal
-from ptyd.terminal.scrollback import Scrollback, line_cost, memory_size
+from ptyd.terminal.scrollback import Scrollback, line_cost, memory_size, row_start
 from ptyd.terminal.workers import messages as m
 from ptyd.terminal.workers.host import RelayScrollback
 
@@ -118,3 +120,38 @@ def test_ghostty_finds_wrapped_rows_among_a_flood_of_short_ones() -> None:
     term.process(float("inf"))
     wrapped = sorted(term.wraps(0, term.total_lines))
     assert [term.transcript(line, line + 1)[0][:3] for line in wrapped] == ["日日日", "xxx"]
+
+
+def test_row_start_finds_every_row_of_a_joined_block() -> None:
+    for rows in (["a"], ["", ""], ["x" * n for n in range(60)], [f"{n}" * (n % 300) for n in range(400)]):
+        text = "\n".join(rows)
+        for n in range(len(rows)):
+            assert row_start(text, n) == len("\n".join(rows[:n])) + (1 if n else 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("max_lines", "max_bytes"), [(50, 1 << 20), (10_000, 4000), (30, 2500), (7, 300)])
+def test_joined_blocks_keep_what_lists_keep(seed: int, max_lines: int, max_bytes: int) -> None:
+    """The same appends, as lists and as joined blocks: the same lines, numbers, wraps and bytes at every step."""
+    rng = random.Random(seed)
+    lists, joined = Scrollback(max_lines, max_bytes), Scrollback(max_lines, max_bytes)
+    for step in range(120):
+        kind = rng.random()
+        if kind < 0.05:
+            lists.skip(max_lines + 3)
+            joined.skip(max_lines + 3)
+            continue
+        count = rng.choice([1, 2, 5, 40, 300]) if kind < 0.9 else max_lines + rng.randrange(1, 20)
+        wide = rng.random() < 0.2
+        rows = [f"{step}:{n}" + ("é" if wide and n % 3 == 0 else "") + "x" * rng.randrange(0, 90) for n in range(count)]
+        if rng.random() < 0.2:
+            rows[0] = ""
+        wraps = [(n, 80) for n in range(count) if rng.random() < 0.1]
+        lists.extend(list(rows), wraps)
+        joined.extend_joined("\n".join(rows), wraps)
+        assert (joined.first, joined.total, joined.bytes) == (lists.first, lists.total, lists.bytes)
+        assert joined.lines(0, joined.total) == lists.lines(0, lists.total)
+        assert joined.wraps(0, joined.total) == lists.wraps(0, lists.total)
+        mid = (joined.first + joined.total) // 2
+        assert joined.lines(mid, mid + 17) == lists.lines(mid, mid + 17)
+        assert joined.bytes == memory_size(joined.lines(0, joined.total)) <= max_bytes
