@@ -48,7 +48,7 @@ def test_host_acks_rows_scrolled_off_the_changed_rows_and_the_answers(engine: st
     host.handle(m.Feed(sid=1, end=len(data), data=data, more=False))
     ack = _ack(host.finish())
     assert ack.end == len(data)
-    assert [row for block in ack.scrolled if isinstance(block, list) for row in block] == [
+    assert [row for block in ack.scrolled if not isinstance(block, int) for row in m.scrolled_rows(block)] == [
         f"line {i}" for i in range(7)
     ]
     assert [r.text for r in ack.rows] == ["line 7", "line 8", "line 9", ""][: len(ack.rows)]

@@ -25,7 +25,7 @@ class RelayScrollback(Scrollback):
 
     def __init__(self) -> None:
         super().__init__(_UNBOUNDED, _UNBOUNDED)  # never skips: the daemon's bound is the one that binds
-        self.out: list[list[str] | int] = []
+        self.out: list[list[str] | int] = []  # blocks of rows (one per run between skips), or rows skipped
         self.out_wraps: list[tuple[int, int]] = []  # (index among the rows in ``out``, width): see ``Ack``
         self._out_rows = 0
         self.muted = False
@@ -33,17 +33,23 @@ class RelayScrollback(Scrollback):
     def extend(self, lines: list[str], wraps: Sequence[tuple[int, int]] = ()) -> None:
         if lines:
             if not self.muted:
-                self.out.append(list(lines))
+                out = self.out
+                # One block for all an ack brings (an engine appends per slice it renders): the daemon's scrollback
+                # then pays its per-block costs (accounting, eviction) once per ack.
+                if out and isinstance(out[-1], list):
+                    out[-1].extend(lines)
+                else:
+                    out.append(list(lines))
                 base = self._out_rows
                 self.out_wraps.extend((base + index, width) for index, width in wraps)
                 self._out_rows += len(lines)
             self.total += len(lines)
 
-    def take(self) -> tuple[list[list[str] | int], list[tuple[int, int]]]:
-        """What was appended since the last call, for an ``Ack``."""
+    def take(self) -> tuple[list[str | list[str] | int], list[tuple[int, int]]]:
+        """What was appended since the last call, for an ``Ack`` (blocks joined: see ``Ack.scrolled``)."""
         out, wraps = self.out, self.out_wraps
         self.out, self.out_wraps, self._out_rows = [], [], 0
-        return out, wraps
+        return [block if isinstance(block, int) else m.joined_rows(block) for block in out], wraps
 
     def skip(self, count: int) -> None:
         if not self.muted:

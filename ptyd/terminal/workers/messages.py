@@ -93,7 +93,9 @@ class Row(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
 class Ack(Base, tag="ack"):
     sid: int
     end: int  # everything up to here is rendered
-    scrolled: list[list[str] | int]  # rows that left the top of the main screen, in order; an int: rows skipped
+    # Rows that left the top of the main screen, in order: a block of them joined by "\n" (one object to encode and
+    # decode, not one a row; a list when a row holds a "\n"), or an int: rows skipped. ``scrolled_rows`` splits.
+    scrolled: list[str | list[str] | int]
     rows: list[Row]  # rows of the active screen that changed since the last ack
     main: list[str] | None  # the main screen under the alternate one, when it changed
     main_changed: bool
@@ -110,6 +112,17 @@ class Ack(Base, tag="ack"):
     # soft-wrapped onto the next row: sparse, most rows end where the program ended them.
     scrolled_wraps: list[tuple[int, int]] = msgspec.field(default_factory=list)
     main_wraps: list[int] = msgspec.field(default_factory=list)  # rows of ``main`` that soft-wrapped (with it)
+
+
+def joined_rows(rows: list[str]) -> str | list[str]:
+    """A block of scrolled rows for an ``Ack``: one string, unless a row holds the separator."""
+    text = "\n".join(rows)
+    return text if text.count("\n") == len(rows) - 1 else rows
+
+
+def scrolled_rows(block: str | list[str]) -> list[str]:
+    """The rows of one block of ``Ack.scrolled`` (not a skip)."""
+    return block.split("\n") if isinstance(block, str) else block
 
 
 class Snapshot(Base, tag="snapshot"):

@@ -313,12 +313,18 @@ class RemoteTerminal(Terminal):
             if isinstance(block, int):
                 self.scrollback.skip(block)
                 continue
-            end = offset + len(block)
+            # A joined block stays joined unless a send's head capture still takes rows (see ``extend_joined``).
+            joined = block if isinstance(block, str) and (self.capture is None or self.capture.room <= 0) else None
+            rows = m.scrolled_rows(block) if joined is None else []
+            end = offset + (len(rows) if joined is None else joined.count("\n") + 1)
             mine: list[tuple[int, int]] = []
             while w < len(wraps) and wraps[w][0] < end:
                 mine.append((wraps[w][0] - offset, wraps[w][1]))
                 w += 1
-            self._scrolled_off(block, mine)
+            if joined is None:
+                self._scrolled_off(rows, mine)
+            else:
+                self.scrollback.extend_joined(joined, mine)
             offset = end
         if ack.end >= self._shown_end:
             self._screen.apply(ack)  # rows, cursor and modes are whole in each ack: skipping older ones loses none

@@ -3,6 +3,8 @@ reads it (``GhosttyScreen``, built once per change)."""
 
 from __future__ import annotations
 
+from itertools import compress, repeat
+from operator import ge
 from typing import Any, Protocol, final
 
 from pyghostty import ffi, lib
@@ -69,7 +71,10 @@ class Grid:
         near = cols - WRAP_SLACK
         found: list[tuple[int, int]] = []
         point, ref, row, wrap = self._point, self._ref, self._row, self._wrap
-        for index, text in enumerate(rows):
+        # Rows shorter than half of ``near`` are passed over at C speed: a flood of short lines loops over none.
+        half = (near + 1) // 2
+        for index in compress(range(len(rows)), map(ge, map(len, rows), repeat(half))):
+            text = rows[index]
             if len(text) < near and (text.isascii() or 2 * len(text) < near):
                 continue
             point.tag, point.value.x, point.value.y = tag, 0, start + index
