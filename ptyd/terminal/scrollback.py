@@ -211,8 +211,8 @@ class Scrollback:  # not final: an engine worker relays what its engines append 
         pos = start
         while pos < end and i < len(self._blocks):
             block = self._blocks[i]
-            if isinstance(block, str):
-                block = block.split("\n")
+            if isinstance(block, str):  # read once: split for good (it is counted as split already)
+                block = self._blocks[i] = block.split("\n")
             offset = pos - starts[i]
             take = block[offset : offset + (end - pos)]
             out.extend(take)
