@@ -63,3 +63,17 @@ def test_a_middle_longer_than_a_window_in_bytes_is_windowed(monkeypatch: pytest.
     assert sum(folded) < 2_000  # the two windows' lines, not the 7,000
     assert [piece.text for piece in pieces[:3]] == lines[:3]
     assert pieces[-1].text == lines[-1]
+
+
+def test_errors_at_the_edges_of_the_searched_chunks_are_found() -> None:
+    """The middle is searched ``ERROR_CHUNK`` lines at a time: a line first or last in a chunk is found as any."""
+    lines = [str(i) for i in range(5 * economy.ERROR_CHUNK)]
+    a = 100
+    for k in range(1, 4):
+        edge = a + k * economy.ERROR_CHUNK
+        lines[edge - 1] = f"build failed {k}"
+        lines[edge] = f"E   assert {k}"  # starts a chunk: no newline before it in its chunk's text
+    lines[a] = "Error: the first line searched"
+    expected = [i for i in range(a, len(lines)) if economy.LOOKS_LIKE_ERROR.search(lines[i])]
+    assert len(expected) == 7
+    assert economy._error_lines(lines, a, len(lines)) == expected
