@@ -66,3 +66,27 @@ def test_a_forgotten_flood_is_never_woken() -> None:
         return woken
 
     assert run(main) == [1, 3]
+
+
+def test_a_new_event_loop_starts_with_no_queue() -> None:
+    """A loop that closed with floods queued and its wake-up pending (in-process tests run one loop each) must not
+    keep the next loop's floods waiting for a timer that will never fire."""
+    pacer = BulkPacer(window_s=0.005, share=0.5)
+
+    async def refused_and_woken() -> asyncio.Event:
+        woken = asyncio.Event()
+        for key in (1, 2):
+            pacer.grant(time.monotonic(), key)
+        pacer.spend(1.0)  # the window is spent: the flood waits for the next one
+        assert pacer.grant(time.monotonic(), 1) == 0
+        pacer.wait(1, woken.set)
+        return woken
+
+    async def first() -> None:
+        await refused_and_woken()  # the loop ends before the wake-up fires
+
+    async def second() -> None:
+        await (await refused_and_woken()).wait()
+
+    run(first)
+    run(second)

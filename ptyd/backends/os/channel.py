@@ -83,6 +83,7 @@ class BulkPacer:
         self._queue: dict[int, Callable[[], None]] = {}  # floods refused, oldest first -> how to give a turn
         self._waking: int | None = None  # the flood whose turn this is
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the queue and the timer belong to
 
     def grant(self, now: float, renderer: int) -> float:
         """Seconds of rendering ``renderer`` may do now (0: ``wait`` for a turn)."""
@@ -103,6 +104,9 @@ class BulkPacer:
 
     def wait(self, renderer: int, turn: Callable[[], None]) -> None:
         """``renderer`` was refused: ``turn`` is called when its turn comes, after those refused before it."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # another event loop (in-process tests run several): the old one's turns are void
+            self._loop, self._queue, self._timer = loop, {}, None
         self._queue.setdefault(renderer, turn)
         self._arm()
 
@@ -121,7 +125,8 @@ class BulkPacer:
         self._roll(now)
         # The window has room but this turn is full: the next turn; else the next window.
         delay = 0.0 if self._spent < self.budget_s else self._window_start + self.window_s - now
-        self._timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._wake)
+        assert self._loop is not None  # armed by ``wait``
+        self._timer = self._loop.call_later(max(0.0, delay), self._wake)
 
     def _wake(self) -> None:
         self._timer = None
