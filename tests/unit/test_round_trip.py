@@ -129,7 +129,7 @@ def test_facts_are_read_after_the_prompt_went_to_the_worker(monkeypatch: pytest.
             return facts(1)
 
         monkeypatch.setattr(module, "read_facts", read_facts)
-        owed_nothing = await loop._facts_and_owed()
+        owed_nothing = await loop._nothing_owed(facts=True)
         assert loop.take_facts() == facts(1)
         assert loop.take_facts() is None  # once
         return order, owed_nothing

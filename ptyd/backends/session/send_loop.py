@@ -114,7 +114,12 @@ class SendLoop:
             if op.keys and await self._keys_due(op, verdict):
                 self._press_keys(op)
                 continue
-            if verdict.ready and not op.keys and self._readiness_ends(op, verdict) and await self._facts_and_owed():
+            if (
+                verdict.ready
+                and not op.keys
+                and self._readiness_ends(op, verdict)
+                and await self._nothing_owed(facts=True)
+            ):
                 # What the drain just rendered may hold the named line (a command that printed it and returned to
                 # the prompt between two checks): matched, not a prompt reached without it.
                 if op.named is not None and (named := op.named.check(self.terminal)) is not None:
@@ -187,20 +192,16 @@ class SendLoop:
         facts, self._facts = self._facts, None
         return facts
 
-    async def _facts_and_owed(self) -> bool:
-        """``_nothing_owed``, with the result's process facts read while an engine worker renders what the drain
-        read (the drain waits for its acknowledgement anyway)."""
-        return await self._nothing_owed(facts=True)
-
     async def _nothing_owed(self, *, facts: bool = False) -> bool:
         """Before a wait counts: read what the program wrote, render it and answer its terminal queries. An
-        answer written now is input the program must first take (it blocked reading it): not ready yet."""
+        answer written now is input the program must first take (it blocked reading it): not ready yet.
+        ``facts``: the result's process facts are read while an engine worker renders what the drain read (the
+        drain waits for its acknowledgement anyway)."""
         replies = self._session.replies
         if facts:
             self._facts = None
             self.channel.drain(paused_too=True)  # what read_all would read first, read now
-            if self.terminal.remote and self.channel.rendered_bytes < self.channel.received:
-                await self._let_engine_start()  # on its way to the worker first, then the /proc reads here
+            if await self._let_engine_start():  # on its way to the worker first, then the /proc reads here
                 self._facts = read_facts(self._session, self.foreground)
         await self.read_all()
         # An answer the gate still holds is owed too: written at its next check, once the asker is seen waiting.
@@ -217,12 +218,15 @@ class SendLoop:
             if self.channel.received == before:
                 return
 
-    async def _let_engine_start(self) -> None:
+    async def _let_engine_start(self) -> bool:
         """Output just read goes to an engine worker at the loop's next turn (its link writes then), after this
         wake-up: one turn first, so that the worker renders it while the probe runs here, not after it (the
-        probe's ~0.25 ms, seen with bench/trace_send.py --dump). The probe itself is unchanged, a turn later."""
-        if self.terminal.remote and self.channel.rendered_bytes < self.channel.received:
-            await asyncio.sleep(0)
+        probe's ~0.25 ms, seen with bench/trace_send.py --dump). The probe itself is unchanged, a turn later.
+        Whether there was such output (and a turn went by)."""
+        if not self.terminal.remote or self.channel.rendered_bytes >= self.channel.received:
+            return False
+        await asyncio.sleep(0)
+        return True
 
     async def _through_bulk(self, probed: float, deadline: float) -> None:
         """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
