@@ -3,6 +3,8 @@ a LocalSession the next daemon would build on the same PTY. What the session say
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from ptyd import protocol as p
@@ -68,3 +70,26 @@ def test_a_session_survives_its_state_document() -> None:
     assert seen["replayed"] is True
     # The shell integration's state came along: the next send knows the cwd and the exit code.
     assert seen["next"] == ("stdin_read", "/tmp", 0, ["two", "$"])
+
+
+def test_a_send_that_failed_is_not_handed_over_and_breaks_no_save() -> None:
+    """A send whose result is an error (an internal one: an incident) has nothing to hand over; saving the session
+    raised it, which ended the state saver and so the daemon's crash continuity, and its shutdown with code 1."""
+
+    async def main() -> tuple[bool, object]:
+        async with local_service() as service:
+            agent, _ = service.register("t")
+            opened = await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "}))
+            assert isinstance(opened, LocalSession)
+            await service.send(agent, send_params(opened.session_id, "true\n")).result()
+            last = opened.sends.last_op
+            assert last is not None
+            assert last.settled
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(RuntimeError("an incident"))
+            last.future = failed
+            return last.settled, opened.to_state(agent.agent_id, "saved").last
+
+    settled, last = run(main)
+    assert not settled
+    assert last is None

@@ -52,6 +52,11 @@ class SendOp:
     def done(self) -> bool:
         return self.future.done()
 
+    @property
+    def settled(self) -> bool:
+        """Done with a result, which a next daemon can hand over: not an error (an internal one, an incident)."""
+        return self.future.done() and not self.future.cancelled() and self.future.exception() is None
+
     async def result(self) -> p.SendResult:
         """The settled result, for a caller that hands it to the agent (which moves the agent's unread cursor)."""
         # Shielded: a caller that disconnects must not cancel the operation its result belongs to.
@@ -85,7 +90,7 @@ class SendOp:
             capture_end=self.capture.end_line,
             exit_code=self.exit_code,
             taken=taken,
-            result=msgspec.json.encode(self.future.result()) if self.done else None,
+            result=msgspec.json.encode(self.future.result()) if self.settled else None,
             keys=self.keys.decode("latin-1"),
             until=req.until.pattern if req.until is not None else None,
             until_stable_s=req.until_stable_s,

@@ -431,8 +431,8 @@ class LocalSession:
             active=active.to_state(taken=self.tracker.taken)
             if full and active is not None and not active.done
             else None,
-            last=last.to_state() if not listing and last is not None and last.done else None,
-            keyed=[op.to_state() for op in self.sends.keyed() if op.done and op is not last] if full else [],
+            last=last.to_state() if not listing and last is not None and last.settled else None,
+            keyed=[op.to_state() for op in self.sends.keyed() if op.settled and op is not last] if full else [],
             sandbox=self.sandbox,
             profile=self.profile,
             limit_paths=self.limits.paths() if self.limits is not None else [],
