@@ -16,7 +16,7 @@ from ptyd.backends.session.facts import ProcessFacts
 from ptyd.backends.session.send_loop import SendLoop
 from ptyd.config import Config
 
-from .conftest import local_service, open_exec, run, send_params
+from .conftest import local_service, open_exec, run, send_params, until
 from .test_session import local
 
 MARKER = [p.ListeningPort(port=1, address="192.0.2.1", pid=1)]  # no process here listens on TEST-NET-1
@@ -137,3 +137,77 @@ def test_facts_are_read_after_the_prompt_went_to_the_worker(monkeypatch: pytest.
     order, owed_nothing = run(main)
     assert owed_nothing
     assert order == ["sent to worker", "facts read", "acknowledged"]
+
+
+class _Flood:
+    """A channel's answers to ``_probe_wait``: output read in bulk or not, and bytes still unread in the PTY."""
+
+    def __init__(self, bulk: bool, unread: int) -> None:
+        self.bulk, self.waiting = bulk, unread
+
+    def unread(self) -> int:
+        return self.waiting
+
+
+def _probe_loop(channel: _Flood) -> SendLoop:
+    fake: Any = SimpleNamespace()
+    return SendLoop(fake, Config(), fake, channel, fake, fake, fake, fake)  # type: ignore[arg-type]
+
+
+def test_a_flood_is_probed_when_its_output_pauses_or_its_cap_passes() -> None:
+    from ptyd.backends.session.send_loop import BULK_PROBE_INTERVAL_S, BULK_PROBE_MAX_S
+
+    async def main() -> None:
+        cap = Config().probe_max_interval_ms / 1000
+        quiet = _probe_loop(_Flood(bulk=False, unread=100))
+        assert quiet._probe_wait(10.0) == 0.0  # not a flood: probed at once, whatever waits
+        flood = _Flood(bulk=True, unread=100)
+        loop = _probe_loop(flood)
+        loop._probed_at = 10.0
+        assert loop._probe_wait(10.001) == pytest.approx(BULK_PROBE_INTERVAL_S - 0.001)  # every few ms at most
+        # Past that, output still unread: the program wrote on, the read that takes it wakes the loop (the cap
+        # bounds the wait).
+        assert loop._probe_wait(10.0 + BULK_PROBE_INTERVAL_S) == pytest.approx(cap - BULK_PROBE_INTERVAL_S)
+        assert loop._probe_wait(10.0 + cap) == 0.0
+        loop._probed_at = 20.0
+        assert loop._probe_wait(20.0 + cap) == pytest.approx(cap)  # it wrote on through the cap: the cap doubled
+        for _ in range(20):
+            loop._probe_wait(loop._probed_at + BULK_PROBE_MAX_S)
+        assert loop._bulk_cap == BULK_PROBE_MAX_S
+        flood.waiting = 0  # the PTY empty: the program may have stopped writing, probed now, the cap reset
+        assert loop._probe_wait(loop._probed_at + 2 * BULK_PROBE_INTERVAL_S) == 0.0
+        assert loop._bulk_cap == cap
+
+    run(main)
+
+
+def test_a_flood_whose_reader_is_paused_is_seldom_probed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 50 floods with sends in flight were probed at every wake-up while their readers waited on the pacer: 40% of
+    # the daemon went to /proc reads whose verdict could only be "writing", and a send beside them waited.
+    async def main() -> tuple[int, str]:
+        async with local_service() as service:
+            agent, _ = service.register("t")
+            sid = await open_exec(service, agent, "/bin/sh")
+            session = local(service, sid)
+            tracker = session.sends.send_loop.tracker
+            check, probes = tracker.check, [0]
+
+            def counted() -> Any:
+                probes[0] += 1
+                return check()
+
+            monkeypatch.setattr(tracker, "check", counted)
+            op = service.send(agent, send_params(sid, "yes\n", timeout_ms=30_000))
+            await until(lambda: session.channel.bulk, message="the flood read in bulk")
+            session.channel.pause_floods()  # as the pacer or a send elsewhere would: its output stays in the PTY
+            await until(lambda: session.channel.unread() > 0, message="output waiting in the PTY")
+            before = probes[0]
+            await asyncio.sleep(0.5)  # the window the probes are counted in (proving absence)
+            during = probes[0] - before
+            session.channel.release()
+            service.signal(agent, p.TerminalSignalParams(token="ptyd_unused", session_id=sid, signal="SIGINT"))
+            return during, (await op.result()).wait_reason
+
+    during, reason = run(main)
+    assert during <= 5  # 50 ms, then 100, 200: the cap doubles while it writes on (about 14 at 50 ms each)
+    assert reason == "stdin_read"  # and once it stops, the shell's prompt ends the send

@@ -492,11 +492,15 @@ class PtyChannel:
         on its way (unread on the PTY master while the reader waits on the renderer's backlog or on pacing beside
         other floods, or read and not yet rendered). The daemon's slowness is not the program's silence: with 12
         floods at once, 9 sends settled inferred_idle mid-flood (test_no_early_idle_beside_floods)."""
-        if self._raw or not self.terminal.idle:
-            return time.monotonic()
-        if not self.closed and not self.held and input_queued(self._proc.master) > 0:
+        if self._raw or not self.terminal.idle or self.unread() > 0:
             return time.monotonic()
         return self.last_output
+
+    def unread(self) -> int:
+        """Output the program wrote that waits in the PTY, not yet read."""
+        if self.closed or self.held:
+            return 0
+        return input_queued(self._proc.master)
 
     @property
     def bulk(self) -> bool:

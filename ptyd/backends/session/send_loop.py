@@ -12,7 +12,7 @@ from ptyd import protocol as p
 from ptyd.backends.os.channel import PtyChannel
 from ptyd.backends.os.sandbox.limits import Counters
 from ptyd.backends.readiness.foreground import ForegroundGroup
-from ptyd.backends.readiness.tracker import ReadinessTracker, Verdict
+from ptyd.backends.readiness.tracker import NOT_READY, ReadinessTracker, Verdict
 from ptyd.backends.recording.recorder import NoRecording
 from ptyd.backends.session.agent_view import AgentView
 from ptyd.backends.session.answers import AnswerGate
@@ -25,7 +25,8 @@ from ptyd.backends.session.send import SendOp
 from ptyd.config import Config
 from ptyd.terminal.emulator import Terminal
 
-BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk
+BULK_PROBE_INTERVAL_S = 0.005  # readiness probes at most this often while output arrives in bulk...
+BULK_PROBE_MAX_S = 1.0  # ...and at least this often while more of it waits unread (``_probe_wait``)
 READ_ALL_ROUNDS = 8  # reads (each up to the render backlog's bound, then rendered) before a settle at the prompt
 
 
@@ -80,6 +81,8 @@ class SendLoop:
         self._activity: asyncio.Future[bool] | None = None
         self.keys_after = KeysAfterInput()  # when the keys pressed after a send's input go out
         self._facts: ProcessFacts | None = None  # read after the ready verdict, for the result (``facts``)
+        self._probed_at = 0.0  # when the last probe ran
+        self._bulk_cap = config.probe_max_interval_ms / 1000  # the longest wait between probes of a flood
 
     def wake(self, output: bool) -> None:
         """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now."""
@@ -102,13 +105,19 @@ class SendLoop:
         min_interval = cfg.probe_min_interval_ms / 1000
         interval = min_interval
         self._facts = None
+        self._probed_at, self._bulk_cap = 0.0, cfg.probe_max_interval_ms / 1000
         while True:
             if self._session.exited:
                 return "session_exit", None
             self.canceller.follow(op.cancel)
             if op.named is not None and (named := op.named.check(self.terminal)) is not None:
                 return named, None
-            verdict = self.tracker.check()
+            wait = 0.0 if op.keys else self._probe_wait(time.monotonic())
+            if wait > 0:
+                verdict = NOT_READY
+            else:
+                verdict = self.tracker.check()
+                self._probed_at = time.monotonic()
             if op.keys and op.cancel.cancelled_at is not None:
                 op.keys = b""  # a cancelled send presses nothing more
             if op.keys and await self._keys_due(op, verdict):
@@ -137,12 +146,35 @@ class SendLoop:
                 delay = min(delay, due - now)
             if op.keys:
                 delay = min(delay, KEYS_PROBE_S)
+            if wait > 0:
+                delay = min(delay, wait)
             if await self._sleep_or_activity(max(delay, 0.0)):
                 interval = min_interval
-                await self._through_bulk(probed, op.deadline)
                 await self._let_engine_start()
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    def _probe_wait(self, now: float) -> float:
+        """Seconds before the next readiness probe is worth its cost (0: probe now). While output pours in, the
+        program is busy writing: probing on every chunk would only cost the reads (a probe is a dozen /proc reads
+        and ioctls) that bring its output in, so a flood is probed every few ms at most, and not while more of its
+        output waits unread in the PTY by then: it wrote on meanwhile (its reader paused beside other floods), and
+        a ready verdict would have to read all that first anyway; the read that takes it wakes this loop. 50
+        floods with sends in flight, probed at each wake-up, took 40% of the daemon (py-spy) and the sends beside
+        them waited for it. A probe comes anyway after ``_bulk_cap``, which doubles while the program writes on."""
+        if not self.channel.bulk:
+            self._bulk_cap = self._config.probe_max_interval_ms / 1000
+            return 0.0
+        since = now - self._probed_at
+        if since < BULK_PROBE_INTERVAL_S:
+            return BULK_PROBE_INTERVAL_S - since
+        if not self.channel.unread():
+            self._bulk_cap = self._config.probe_max_interval_ms / 1000
+            return 0.0
+        if since < self._bulk_cap:
+            return self._bulk_cap - since
+        self._bulk_cap = min(self._bulk_cap * 2, BULK_PROBE_MAX_S)
+        return 0.0
 
     def _idle_deadline(self, op: SendOp) -> float:
         """When silence settles ``op`` as inferred_idle: idle_s after the program's last output (counting output
@@ -227,11 +259,3 @@ class SendLoop:
             return False
         await asyncio.sleep(0)
         return True
-
-    async def _through_bulk(self, probed: float, deadline: float) -> None:
-        """While output pours in, the program is busy writing: probing on every chunk would only cost the reads
-        (a probe is a dozen /proc reads and ioctls) that bring its output in. Probe at most every few ms then."""
-        while self.channel.bulk:
-            remaining = min(probed + BULK_PROBE_INTERVAL_S, deadline) - time.monotonic()
-            if remaining <= 0 or not await self._sleep_or_activity(remaining):
-                return
