@@ -1,4 +1,5 @@
-"""Where the milliseconds of one send go: ``python -m bench.trace_send [--process worker,daemon] [-n 200]``.
+"""Where the milliseconds of one send go: ``python -m bench.trace_send [--process worker,daemon] [-n 200]
+[--floods F]`` (F other sessions printing ``seq inf`` meanwhile: their stamps are left out of the phases).
 
 A daemon of its own runs with a few of its methods wrapped (nothing of ptyd changes) to stamp
 ``time.perf_counter_ns`` (CLOCK_MONOTONIC, the same clock in every process) as a send of ``true`` to bash passes:
@@ -34,31 +35,42 @@ def _daemon(out: str, args: list[str]) -> None:
     from ptyd.cli import main as ptyd_main
     from ptyd.rpc.server import RpcServer
 
-    stamps: list[tuple[str, int]] = []
+    stamps: list[tuple[str, int, int]] = []  # (label, time, the session's channel id or 0: the daemon's own)
     now = time.perf_counter_ns
+    # Whose session a stamp is of (beside floods, only the send's own count): its channel's id.
+    channel_of: dict[Any, Any] = {
+        PtyChannel: id,
+        SendDriver: lambda self: id(self.channel),
+        SendLoop: lambda self: id(self.channel),
+        ReadinessTracker: lambda self: id(self._evidence._output),
+    }
 
     def wrap(cls: Any, name: str, label: str, after: str | None = None) -> None:
         fn = getattr(cls, name)
+        key = channel_of.get(cls)
 
         def wrapper(*a: Any, **k: Any) -> Any:
-            stamps.append((label, now()))
+            who = key(a[0]) if key is not None else 0
+            stamps.append((label, now(), who))
             result = fn(*a, **k)
             if after is not None:
                 extra = ""
                 if label == "check":
                     extra = "+" if result.ready else "-"
-                stamps.append((after + extra, now()))
+                stamps.append((after + extra, now(), who))
             return result
 
         setattr(cls, name, wrapper)
 
     def wrap_async(cls: Any, name: str, label: str, after: str) -> None:
         fn = getattr(cls, name)
+        key = channel_of.get(cls)
 
         async def wrapper(*a: Any, **k: Any) -> Any:
-            stamps.append((label, now()))
+            who = key(a[0]) if key is not None else 0
+            stamps.append((label, now(), who))
             result = await fn(*a, **k)
-            stamps.append((after, now()))
+            stamps.append((after, now(), who))
             return result
 
         setattr(cls, name, wrapper)
@@ -82,11 +94,11 @@ def _daemon(out: str, args: list[str]) -> None:
     listening = holder.listening  # type: ignore[attr-defined]
 
     def stamped_listening(pids: Any) -> Any:
-        stamps.append(("listening", now()))
+        stamps.append(("listening", now(), 0))
         try:
             return listening(pids)
         finally:
-            stamps.append(("listening_end", now()))
+            stamps.append(("listening_end", now(), 0))
 
     holder.listening = stamped_listening  # type: ignore[attr-defined]
     wrap_async(RpcServer, "_handle", "request", "replied")
@@ -114,11 +126,11 @@ def _daemon(out: str, args: list[str]) -> None:
             fn = getattr(module, name)
 
             def timed(*a: Any, _fn: Any = fn, _name: str = name, **k: Any) -> Any:
-                stamps.append((_name, now()))
+                stamps.append((_name, now(), 0))
                 try:
                     return _fn(*a, **k)
                 finally:
-                    stamps.append((_name + "_end", now()))
+                    stamps.append((_name + "_end", now(), 0))
 
             setattr(send_driver, name, timed)
 
@@ -163,11 +175,16 @@ def _parts(inside: list[tuple[str, int]]) -> dict[str, float]:
     return spent
 
 
-def _phases(stamps: list[tuple[str, int]], calls: list[tuple[int, int]], dump: bool = False) -> list[dict[str, float]]:
-    """Per send (a client call's window), each phase in ms."""
+def _phases(
+    stamps: list[tuple[str, int, int]], calls: list[tuple[int, int]], dump: bool = False
+) -> list[dict[str, float]]:
+    """Per send (a client call's window), each phase in ms: the daemon's own stamps and those of the session whose
+    input was written in the window (beside floods, theirs are left out)."""
     rows = []
     for start, end in calls:
-        inside = [(label, t) for label, t in stamps if start <= t <= end]
+        window = [(label, t, who) for label, t, who in stamps if start <= t <= end]
+        mine = next((who for label, _, who in window if label == "write"), 0)
+        inside = [(label, t) for label, t, who in window if who in (0, mine)]
         first: dict[str, int] = {}
         for label, t in inside:
             first.setdefault(label, t)
@@ -209,6 +226,7 @@ def main() -> None:
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose ptyd runs")
     parser.add_argument("-n", type=int, default=200)
     parser.add_argument("--dump", action="store_true", help="print each send's stamps")
+    parser.add_argument("--floods", type=int, default=0, help="sessions printing `seq inf` meanwhile")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from bench.client import connect
@@ -235,9 +253,12 @@ def main() -> None:
                     if time.monotonic() > deadline or proc.poll() is not None:
                         raise
                     time.sleep(0.05)
-            shell = PtydShell(caller, register(caller, "trace"))
+            token = register(caller, "trace")
+            shell = PtydShell(caller, token)
             for _ in range(10):
                 shell.run("true")
+            for flood in [PtydShell(caller, token) for _ in range(args.floods)]:
+                flood.send("seq inf\n", wait=False)
             calls = []
             workers = _workers(proc.pid)
             cpu = [_cpu_s(pid) for pid in (proc.pid, *workers)]
@@ -255,7 +276,8 @@ def main() -> None:
             proc.wait(30)
             stamps = [tuple(s) for s in json.loads(out.read_text())]
         rows = _phases(stamps, calls, args.dump)  # type: ignore[arg-type]
-        print(f"\n{args.code} engine_process={process}: {len(rows)} sends, load {os.getloadavg()[0]:.1f}")
+        beside = f", beside {args.floods} floods" if args.floods else ""
+        print(f"\n{args.code} engine_process={process}: {len(rows)} sends{beside}, load {os.getloadavg()[0]:.1f}")
         # CPU time per send is what the load on a shared machine does not change much (the stamps add some).
         daemon_ms, workers_ms = spent[0] / args.n * 1000, sum(spent[1:]) / args.n * 1000
         print(f"CPU per send: daemon {daemon_ms:.3f} ms, workers {workers_ms:.3f} ms")
