@@ -137,7 +137,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # spend seconds, even a minute, in one write): it is killed, and that is a crash (its sessions rebuilt, the
     # one whose output hangs it again moved to pyte). A worker acknowledges every 50 ms between pieces of at
     # most ~50 ms of pyte's work, so a legit batch stays far below it even on a loaded machine; every session on
-    # that worker waits this long when one hangs it, twice for the stalling one.
+    # that worker waits this long when one hangs it, twice for the stalling one. A worker kept off the cores by the
+    # load (it waits on a run queue and runs little) is not hung: it is judged again after as long.
     engine_worker_stall_ms: Annotated[int, Meta(ge=100, le=600_000)] = 2000
     # A worker whose resident memory passes this many MiB is replaced between frames, its sessions rebuilt in a
     # new one (what a worker holds beyond its sessions' terminals is given back as sessions close, so this bounds

@@ -81,6 +81,49 @@ def test_a_stopped_worker_is_killed_and_its_sessions_lose_nothing() -> None:
     asyncio.run(run())
 
 
+@needs_native
+def test_a_starved_worker_is_left_to_work_and_a_spinning_one_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker is stopped, so no frame comes back; what its schedstat says is scripted: first a worker waiting for
+    # a core most of the time and running little (a loaded machine: after forty kills under 25 floods, one rebuilding
+    # 13 sessions was killed as hung), then one that runs without a frame (the native engine stuck in a write).
+    from ptyd.terminal.workers import link as link_module
+
+    async def run() -> None:
+        pool = EnginePool(1, asyncio.get_running_loop(), stall_s=0.2)
+        busy = RemoteTerminal(
+            80, 24, scrollback_lines=10_000, scrollback_bytes=1 << 20, on_reply=lambda _: None, pool=pool,
+            engine="ghostty", label="test",
+        )  # fmt: skip
+        try:
+            busy.feed(b"$ ")
+            await _until(lambda: busy.idle and _armed(pool) == [False])
+            worker = pool.links[0].pid
+            share = {"ran": 0.01, "waited": 0.9}  # of the wall time since the last reading
+            sched = {"at": time.monotonic(), "ran": 0.0, "waited": 0.0}
+
+            def scripted(pid: int) -> tuple[int, int]:
+                now = time.monotonic()
+                for what in ("ran", "waited"):
+                    sched[what] += share[what] * (now - sched["at"])
+                sched["at"] = now
+                return int(sched["ran"] * 1e9), int(sched["waited"] * 1e9)
+
+            monkeypatch.setattr(link_module, "_sched_ns", scripted)
+            os.kill(worker, signal.SIGSTOP)
+            busy.feed(b"".join(b"%d\r\n" % i for i in range(1, 501)))
+            await asyncio.sleep(1.0)  # five stall times without a frame (proving absence)
+            assert (pool.hangs, pool.links[0].pid) == (0, worker)
+            share.update(ran=0.9, waited=0.05)
+            await _until(lambda: pool.hangs == 1)
+            await _until(lambda: busy.idle)
+            assert busy.transcript(0, 1000)[:500] == ["$ 1"] + [str(i) for i in range(2, 501)]
+            assert pool.links[0].pid != worker
+        finally:
+            pool.close()
+
+    asyncio.run(run())
+
+
 # tests/hostile/cases.py "long-hyperlink-stall", in one write (it reaches the worker as one feed).
 STALL = """python3 -c 'import os; os.write(1, b"\\x1b]8;;" + b"u" * 2000 + b"\\x1b\\\\" + b"x" * 65535)'\n"""
 

@@ -29,6 +29,10 @@ READ_CHUNK = 1 << 20
 SOCKET_BUFFER = 4 << 20
 COMPACT_BYTES = 1 << 20
 STATUS_POLLS = 20  # 5 ms apart: how long a dead worker's exit status is waited for, for the log
+# A worker with native work outstanding and no frame back for the stall time hangs if it ran this share of the stall
+# time since its last frame (a frame comes every few ms of its CPU)...
+HANG_CPU_SHARE = 0.25
+STARVED_SHARE = 0.5  # ...and is starved, not hung, if it ran less and waited on a run queue this share of the window
 # How a worker ended, as ``WorkerLink.status`` says it: the engine failed on what it rendered (a native panic,
 # a fault), as opposed to a kill from outside (an operator, the OOM killer) or an end that says nothing.
 ENGINE_FAULTS = frozenset({"SIGILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE", "SIGTRAP", "SIGSYS"})
@@ -88,7 +92,9 @@ class WorkerLink:
         self.rss_limit = 0  # bytes it may hold before the pool replaces it
         self.fresh = False  # it replaced a worker for its memory and was not measured since
         self._progress = 0.0  # loop time of the last frame from the worker, or of the work sent since
-        self._ticks: int | None = None  # its CPU time (clock ticks) when the watchdog last looked or was armed
+        self._looked = 0.0  # loop time the watchdog last looked or was armed...
+        self._sched: tuple[int, int] | None = None  # ...and the worker's schedstat then (``_sched_ns``)
+        self._quiet_ran = 0  # ns on a CPU since the last frame, summed over the looks that saw none
         self._watchdog: asyncio.TimerHandle | None = None  # armed only while work may be outstanding
         self.loop.add_reader(ours.fileno(), self._readable)
 
@@ -133,7 +139,7 @@ class WorkerLink:
         m.frame_into(msg, self._out)
         if self._watchdog is None and not isinstance(msg, m.Close):
             self._progress = self.loop.time()
-            self._ticks = _cpu_ticks(self.pid) if self.pid else None
+            self._look(self._progress)
             self._watchdog = self.loop.call_at(self._progress + self._pool.stall_s, self._watch)
         if not self._flush_scheduled and not self._writing:
             self._flush_scheduled = True
@@ -221,14 +227,29 @@ class WorkerLink:
     def _native_outstanding(self) -> bool:
         return any(term.in_flight and term.engine != "pyte" for term in self.sessions.values())
 
-    def _working(self) -> bool:
-        """Only pyte's work is outstanding and the worker used the CPU since the last look: pyte is slow on some
-        output (seconds a piece under load), never stuck in a loop, and its slowness taken for a hang killed its
-        worker again at each rebuild, without end. A stopped or blocked worker uses none: it is hung."""
-        if self._native_outstanding():
+    def _look(self, now: float) -> None:
+        """A new window for the watchdog's next verdict, from ``now``, after a frame: nothing ran without one yet."""
+        self._looked, self._quiet_ran = now, 0
+        self._sched = _sched_ns(self.pid) if self.pid else None
+
+    def _working(self, now: float) -> bool:
+        """No frame came back since the last look: is the worker working anyway? pyte's work only: it used the CPU
+        meanwhile (pyte is slow on some output, seconds a piece under load, never stuck in a loop, and its slowness
+        taken for a hang killed its worker again at each rebuild, without end). Native work: it waited on a run
+        queue for most of the window and ran little since its last frame, which comes every few ms of its CPU: a
+        worker starved of the cores, not hung (after forty kills under 25 floods, one rebuilding 13 sessions was
+        killed for 2.4 s without a frame). A native engine stuck in a write runs instead, and is caught once it ran
+        ``HANG_CPU_SHARE`` of the stall time: at once on a quiet machine, later on a loaded one. A stopped or
+        blocked worker neither runs nor waits: it is hung."""
+        before, window = self._sched, now - self._looked
+        self._sched, self._looked = _sched_ns(self.pid), now
+        if self._sched is None or before is None:
             return False
-        ticks, self._ticks = self._ticks, _cpu_ticks(self.pid)
-        return self._ticks is not None and self._ticks != ticks
+        ran, waited = self._sched[0] - before[0], self._sched[1] - before[1]
+        if not self._native_outstanding():
+            return ran > 0
+        self._quiet_ran += ran
+        return self._quiet_ran < HANG_CPU_SHARE * self._pool.stall_s * 1e9 and waited >= STARVED_SHARE * window * 1e9
 
     def _caught_up(self) -> bool:
         """Take what the worker sent while this loop was busy (timers run before I/O); False: it died."""
@@ -243,9 +264,12 @@ class WorkerLink:
         if not self._caught_up() or not self._outstanding():
             return
         now = self.loop.time()
-        if not self.hello or now - self._progress < self._pool.stall_s or self._working():  # starting: not hung
-            due = now + self._pool.stall_s if not self.hello else max(self._progress, now) + self._pool.stall_s
-            self._watchdog = self.loop.call_at(due, self._watch)
+        if not self.hello or self._progress > self._looked:  # starting, or a frame came back since the last look
+            self._look(now)
+            self._watchdog = self.loop.call_at(now + self._pool.stall_s, self._watch)
+            return
+        if now - self._progress < self._pool.stall_s or self._working(now):
+            self._watchdog = self.loop.call_at(now + self._pool.stall_s, self._watch)
             return
         self.hung_s = now - self._progress
         with contextlib.suppress(OSError):
@@ -377,11 +401,11 @@ class LocalLink:
                 term.painted(reply)
 
 
-def _cpu_ticks(pid: int) -> int | None:
-    """The CPU time ``pid`` used (user + system, clock ticks), or None if it cannot be read."""
+def _sched_ns(pid: int) -> tuple[int, int] | None:
+    """Nanoseconds ``pid`` ran on a CPU and waited on a run queue (its schedstat), or None if unreadable."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rpartition(b")")[2].split()
-        return int(fields[11]) + int(fields[12])
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            fields = f.read().split()
+        return int(fields[0]), int(fields[1])
     except (OSError, ValueError, IndexError):
         return None
