@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from ptyd import protocol as p
 from ptyd.continuity import handover
@@ -131,3 +132,34 @@ LINES = [
     'quotes " and \\ and \t tab',
     "\x1b stays \u202e",
 ]
+
+
+def test_a_large_save_gives_its_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save copies every retained line and encodes it in the writer thread, whose arena kept those megabytes
+    resident after they were freed (a full 4-byte scrollback: 6.8-7.0 MiB a session against a 4 + 1 MiB budget):
+    one that wrote a megabyte or more returns free memory to the system; a small one costs no trim."""
+    from ptyd.continuity import adoption
+
+    trims: list[int] = []
+    monkeypatch.setattr(adoption, "give_back", lambda: trims.append(1))
+
+    class Written:
+        def __init__(self) -> None:
+            self.size = 0
+
+        def write(self, state: handover.DaemonState) -> int:
+            return self.size
+
+    async def main() -> list[int]:
+        async with local_service() as service:
+            file = Written()
+            saver = adoption.StateSaver(file, service, None, 1.0)  # type: ignore[arg-type]
+            counts = []
+            for size in (1000, adoption.GIVE_BACK_SAVE_BYTES, 10):
+                file.size = size
+                saver._write(handover.DaemonState(daemon_pid=1))
+                await saver.flush()
+                counts.append(len(trims))
+            return counts
+
+    assert run(main) == [0, 1, 1]
