@@ -79,6 +79,9 @@ def _daemon(out: str, args: list[str]) -> None:
     wrap(PtyChannel, "write", "write")
     wrap(PtyChannel, "_on_readable", "read", "read_end")
     wrap(PtyChannel, "_progressed", "ack")
+    wrap(PtyChannel, "_render", "render")
+    wrap_async(SendLoop, "_let_engine_start", "turn", "turn_end")
+    wrap_async(SendLoop, "wait_ready", "wait_ready", "wait_ready_end")
     from ptyd.terminal.workers.link import WorkerLink
 
     wrap(WorkerLink, "_flush", "to_worker")
