@@ -31,6 +31,7 @@ from bench import (
     roundtrip,
     rpc_overhead,
     scale,
+    send_phases,
     throughput,
 )
 from bench.harness import Context, DaemonProcess, private_dir
@@ -43,6 +44,7 @@ SCENARIOS: dict[str, Scenario] = {
     "throughput": throughput.run,
     "rendering": rendering.run,
     "scale": scale.run,
+    "phases": send_phases.run,
     "rpc": rpc_overhead.run,
     "recording": recording.run,
     "cold_start": cold_start.run,

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -220,32 +221,30 @@ def _phases(
     return rows
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--daemon":
-        _daemon(sys.argv[2], sys.argv[3:])
-        return
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--process", default="worker,daemon")
-    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose ptyd runs")
-    parser.add_argument("-n", type=int, default=200)
-    parser.add_argument("--dump", action="store_true", help="print each send's stamps")
-    parser.add_argument("--floods", type=int, default=0, help="sessions printing `seq inf` meanwhile")
-    args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
+@dataclass
+class Traced:
+    rows: list[dict[str, float]]  # per send: each phase in ms (``_phases``)
+    daemon_ms: float  # CPU per send, the daemon's...
+    workers_ms: float  # ...and its engine workers' (a spare's start counts too)
+
+
+def trace(process: str, n: int, floods: int = 0, code: Path = ROOT, dump: bool = False) -> Traced:
+    """``n`` sends of ``true`` to bash in a stamped daemon of its own running ``code``, beside ``floods`` other
+    sessions printing ``seq inf``."""
     from bench.client import connect
-    from bench.harness import percentile, register
+    from bench.harness import register
     from bench.shells import PtydShell
 
-    for process in args.process.split(","):
-        with tempfile.TemporaryDirectory(prefix="ptyd-trace-") as tmp:
-            socket, config, out = Path(tmp) / "ptyd.sock", Path(tmp) / "config.toml", Path(tmp) / "stamps.json"
-            config.write_text(f'sandbox_default = "none"\nengine_process = "{process}"\n')
-            env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
-            env["PYTHONPATH"] = os.pathsep.join([str(args.code), str(ROOT)])
-            argv = [sys.executable, str(Path(__file__)), "--daemon", str(out), "--socket", str(socket)]
-            argv += ["--config", str(config)]
-            with open(Path(tmp) / "daemon.log", "ab") as log:
-                proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=args.code, env=env)
+    with tempfile.TemporaryDirectory(prefix="ptyd-trace-") as tmp:
+        socket, config, out = Path(tmp) / "ptyd.sock", Path(tmp) / "config.toml", Path(tmp) / "stamps.json"
+        config.write_text(f'sandbox_default = "none"\nengine_process = "{process}"\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
+        env["PYTHONPATH"] = os.pathsep.join([str(code), str(ROOT)])
+        argv = [sys.executable, str(Path(__file__)), "--daemon", str(out), "--socket", str(socket)]
+        argv += ["--config", str(config)]
+        with open(Path(tmp) / "daemon.log", "ab") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=code, env=env)
+        try:
             deadline = time.monotonic() + 30
             while True:
                 try:
@@ -260,12 +259,12 @@ def main() -> None:
             shell = PtydShell(caller, token)
             for _ in range(10):
                 shell.run("true")
-            for flood in [PtydShell(caller, token) for _ in range(args.floods)]:
+            for flood in [PtydShell(caller, token) for _ in range(floods)]:
                 flood.send("seq inf\n", wait=False)
             calls = []
             workers = _workers(proc.pid)
             cpu = [_cpu_s(pid) for pid in (proc.pid, *workers)]
-            for _ in range(args.n):
+            for _ in range(n):
                 start = time.perf_counter_ns()
                 shell.run("true")
                 calls.append((start, time.perf_counter_ns()))
@@ -273,24 +272,48 @@ def main() -> None:
             proc.send_signal(signal.SIGUSR1)
             while not out.exists() and proc.poll() is None:
                 time.sleep(0.05)
-            shell.close()
             caller.close()
+        finally:
             proc.terminate()  # the daemon's own shutdown: its sessions and their keeper end with it
             proc.wait(30)
-            stamps = [tuple(s) for s in json.loads(out.read_text())]
-        rows = _phases(stamps, calls, args.dump)  # type: ignore[arg-type]
+        stamps = [tuple(s) for s in json.loads(out.read_text())]
+    rows = _phases(stamps, calls, dump)  # type: ignore[arg-type]
+    # CPU time per send is what the load on a shared machine does not change much (the stamps add some).
+    return Traced(rows, spent[0] / n * 1000, sum(spent[1:]) / n * 1000)
+
+
+def columns(rows: list[dict[str, float]]) -> dict[str, list[float]]:
+    """Each phase's values over the sends (a phase a send did not go through left out)."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        for k, v in row.items():
+            if v == v:
+                out[k].append(v)
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--daemon":
+        _daemon(sys.argv[2], sys.argv[3:])
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--process", default="worker,daemon")
+    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose ptyd runs")
+    parser.add_argument("-n", type=int, default=200)
+    parser.add_argument("--dump", action="store_true", help="print each send's stamps")
+    parser.add_argument("--floods", type=int, default=0, help="sessions printing `seq inf` meanwhile")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from bench.harness import percentile
+
+    for process in args.process.split(","):
+        traced = trace(process, args.n, args.floods, args.code, args.dump)
         beside = f", beside {args.floods} floods" if args.floods else ""
-        print(f"\n{args.code} engine_process={process}: {len(rows)} sends{beside}, load {os.getloadavg()[0]:.1f}")
-        # CPU time per send is what the load on a shared machine does not change much (the stamps add some).
-        daemon_ms, workers_ms = spent[0] / args.n * 1000, sum(spent[1:]) / args.n * 1000
-        print(f"CPU per send: daemon {daemon_ms:.3f} ms, workers {workers_ms:.3f} ms")
-        columns: dict[str, list[float]] = defaultdict(list)
-        for row in rows:
-            for k, v in row.items():
-                if v == v:
-                    columns[k].append(v)
+        load = os.getloadavg()[0]
+        print(f"\n{args.code} engine_process={process}: {len(traced.rows)} sends{beside}, load {load:.1f}")
+        print(f"CPU per send: daemon {traced.daemon_ms:.3f} ms, workers {traced.workers_ms:.3f} ms")
         print(f"{'phase':30} {'median':>8} {'p90':>8}")
-        for k, values in columns.items():
+        for k, values in columns(traced.rows).items():
             print(f"{k:30} {percentile(values, 50):8.3f} {percentile(values, 90):8.3f}")
 
 

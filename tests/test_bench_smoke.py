@@ -62,6 +62,8 @@ def test_quick_bench_has_every_figure_exact_tails_and_leaves_no_process(tmp_path
     assert all("tails exact" in f["rows"][0]["note"] for f in throughput)
     flooded = next(f for f in results["figures"] if f["title"].startswith("4. Scale: send"))
     assert any(row["subject"].startswith("tmux, while") and row["n"] for row in flooded["rows"]), flooded
+    phases = next(f for f in results["figures"] if f["title"].startswith("4b."))  # where a send's ms go
+    assert {"quiet: total", "5 floods: total"} <= {row["subject"] for row in phases["rows"] if row["n"]}, phases
     memory = next(f for f in results["figures"] if f["title"].startswith("8."))
     assert {"open/close 2, workers", "flood 2, workers"} <= {row["subject"] for row in memory["rows"]}, memory
     assert _bench_processes() - before == set()
