@@ -211,3 +211,21 @@ def test_a_flood_whose_reader_is_paused_is_seldom_probed(monkeypatch: pytest.Mon
     during, reason = run(main)
     assert during <= 5  # 50 ms, then 100, 200: the cap doubles while it writes on (about 14 at 50 ms each)
     assert reason == "stdin_read"  # and once it stops, the shell's prompt ends the send
+
+
+def test_a_named_wait_looks_at_a_flood_every_few_ms_at_most() -> None:
+    # Each look searches the changed screen again, and a flood wakes the send's loop at each read: at most every
+    # BULK_PROBE_INTERVAL_S then, as until.py counts on; at every wake-up otherwise.
+    from ptyd.backends.session.send_loop import BULK_PROBE_INTERVAL_S
+
+    async def main() -> list[bool]:
+        flood = _Flood(bulk=True, unread=0)
+        loop = _probe_loop(flood)
+        looks = [loop._named_due(), loop._named_due()]
+        loop._named_at -= BULK_PROBE_INTERVAL_S
+        looks.append(loop._named_due())
+        flood.bulk = False
+        looks += [loop._named_due(), loop._named_due()]
+        return looks
+
+    assert run(main) == [True, False, True, True, True]

@@ -81,7 +81,8 @@ class SendLoop:
         self._activity: asyncio.Future[bool] | None = None
         self.keys_after = KeysAfterInput()  # when the keys pressed after a send's input go out
         self._facts: ProcessFacts | None = None  # read after the ready verdict, for the result (``facts``)
-        self._probed_at = 0.0  # when the last probe ran
+        self._probed_at = 0.0  # when the last probe ran...
+        self._named_at = 0.0  # ...and the named wait's last look
         self._bulk_cap = config.probe_max_interval_ms / 1000  # the longest wait between probes of a flood
 
     def wake(self, output: bool) -> None:
@@ -105,12 +106,13 @@ class SendLoop:
         min_interval = cfg.probe_min_interval_ms / 1000
         interval = min_interval
         self._facts = None
-        self._probed_at, self._bulk_cap = 0.0, cfg.probe_max_interval_ms / 1000
+        self._probed_at = self._named_at = 0.0
+        self._bulk_cap = cfg.probe_max_interval_ms / 1000
         while True:
             if self._session.exited:
                 return "session_exit", None
             self.canceller.follow(op.cancel)
-            if op.named is not None and (named := op.named.check(self.terminal)) is not None:
+            if op.named is not None and self._named_due() and (named := op.named.check(self.terminal)) is not None:
                 return named, None
             wait = 0.0 if op.keys else self._probe_wait(time.monotonic())
             if wait > 0:
@@ -144,6 +146,8 @@ class SendLoop:
             delay = min(interval, op.deadline - now, idle_deadline - now)
             if op.named is not None and (due := op.named.next_due()) is not None:
                 delay = min(delay, due - now)
+            if op.named is not None and self.channel.bulk:  # the named wait's next look (``_named_due``)
+                delay = min(delay, self._named_at + BULK_PROBE_INTERVAL_S - now)
             if op.keys:
                 delay = min(delay, KEYS_PROBE_S)
             if wait > 0:
@@ -153,6 +157,15 @@ class SendLoop:
                 await self._let_engine_start()
             else:
                 interval = min(interval * 2, cfg.probe_max_interval_ms / 1000)
+
+    def _named_due(self) -> bool:
+        """A named wait looks at every wake-up, but at a flood's output every few ms at most: each look searches the
+        changed screen again (``until``), and a flood wakes the loop at each read."""
+        now = time.monotonic()
+        if self.channel.bulk and now - self._named_at < BULK_PROBE_INTERVAL_S:
+            return False
+        self._named_at = now
+        return True
 
     def _probe_wait(self, now: float) -> float:
         """Seconds before the next readiness probe is worth its cost (0: probe now). While output pours in, the
