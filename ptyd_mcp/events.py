@@ -6,13 +6,18 @@ gets what it missed, then the rest as it comes. The SDK sends each stream's prim
 ``retry``) to hosts of protocol 2025-11-25, as SEP-1699 asks. Ids are ``STREAM/N``: the stream an id belongs to is
 read off it. The oldest streams' events are dropped past ``HTTP_EVENTS_KEPT`` events or ``HTTP_EVENT_BYTES_KEPT``
 bytes; an id whose events are gone replays nothing.
+
+One store serves every MCP session of the server, and the SDK names a request's stream by its JSON-RPC id, which
+every host numbers from 0 or 1: two hosts' request 3 shared stream "3", and a host resuming it was replayed the
+other's answer. So each session's transport gets its own view (``SessionEvents``): its streams are kept as
+``SESSION:STREAM`` and a Last-Event-ID of another session replays nothing (``per_session``).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from typing import final
+from typing import Any, final
 
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCMessage
@@ -58,3 +63,37 @@ class MemoryEventStore(EventStore):
             if n > after and message is not None:
                 await send_callback(EventMessage(message, f"{stream_id}/{n}"))
         return stream_id
+
+
+@final
+class SessionEvents(EventStore):
+    """One MCP session's view of the shared store: its stream ids prefixed by the session's id."""
+
+    def __init__(self, store: EventStore, session_id: str) -> None:
+        self._store = store
+        self._prefix = f"{session_id}:"
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        return await self._store.store_event(self._prefix + stream_id, message)
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        if not last_event_id.startswith(self._prefix):  # another session's id, or none of ours
+            return None
+        stream_id = await self._store.replay_events_after(last_event_id, send_callback)
+        return None if stream_id is None else stream_id.removeprefix(self._prefix)  # the SDK's own name for it
+
+
+def per_session(server: Any, store: EventStore) -> None:
+    """Give each session ``server``'s HTTP app admits its own view of ``store`` (call after ``streamable_http_app``).
+    The SDK passes one store to every transport it makes; its session manager's ``_admit_session`` is where a
+    session's transport is made (mcp 2.3.0, pinned; tests/mcp_server/test_resumable_http.py fails if that moves)."""
+    manager = server._session_manager
+    admit = manager._admit_session
+
+    def admit_with_own_events(*args: Any, **kwargs: Any) -> Any:
+        transport = admit(*args, **kwargs)
+        if transport is not None and transport._event_store is store:
+            transport._event_store = SessionEvents(store, transport.mcp_session_id)
+        return transport
+
+    manager._admit_session = admit_with_own_events

@@ -28,7 +28,7 @@ from ptyd.daemon.runtime import bind_socket
 from ptyd.loopback import SameUserOnly as _SameUserOnly
 from ptyd.loopback import peer_uid as peer_uid
 from ptyd_mcp.config import HTTP_RETRY_MS
-from ptyd_mcp.events import MemoryEventStore
+from ptyd_mcp.events import MemoryEventStore, per_session
 
 NEGOTIATED = re.compile(rb'"protocolVersion"\s*:\s*"([^"]{1,32})"')
 SESSIONS_REMEMBERED = 4096  # sessions whose negotiated version is kept (the oldest forgotten past it)
@@ -126,7 +126,8 @@ async def serve_http(
 
     app: ASGIApp
     # Resumable: a stream that drops (a send waiting for its program) is picked up again with Last-Event-ID.
-    resumable: dict[str, Any] = {"event_store": MemoryEventStore(), "retry_interval": HTTP_RETRY_MS}
+    events = MemoryEventStore()
+    resumable: dict[str, Any] = {"event_store": events, "retry_interval": HTTP_RETRY_MS}
     if unix_path is not None:
         # No browser reaches a Unix socket, so DNS rebinding (the Host-header check) does not apply.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -137,6 +138,7 @@ async def serve_http(
         app = SameUserOnly(SessionVersion(server.streamable_http_app(host="127.0.0.1", **resumable)))
         listener = socket.create_server(("127.0.0.1", port or 0))
         print(f"ptyd-mcp: streamable HTTP on http://127.0.0.1:{listener.getsockname()[1]}/mcp", file=sys.stderr)
+    per_session(server, events)  # each session replays only its own streams
     if secret is not None:
         app = BearerSecret(app, secret[0])
         print(f'ptyd-mcp: every request needs "Authorization: Bearer SECRET", SECRET in {secret[1]}', file=sys.stderr)

@@ -149,6 +149,60 @@ def test_an_unknown_event_id_replays_nothing(endpoint: tuple[str, dict[str, str]
     anyio.run(scenario)
 
 
+def test_a_resumed_stream_replays_its_own_sessions_events_only(endpoint: tuple[str, dict[str, str]]) -> None:
+    """Two hosts number their requests alike: A's request 3 drops after its priming event, B's request 3 is answered,
+    and A resumes. A gets its own answer, never B's (one store served every session and named streams by request
+    id: A was replayed both, another agent's output under the id it waited for); and B's event ids replay nothing
+    to A."""
+    http_url, auth = endpoint
+
+    async def answer_of(host: Host, message: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        async with host.http.stream("POST", http_url, json=message, headers=host.headers()) as response:
+            async for event in sse_events(response):
+                if event.get("data"):
+                    return json.loads(event["data"]), event["id"]
+        raise AssertionError("no answer")
+
+    async def resumed(host: Host, last_event_id: str) -> list[dict[str, Any]]:
+        headers = host.headers(**{"last-event-id": last_event_id, "accept": "text/event-stream"})
+        got: list[dict[str, Any]] = []
+        async with host.http.stream("GET", http_url, headers=headers) as response:
+            async for event in sse_events(response):
+                if event.get("data"):
+                    got.append(json.loads(event["data"]))
+                    if got[-1].get("id") == 3:
+                        break
+        return got
+
+    async def scenario() -> None:
+        async with httpx2.AsyncClient(timeout=60, headers=auth) as http:
+            a, b = Host(http, http_url), Host(http, http_url)
+            await a.initialize()
+            await b.initialize()
+            sid_a = (await a.call(tool(2, "terminal_open", env={"PS1": "$ "})))["result"]["structuredContent"]
+            sid_b = (await b.call(tool(2, "terminal_open", env={"PS1": "$ "})))["result"]["structuredContent"]
+            send_a = tool(3, "terminal_send", session_id=sid_a["session_id"], input="echo from-a\n")
+            async with http.stream("POST", http_url, json=send_a, headers=a.headers()) as response:
+                priming = await anext(sse_events(response))  # A's stream drops here
+            send_b = tool(3, "terminal_send", session_id=sid_b["session_id"], input="echo secret-of-b\n")
+            answer_b, b_event = await answer_of(b, send_b)
+            assert "secret-of-b" in answer_b["result"]["structuredContent"]["viewport"]
+            with anyio.fail_after(30):
+                got = await resumed(a, priming["id"])
+            views = [m["result"]["structuredContent"]["viewport"] for m in got if m.get("id") == 3]
+            assert len(views) == 1, views
+            assert "from-a" in views[0]
+            assert not any("secret-of-b" in json.dumps(m) for m in got), got
+            # B's own event id, handed to A's session: nothing of B's.
+            headers = a.headers(**{"last-event-id": b_event, "accept": "text/event-stream"})
+            with anyio.fail_after(20):
+                async with http.stream("GET", http_url, headers=headers) as response:
+                    body = (await response.aread()).decode()
+            assert "secret-of-b" not in body
+
+    anyio.run(scenario)
+
+
 @pytest.mark.parametrize(("negotiated", "primed"), [("2025-11-25", True), ("2025-03-26", False)])
 def test_the_sessions_version_decides_priming_not_a_stray_header(
     endpoint: tuple[str, dict[str, str]], negotiated: str, primed: bool
