@@ -37,4 +37,7 @@ HTTP_RETRY_MS = 1_000
 # Events kept for replay with Last-Event-ID, all streams together: the oldest streams' go first. A tool result is
 # one event, so this is many hosts' worth of calls in flight; the bytes bound keeps a run of screenshots in check.
 HTTP_EVENTS_KEPT = 4_096
+# An answer for a stream a host is resuming waits at most this long for the SDK to make that stream live, so that
+# it is forwarded rather than lost between the replay and the live tail (``events.SessionEvents``).
+HTTP_RESUME_LIVE_WAIT_S = 1.0
 HTTP_EVENT_BYTES_KEPT = 64 * 1024 * 1024

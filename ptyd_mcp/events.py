@@ -19,10 +19,11 @@ import itertools
 from collections import OrderedDict
 from typing import Any, final
 
+import anyio
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCMessage
 
-from ptyd_mcp.config import HTTP_EVENT_BYTES_KEPT, HTTP_EVENTS_KEPT
+from ptyd_mcp.config import HTTP_EVENT_BYTES_KEPT, HTTP_EVENTS_KEPT, HTTP_RESUME_LIVE_WAIT_S
 
 
 @final
@@ -67,33 +68,56 @@ class MemoryEventStore(EventStore):
 
 @final
 class SessionEvents(EventStore):
-    """One MCP session's view of the shared store: its stream ids prefixed by the session's id."""
+    """One MCP session's view of the shared store: its stream ids prefixed by the session's id.
 
-    def __init__(self, store: EventStore, session_id: str) -> None:
+    It also closes the SDK's replay window: after a stream's events are replayed, the SDK stores a priming event and
+    only then registers the stream as live; an answer stored in between was neither replayed nor forwarded, and the
+    host waited for it forever (a send's answer arriving as its host resumed: seen once in CI). Until the resumed
+    stream is live, storing an answer for it waits (``HTTP_RESUME_LIVE_WAIT_S`` at most): the SDK forwards it live."""
+
+    def __init__(self, store: EventStore, session_id: str, transport: Any = None) -> None:
         self._store = store
         self._prefix = f"{session_id}:"
+        self._transport = transport  # the session's StreamableHTTPServerTransport: its live streams
+        self._resuming: set[StreamId] = set()  # replayed, not yet seen live
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
-        return await self._store.store_event(self._prefix + stream_id, message)
+        event_id = await self._store.store_event(self._prefix + stream_id, message)
+        if message is not None and stream_id in self._resuming:  # not the priming event: the SDK awaits that one
+            await self._until_live(stream_id)
+        return event_id
 
     async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
         if not last_event_id.startswith(self._prefix):  # another session's id, or none of ours
             return None
         stream_id = await self._store.replay_events_after(last_event_id, send_callback)
-        return None if stream_id is None else stream_id.removeprefix(self._prefix)  # the SDK's own name for it
+        if stream_id is None:
+            return None
+        stream_id = stream_id.removeprefix(self._prefix)  # the SDK's own name for it
+        if self._transport is not None:
+            self._resuming.add(stream_id)
+        return stream_id
+
+    async def _until_live(self, stream_id: StreamId) -> None:
+        live = self._transport._request_streams
+        with anyio.move_on_after(HTTP_RESUME_LIVE_WAIT_S):
+            while stream_id not in live:  # noqa: ASYNC110 - the SDK's dict of live streams has no event to wait on
+                await anyio.sleep(0.001)
+        self._resuming.discard(stream_id)
 
 
 def per_session(server: Any, store: EventStore) -> None:
     """Give each session ``server``'s HTTP app admits its own view of ``store`` (call after ``streamable_http_app``).
     The SDK passes one store to every transport it makes; its session manager's ``_admit_session`` is where a
-    session's transport is made (mcp 2.3.0, pinned; tests/mcp_server/test_resumable_http.py fails if that moves)."""
+    session's transport is made, and the transport's ``_request_streams`` are its live streams (mcp 2.3.0, pinned;
+    tests/mcp_server/test_resumable_http.py fails if either moves)."""
     manager = server._session_manager
     admit = manager._admit_session
 
     def admit_with_own_events(*args: Any, **kwargs: Any) -> Any:
         transport = admit(*args, **kwargs)
         if transport is not None and transport._event_store is store:
-            transport._event_store = SessionEvents(store, transport.mcp_session_id)
+            transport._event_store = SessionEvents(store, transport.mcp_session_id, transport)
         return transport
 
     manager._admit_session = admit_with_own_events

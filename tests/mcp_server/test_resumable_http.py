@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -199,6 +200,51 @@ def test_a_resumed_stream_replays_its_own_sessions_events_only(endpoint: tuple[s
                 async with http.stream("GET", http_url, headers=headers) as response:
                     body = (await response.aread()).decode()
             assert "secret-of-b" not in body
+
+    anyio.run(scenario)
+
+
+def test_an_answer_stored_between_a_replay_and_the_live_tail_waits_for_the_tail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK replays a resumed stream, stores its priming event, and only then makes the stream live: an answer
+    stored in between was lost, and the host waited forever (once in CI). It now waits to be stored until the
+    stream is live, then the SDK forwards it; the priming event does not wait (the SDK awaits it before going live);
+    and a stream that never goes live holds an answer HTTP_RESUME_LIVE_WAIT_S at most."""
+    from mcp_types import JSONRPCResponse
+
+    from ptyd_mcp import events
+
+    async def scenario() -> None:
+        transport = SimpleNamespace(_request_streams={})
+        store = events.SessionEvents(events.MemoryEventStore(), "s1", transport)
+        priming = await store.store_event("3", None)  # the original request's stream, dropped after this
+        replayed: list[object] = []
+
+        async def take(message: object) -> None:
+            replayed.append(message)
+
+        assert await store.replay_events_after(priming, take) == "3"
+        stored: list[str] = []
+        answer = JSONRPCResponse(jsonrpc="2.0", id=3, result={})
+        async with anyio.create_task_group() as tasks:
+
+            async def router() -> None:
+                stored.append(await store.store_event("3", answer))
+
+            tasks.start_soon(router)
+            with anyio.fail_after(5):
+                await store.store_event("3", None)  # the resumed stream's priming event: at once
+            await anyio.sleep(0.05)  # the router's store is held meanwhile (proving absence)
+            assert stored == []
+            transport._request_streams["3"] = object()  # the SDK makes it live
+        assert len(stored) == 1
+        assert replayed == []  # nothing after the priming event was replayed: the answer goes live
+        monkeypatch.setattr(events, "HTTP_RESUME_LIVE_WAIT_S", 0.1)
+        never = events.SessionEvents(events.MemoryEventStore(), "s2", SimpleNamespace(_request_streams={}))
+        assert await never.replay_events_after(await never.store_event("4", None), take) == "4"
+        with anyio.fail_after(5):
+            await never.store_event("4", answer)  # given up on after the bound
 
     anyio.run(scenario)
 
