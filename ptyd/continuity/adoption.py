@@ -25,7 +25,6 @@ from ptyd.backends.session_state import SessionState
 from ptyd.continuity import handover
 from ptyd.continuity.document import DaemonState, StateFile
 from ptyd.service.service import PtyService
-from ptyd.terminal.workers.memory import give_back
 
 log = logging.getLogger("ptyd.adoption")
 
@@ -38,9 +37,9 @@ class FdKeeper(Protocol):
     def sync(self, masters: dict[str, int]) -> None: ...
 
 
-# A save that wrote this much gives what it allocated back to the system: its copies of every retained line and their
-# JSON (8 MiB a session whose scrollback is full of 4-byte text) were freed in the writer thread's arena and stayed
-# resident (4-byte fill: 6.8-7.0 MiB a session against a 4 + 1 MiB budget; 4.9-5.7 with this).
+# A save that wrote this much leaves memory to give back once saves pause (``large_saved``): its copies of every
+# retained line and their JSON (8 MiB a session whose scrollback is full of 4-byte text) were freed in the writer
+# thread's arena and stayed resident (4-byte fill: 6.8-7.0 MiB a session against a 4 + 1 MiB budget).
 GIVE_BACK_SAVE_BYTES = 1 << 20
 NEW_SESSION_SAVE_S = 0.2  # a new session is in the saved state this soon: a crash just after an open keeps it
 TIOCGPTPEER = 0x5441  # _IO('T', 0x41): open the slave of a PTY master (Linux 4.13)
@@ -98,6 +97,7 @@ class StateSaver:
         self._soon: asyncio.TimerHandle | None = None
         self._pending: DaemonState | None = None  # the newest state not yet written
         self._writer: asyncio.Task[None] | None = None
+        self.large_saved = 0.0  # time.monotonic() of the last large save, until the daemon gave its memory back
 
     def _sessions(self) -> dict[str, PtyBackendSession]:
         return {sid: e.session for sid, e in self.service.entries()}
@@ -159,7 +159,7 @@ class StateSaver:
                     log.warning("cannot write the state file %s: %s", self.state_file.path, exc)
                     continue
                 if size >= GIVE_BACK_SAVE_BYTES:
-                    await asyncio.to_thread(give_back)
+                    self.large_saved = time.monotonic()
                 log.debug(
                     "saved %d sessions (%d bytes) in %.1f ms, off the loop",
                     len(state.sessions),

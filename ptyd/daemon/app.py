@@ -476,12 +476,21 @@ class Daemon:
                 give_back_memory()
                 after = rss_bytes(os.getpid()) or 0
                 log.info("gave back what %d closed sessions held: %d -> %d MiB", closed, before >> 20, after >> 20)
-            elif FLOOD_ENDS.count and time.monotonic() - FLOOD_ENDS.last >= GIVE_BACK_QUIET_S:
-                floods, FLOOD_ENDS.count = FLOOD_ENDS.count, 0
+            elif (FLOOD_ENDS.count or saver.large_saved) and (
+                time.monotonic() - max(FLOOD_ENDS.last, saver.large_saved) >= GIVE_BACK_QUIET_S
+            ):
+                # A trim costs ~15 ms with a fragmented heap, the loop's allocations waiting meanwhile: once floods
+                # and large state saves pause, not after each.
+                floods, FLOOD_ENDS.count, saver.large_saved = FLOOD_ENDS.count, 0, 0.0
                 before = rss_bytes(os.getpid()) or 0
                 give_back()  # a flood's objects are freed as it goes: no collector pass, only the allocator's
                 after = rss_bytes(os.getpid()) or 0
-                log.debug("gave back what %d floods left free: %d -> %d MiB", floods, before >> 20, after >> 20)
+                log.debug(
+                    "gave back what %d floods and the state saves left free: %d -> %d MiB",
+                    floods,
+                    before >> 20,
+                    after >> 20,
+                )
             if now >= next_sweep:
                 # Often enough that an idle agent outlives its timeout by at most a quarter of it.
                 next_sweep = now + min(30.0, self.config.agent_idle_timeout_ms / 4000)

@@ -176,22 +176,20 @@ class SendLane:
     went out ``URGENT_AFTER_INPUT_S`` ago (a command that runs longer is not slowed by a flood's few ms)."""
 
     def __init__(self) -> None:
-        self._sending: set[int] = set()  # id(channel) with a send in flight
-        # ...-> when it last wrote or printed, unless it last printed in bulk (50 floods with sends in flight made
+        self._wrote: dict[int, float] = {}  # id(channel) with a send in flight -> when its input last went out...
+        # ...and when it last wrote or printed, unless it last printed in bulk (50 floods with sends in flight made
         # every look for an urgent one walk them all)
         self._active: dict[int, float] = {}
-        self._wrote: dict[int, float] = {}  # ...and when its input last went out
         # Floods waiting, (id(channel), "read" or "render") -> how to resume it: a channel's reader and renderer
         # are held apart (one resume for both lost the other's: its reader or renderer stopped for good).
         self._held: dict[tuple[int, str], Callable[[], None]] = {}
 
     def enter(self, key: int) -> None:
-        self._sending.add(key)
         self._active[key] = self._wrote[key] = time.monotonic()
 
     def touch(self, key: int, now: float, *, wrote: bool = False) -> None:
         """``key`` wrote input or printed at ``now`` (0: printed in bulk, which is not urgent)."""
-        if key in self._sending:
+        if key in self._wrote:
             if now:
                 self._active[key] = now
             else:
@@ -200,7 +198,6 @@ class SendLane:
                 self._wrote[key] = now
 
     def leave(self, key: int) -> None:
-        self._sending.discard(key)
         self._active.pop(key, None)
         self._wrote.pop(key, None)
         now = time.monotonic()

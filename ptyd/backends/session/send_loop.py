@@ -83,7 +83,8 @@ class SendLoop:
         self._facts: ProcessFacts | None = None  # read after the ready verdict, for the result (``facts``)
         self._probed_at = 0.0  # when the last probe ran...
         self._named_at = 0.0  # ...and the named wait's last look
-        self._bulk_cap = config.probe_max_interval_ms / 1000  # the longest wait between probes of a flood
+        self._cap_floor = config.probe_max_interval_ms / 1000
+        self._bulk_cap = self._cap_floor  # the longest wait between probes of a flood (it doubles from the floor)
 
     def wake(self, output: bool) -> None:
         """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now."""
@@ -107,7 +108,7 @@ class SendLoop:
         interval = min_interval
         self._facts = None
         self._probed_at = self._named_at = 0.0
-        self._bulk_cap = cfg.probe_max_interval_ms / 1000
+        self._bulk_cap = self._cap_floor
         while True:
             if self._session.exited:
                 return "session_exit", None
@@ -176,13 +177,13 @@ class SendLoop:
         floods with sends in flight, probed at each wake-up, took 40% of the daemon (py-spy) and the sends beside
         them waited for it. A probe comes anyway after ``_bulk_cap``, which doubles while the program writes on."""
         if not self.channel.bulk:
-            self._bulk_cap = self._config.probe_max_interval_ms / 1000
+            self._bulk_cap = self._cap_floor
             return 0.0
         since = now - self._probed_at
         if since < BULK_PROBE_INTERVAL_S:
             return BULK_PROBE_INTERVAL_S - since
         if not self.channel.unread():
-            self._bulk_cap = self._config.probe_max_interval_ms / 1000
+            self._bulk_cap = self._cap_floor
             return 0.0
         if since < self._bulk_cap:
             return self._bulk_cap - since
