@@ -189,6 +189,14 @@ class Terminal:
             self.capture.offer(self.scrollback.total, rows)
         self.scrollback.extend(rows, wraps)
 
+    def _scrolled_off_joined(self, rows: str) -> None:
+        """Rows joined by LF (none soft-wrapped) left the main screen: a fast-forward's middle, kept
+        joined unless a send's head capture still takes rows."""
+        if self.capture is not None and self.capture.room > 0:
+            self._scrolled_off(rows.split("\n"))
+        else:
+            self.scrollback.extend_joined(rows)
+
     def _screen_wraps(self, start: int, end: int) -> list[int]:
         """Rows ``[start, end)`` of the main screen that the terminal soft-wrapped onto the next row."""
         return []

@@ -64,6 +64,25 @@ def test_joined_rows_split_back_exactly(rows: list[str]) -> None:
     assert m.scrolled_rows(m.joined_rows(rows)) == rows
 
 
+def test_a_joined_block_travels_as_it_came_between_the_others() -> None:
+    # A fast-forward's middle is joined already: the relay neither splits it nor merges it into a list block.
+    relay = RelayScrollback()
+    relay.extend(["a1", "a2"], [(1, 80)])
+    relay.extend_joined("m1\nm2\n\nm4")
+    relay.extend(["b1"], [(0, 80)])
+    relay.muted = True
+    relay.extend_joined("muted\nrows")
+    relay.muted = False
+    scrolled, wraps = relay.take()
+    assert scrolled == ["a1\na2", "m1\nm2\n\nm4", "b1"]
+    assert _rows_and_wraps(scrolled, wraps) == [
+        (["a1", "a2"], [(1, 80)]),
+        (["m1", "m2", "", "m4"], []),
+        (["b1"], [(0, 80)]),
+    ]
+    assert relay.total == 9
+
+
 def test_a_muted_relay_sends_no_block() -> None:
     relay = RelayScrollback()
     relay.muted = True

@@ -25,7 +25,8 @@ class RelayScrollback(Scrollback):
 
     def __init__(self) -> None:
         super().__init__(_UNBOUNDED, _UNBOUNDED)  # never skips: the daemon's bound is the one that binds
-        self.out: list[list[str] | int] = []  # blocks of rows (one per run between skips), or rows skipped
+        # Blocks of rows (one per run between skips; a fast-forward's joined already), or rows skipped.
+        self.out: list[list[str] | str | int] = []
         self.out_wraps: list[tuple[int, int]] = []  # (index among the rows in ``out``, width): see ``Ack``
         self._out_rows = 0
         self.muted = False
@@ -45,11 +46,20 @@ class RelayScrollback(Scrollback):
                 self._out_rows += len(lines)
             self.total += len(lines)
 
+    def extend_joined(self, text: str, wraps: Sequence[tuple[int, int]] = ()) -> None:
+        """Rows joined by LF (a fast-forward's middle): passed on as they are, one block of ``Ack.scrolled``."""
+        count = text.count("\n") + 1
+        if not self.muted:
+            self.out_wraps.extend((self._out_rows + index, width) for index, width in wraps)
+            self.out.append(text)
+            self._out_rows += count
+        self.total += count
+
     def take(self) -> tuple[list[str | list[str] | int], list[tuple[int, int]]]:
         """What was appended since the last call, for an ``Ack`` (blocks joined: see ``Ack.scrolled``)."""
         out, wraps = self.out, self.out_wraps
         self.out, self.out_wraps, self._out_rows = [], [], 0
-        return [block if isinstance(block, int) else m.joined_rows(block) for block in out], wraps
+        return [block if isinstance(block, int | str) else m.joined_rows(block) for block in out], wraps
 
     def skip(self, count: int) -> None:
         if not self.muted:

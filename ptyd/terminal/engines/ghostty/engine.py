@@ -41,7 +41,7 @@ from ptyd.terminal.engines.ghostty.output import OutputQueue
 from ptyd.terminal.engines.ghostty.redraw import vt_dump
 from ptyd.terminal.engines.ghostty.screen import GhosttyScreen, Grid
 from ptyd.terminal.engines.ghostty.styled import from_ghostty
-from ptyd.terminal.plain import SGR, rows_of
+from ptyd.terminal.plain import SGR, after_lines, joined_rows_of, last_lines, longer_than
 from ptyd.terminal.replay import TerminalState
 from ptyd.terminal.styled import StyledScreen
 
@@ -227,29 +227,33 @@ class GhosttyTerminal(Terminal):
             start += len(chunk)
 
     def _fast_forward(self, text: str) -> None:
-        """Plain lines: the first screenful and the last through Ghostty, those between straight to scrollback."""
-        lines = text.split("\r\n")
-        lines.pop()  # text ends with CRLF
+        """Plain lines: the first screenful and the last through Ghostty, those between straight to scrollback.
+        The text is cut where lines end, never into a list of its lines (``seq``: 125,000 of them a MB)."""
         plain = SGR.sub("", text) if "\x1b" in text else text
-        bare = plain.split("\r\n") if plain is not text else lines
         rows, cols = self._rows, self._cols
+        count = text.count("\r\n")  # text ends with CRLF
         # A line that might wrap is left to Ghostty: wide characters take two cells.
         width = cols if plain.isascii() else cols // 2
-        if len(lines) < 3 * rows or max(map(len, bare)) > width or self._alt_active() or self.vt.mode(_DECLRMM):
+        if count < 3 * rows or longer_than(plain, width) or self._alt_active() or self.vt.mode(_DECLRMM):
             self._write_all(text.encode())
             return
+        head = after_lines(text, rows)
         before = self.scrollback.total
-        self._write_all(("\r\n".join(lines[:rows]) + "\r\n").encode())
+        self._write_all(text[:head].encode())
         if self.scrollback.total == before or self.vt.cursor != (0, rows - 1):  # a scroll region holds the rows
-            self._write_all(("\r\n".join(lines[rows:]) + "\r\n").encode())
+            self._write_all(text[head:].encode())
             return
-        tail = len(lines) - (rows - 1)
+        tail = last_lines(text, rows - 1)
         # What scrolling the rest through would push off the top: the rows above the cursor, then the middle.
         self._scroll_off(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows - 1)
-        middle = bare[rows:tail]  # every line fits its row (checked above): rows of their own unless trimmed
-        self._scrolled_off(rows_of(middle, cols, strip=True) if " \r\n" in plain else middle)
-        pen = "".join(SGR.findall("\r\n".join(lines[rows:tail]))) if plain is not text else ""
-        self._write((pen + "\r\n".join(lines[tail:]) + "\r\n").encode(), harvest=False)
+        if plain is text:
+            middle, pen = text[head:tail], ""
+        else:
+            middle = plain[after_lines(plain, rows) : last_lines(plain, rows - 1)]
+            pen = "".join(SGR.findall(text, head, tail))
+        # Every line fits its row (checked above): a row of its own.
+        self._scrolled_off_joined(joined_rows_of(middle))
+        self._write((pen + text[tail:]).encode(), harvest=False)
         self._skip_history()  # what the last screenful pushed into Ghostty's history is copied already
 
     def _fitting(self, data: bytes, start: int) -> bytes:
