@@ -24,7 +24,9 @@ PROGRESS_MIN = 3
 TAIL_SHARE = (5, 8)  # of the budget, for the tail; errors get at most a quarter, the head what is left
 ERROR_SHARE = 4
 _DIGITS = re.compile(r"\d+")
-_PROGRESS = re.compile(r"\d%|\d+/\d+|\d\s?(?:[kKMGT]i?B|B/s|it/s)\b|\beta\b", re.IGNORECASE)
+# Searched in every folded line: "\d/\d" finds what "\d+/\d+" would without backtracking through each run of
+# digits, and cases spelled out rather than IGNORECASE (a window of `seq` lines: 9 -> 4 ms a result).
+_PROGRESS = re.compile(r"\d(?:%|/\d|\s?(?:[kKmMgGtT][iI]?[bB]|[bB]/[sS]|[iI][tT]/[sS])\b)|\b[eE][tT][aA]\b")
 LOOKS_LIKE_ERROR = re.compile(
     r"\b(?:error|errors|fatal|failed|failure|fail|exception|traceback|panic|panicked|warning|warn|denied|abort"
     r"|aborted|segmentation fault|cannot|could not|no such file|not found|undefined reference)\b"
@@ -98,6 +100,20 @@ ERROR_WORDS = (
     "not found",
     "undefined reference",
 )  # every alternative of LOOKS_LIKE_ERROR contains one (lower case), or the line starts with E
+
+
+def looks_like_error(text: str) -> bool:
+    """``LOOKS_LIKE_ERROR.search``, the words looked for first: its alternatives take ~24 us a log line, the
+    words under 1 (a result's head of 2,000 lines was looked through line by line)."""
+    low = text.lower()
+    if low.startswith("e"):
+        return LOOKS_LIKE_ERROR.search(text) is not None
+    for word in ERROR_WORDS:
+        if word in low:
+            return LOOKS_LIKE_ERROR.search(text) is not None
+    return False
+
+
 ERROR_HITS = 256  # lines looked at per word in the middle of a flood: the oldest errors are what is kept
 ERROR_CHUNK = 2048  # lines searched at a time
 
@@ -186,7 +202,9 @@ def compact_bound(
         pieces, folded, windowed = fold_long(head + tail, tail_start - len(head), None if head else numbers, window)
         lost: tuple[int, int] | None = None
     else:
-        head_pieces, folded_head = fold(head, gap[0] - len(head))
+        # The head too is folded in its windows alone: a captured head of 2,000 `seq` lines folded whole was
+        # 20-40 ms of each such result, for a head that gets less than the budget.
+        head_pieces, folded_head, _ = fold_long(head, gap[0] - len(head), None, window)
         tail_pieces, folded, windowed = fold_long(tail, tail_start, numbers, window)
         pieces, folded = head_pieces + tail_pieces, folded + folded_head
         lost = (gap[0], tail_start)
@@ -215,7 +233,7 @@ def compact_bound(
         size = _size(pieces[k])
         if error_used + size > error_budget:
             continue
-        if LOOKS_LIKE_ERROR.search(pieces[k].text):
+        if looks_like_error(pieces[k].text):
             kept.add(k)
             error_used += size
     used += error_used
