@@ -41,7 +41,7 @@ from ptyd.terminal.engines.ghostty.output import OutputQueue
 from ptyd.terminal.engines.ghostty.redraw import vt_dump
 from ptyd.terminal.engines.ghostty.screen import GhosttyScreen, Grid
 from ptyd.terminal.engines.ghostty.styled import from_ghostty
-from ptyd.terminal.plain import SGR, after_lines, joined_rows_of, last_lines, longer_than
+from ptyd.terminal.plain import SGR, after_lines, joined_rows_of, last_lines, longer_than, rows_of
 from ptyd.terminal.replay import TerminalState
 from ptyd.terminal.styled import StyledScreen
 
@@ -228,13 +228,18 @@ class GhosttyTerminal(Terminal):
 
     def _fast_forward(self, text: str) -> None:
         """Plain lines: the first screenful and the last through Ghostty, those between straight to scrollback.
-        The text is cut where lines end, never into a list of its lines (``seq``: 125,000 of them a MB)."""
+        ASCII is cut where lines end, never split into a list of its lines (``seq``: 125,000 of them a MB), and
+        its middle goes to scrollback joined; wider text (a ``tree`` listing) is split, once."""
         plain = SGR.sub("", text) if "\x1b" in text else text
         rows, cols = self._rows, self._cols
         count = text.count("\r\n")  # text ends with CRLF
-        # A line that might wrap is left to Ghostty: wide characters take two cells.
-        width = cols if plain.isascii() else cols // 2
-        if count < 3 * rows or longer_than(plain, width) or self._alt_active() or self.vt.mode(_DECLRMM):
+        if plain.isascii():
+            lines = None
+            too_long = longer_than(plain, cols)
+        else:  # wide characters take two cells: a line that might wrap is left to Ghostty
+            lines = plain.split("\r\n")
+            too_long = max(map(len, lines)) > cols // 2
+        if count < 3 * rows or too_long or self._alt_active() or self.vt.mode(_DECLRMM):
             self._write_all(text.encode())
             return
         head = after_lines(text, rows)
@@ -244,15 +249,17 @@ class GhosttyTerminal(Terminal):
             self._write_all(text[head:].encode())
             return
         tail = last_lines(text, rows - 1)
-        # What scrolling the rest through would push off the top: the rows above the cursor, then the middle.
+        # What scrolling the rest through would push off the top: the rows above the cursor, then the middle,
+        # every line of it a row of its own (checked above).
         self._scroll_off(lib.GHOSTTY_POINT_TAG_ACTIVE, 0, rows - 1)
-        if plain is text:
-            middle, pen = text[head:tail], ""
+        if lines is not None:
+            middle = lines[rows : count - (rows - 1)]
+            self._scrolled_off(rows_of(middle, cols, strip=True) if " \r\n" in plain else middle)
+        elif plain is text:
+            self._scrolled_off_joined(joined_rows_of(text[head:tail]))
         else:
-            middle = plain[after_lines(plain, rows) : last_lines(plain, rows - 1)]
-            pen = "".join(SGR.findall(text, head, tail))
-        # Every line fits its row (checked above): a row of its own.
-        self._scrolled_off_joined(joined_rows_of(middle))
+            self._scrolled_off_joined(joined_rows_of(plain[after_lines(plain, rows) : last_lines(plain, rows - 1)]))
+        pen = "".join(SGR.findall(text, head, tail)) if plain is not text else ""
         self._write((pen + text[tail:]).encode(), harvest=False)
         self._skip_history()  # what the last screenful pushed into Ghostty's history is copied already
 
