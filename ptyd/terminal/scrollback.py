@@ -61,10 +61,6 @@ def row_start(text: str, n: int) -> int:
     return pos + 1
 
 
-def _rows_in(block: list[str] | str) -> int:
-    return len(block) if isinstance(block, list) else block.count("\n") + 1
-
-
 def memory_size(lines: list[str]) -> int:
     """The sum of ``line_cost``, at C speed."""
     joined = "".join(lines)
@@ -84,6 +80,7 @@ class Scrollback:  # not final: an engine worker relays what its engines append 
         self.max_bytes = max_bytes
         self._blocks: deque[list[str] | str] = deque()  # a str: ASCII lines joined by "\n" (``extend_joined``)
         self._sizes: deque[int] = deque()  # memory_size of each block
+        self._rows: deque[int] = deque()  # lines in each block (a joined one is not counted again at each eviction)
         self.first = 0  # number of the oldest retained line
         self.total = 0  # number of lines ever appended
         self._bytes = 0
@@ -117,9 +114,11 @@ class Scrollback:  # not final: an engine worker relays what its engines append 
             # Merge small appends (one line per scroll) so the deque does not hold a block per line.
             last.extend(lines)
             self._sizes[-1] += size
+            self._rows[-1] += len(lines)
         else:
             self._blocks.append(list(lines))
             self._sizes.append(size)
+            self._rows.append(len(lines))
         self.total += len(lines)
         self._bytes += size
         self._evict()
@@ -142,19 +141,20 @@ class Scrollback:  # not final: an engine worker relays what its engines append 
         size = len(text) - (count - 1) + LINE_OVERHEAD * count  # what ``memory_size`` says of the lines
         self._blocks.append(text)
         self._sizes.append(size)
+        self._rows.append(count)
         self.total += count
         self._bytes += size
         self._evict()
 
     def _evict(self) -> None:
         while self._blocks and (self.retained > self.max_lines or self._bytes > self.max_bytes):
-            block, size = self._blocks[0], self._sizes[0]
-            rows = _rows_in(block)
+            block, size, rows = self._blocks[0], self._sizes[0], self._rows[0]
             over_lines = self.retained - self.max_lines
             over_bytes = self._bytes - self.max_bytes
             if over_lines >= rows or over_bytes >= size:
                 self._blocks.popleft()
                 self._sizes.popleft()
+                self._rows.popleft()
                 self._bytes -= size
                 self.first += rows
                 continue
@@ -165,6 +165,7 @@ class Scrollback:  # not final: an engine worker relays what its engines append 
                 if freed >= over_bytes:  # the line bound binds: the head goes without splitting
                     self._blocks[0] = block[cut:]
                     self._sizes[0] -= freed
+                    self._rows[0] -= drop
                     self._bytes -= freed
                     self.first += drop
                     continue
@@ -183,6 +184,7 @@ class Scrollback:  # not final: an engine worker relays what its engines append 
                 drop = min(len(block), drop + step)
             del block[:drop]
             self._sizes[0] -= freed
+            self._rows[0] -= drop
             self._bytes -= freed
             self.first += drop
         if self._wraps and self._wraps[0][0] < self.first:
@@ -204,9 +206,9 @@ class Scrollback:  # not final: an engine worker relays what its engines append 
         # Block start numbers, from the oldest retained line.
         starts: list[int] = []
         n = self.first
-        for block in self._blocks:
+        for rows in self._rows:
             starts.append(n)
-            n += _rows_in(block)
+            n += rows
         i = bisect_right(starts, start) - 1
         pos = start
         while pos < end and i < len(self._blocks):
@@ -223,6 +225,7 @@ class Scrollback:  # not final: an engine worker relays what its engines append 
     def clear(self) -> None:
         self._blocks.clear()
         self._sizes.clear()
+        self._rows.clear()
         self._wraps.clear()
         self.first = self.total
         self._bytes = 0

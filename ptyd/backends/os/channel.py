@@ -325,6 +325,7 @@ class PtyChannel:
             return
         got = 0
         kept = len(self._raw)
+        reads: list[bytes] = []
         self._more = True  # unless a read finds the PTY empty
         for _ in range(READS_PER_WAKEUP):
             if got >= READ_BURST:
@@ -340,10 +341,13 @@ class PtyChannel:
             if not data:
                 self._stop_reading()
                 break
-            self._raw += self._filter(data) if self._filter is not None else data
+            reads.append(data)
             got += len(data)
         if not got:
             return
+        # Filtered (and recorded) once a wake-up: a read brings ~4 KiB of a flood, the filter's cost is per call.
+        data = reads[0] if len(reads) == 1 else b"".join(reads)
+        self._raw += self._filter(data) if self._filter is not None else data
         front = self._front()
         if not self._fronts or self._fronts[-1][1] != front:
             self._fronts.append((self.received, front))
