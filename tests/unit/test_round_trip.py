@@ -229,3 +229,34 @@ def test_a_named_wait_looks_at_a_flood_every_few_ms_at_most() -> None:
         return looks
 
     assert run(main) == [True, False, True, True, True]
+
+
+def test_a_flood_being_sent_does_not_wake_its_loop_at_each_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A flood's send loop woke at each of its reads (~4 KiB) only to sleep again until the probe was due: 700
+    # wake-ups for a `seq` of 10 MB, each a future, a timer and a few reads of the clock and the PTY.
+    async def main() -> tuple[int, int, p.SendResult]:
+        async with local_service() as service:
+            agent, _ = service.register("t")
+            sid = await open_exec(service, agent, "/bin/sh")
+            send_loop = local(service, sid).sends.send_loop
+            wake, sleep = send_loop.wake, send_loop._sleep_or_activity
+            wakes, sleeps = [0], [0]
+
+            def counted_wake(output: bool) -> None:
+                wakes[0] += output
+                wake(output)
+
+            async def counted_sleep(delay: float, *, flood: bool = False) -> bool:
+                sleeps[0] += 1
+                return await sleep(delay, flood=flood)
+
+            monkeypatch.setattr(send_loop, "wake", counted_wake)
+            monkeypatch.setattr(send_loop, "_sleep_or_activity", counted_sleep)
+            result = await service.send(agent, send_params(sid, "seq 1 300000\n", timeout_ms=60_000)).result()
+            return wakes[0], sleeps[0], result
+
+    wakes, sleeps, result = run(main)
+    assert result.wait_reason == "stdin_read"  # the prompt after the flood still ends the send at once
+    assert "300000" in result.viewport
+    assert wakes > 100
+    assert sleeps * 3 < wakes

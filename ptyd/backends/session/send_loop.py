@@ -79,6 +79,9 @@ class SendLoop:
         self.canceller = canceller
         self.view = view
         self._activity: asyncio.Future[bool] | None = None
+        # The loop sleeps until a flood's next probe: its bulk reads do not wake it (``wake``), only noted.
+        self._flood_sleep = False
+        self._flood_output = False
         self.keys_after = KeysAfterInput()  # when the keys pressed after a send's input go out
         self._facts: ProcessFacts | None = None  # read after the ready verdict, for the result (``facts``)
         self._probed_at = 0.0  # when the last probe ran...
@@ -87,20 +90,35 @@ class SendLoop:
         self._bulk_cap = self._cap_floor  # the longest wait between probes of a flood (it doubles from the floor)
 
     def wake(self, output: bool) -> None:
-        """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now."""
+        """Something happened (``output``: output arrived; else an exit or a cancel): the loop checks again now,
+        unless a flood wrote on while the loop waits for its next probe and the probe is not due yet (as
+        ``_probe_wait`` has it: within its few ms, or more of the flood waits unread): a wake-up at each of its reads
+        (~4 KiB) only went back to sleep (700 a `seq` of 10 MB). Output that is not bulk (the prompt after a
+        flood) wakes it as ever."""
+        if (
+            output
+            and self._flood_sleep
+            and self.channel.bulk
+            and (time.monotonic() - self._probed_at < BULK_PROBE_INTERVAL_S or self.channel.unread())
+        ):
+            self._flood_output = True
+            return
         if self._activity is not None and not self._activity.done():
             self._activity.set_result(output)
 
-    async def _sleep_or_activity(self, delay: float) -> bool:
-        """Sleep up to ``delay``; True if output arrived meanwhile."""
+    async def _sleep_or_activity(self, delay: float, *, flood: bool = False) -> bool:
+        """Sleep up to ``delay``; True if output arrived meanwhile. ``flood``: a flood's bulk output does not end
+        the sleep (``wake``)."""
         fut: asyncio.Future[bool] = self.loop.create_future()
         self._activity = fut
+        self._flood_sleep, self._flood_output = flood, False
         timer = self.loop.call_later(delay, _resolve, fut, False)
         try:
-            return await fut
+            return await fut or self._flood_output
         finally:
             timer.cancel()
             self._activity = None
+            self._flood_sleep = False
 
     async def wait_ready(self, op: SendOp) -> tuple[p.WaitReason, Verdict | None]:
         cfg = self._config
@@ -144,16 +162,17 @@ class SendLoop:
             idle_deadline = self._idle_deadline(op)
             if now >= idle_deadline:
                 return "inferred_idle", None
-            delay = min(interval, op.deadline - now, idle_deadline - now)
+            if wait == 0 and not verdict.ready and not op.keys and self.channel.bulk:
+                wait = BULK_PROBE_INTERVAL_S  # a flood just probed: its next probe is a few ms away
+            # A flood sleeps until its next probe is due, not the interval (its reads reset it at each wake-up).
+            delay = min(wait if wait > 0 else interval, op.deadline - now, idle_deadline - now)
             if op.named is not None and (due := op.named.next_due()) is not None:
                 delay = min(delay, due - now)
             if op.named is not None and self.channel.bulk:  # the named wait's next look (``_named_due``)
                 delay = min(delay, self._named_at + BULK_PROBE_INTERVAL_S - now)
             if op.keys:
                 delay = min(delay, KEYS_PROBE_S)
-            if wait > 0:
-                delay = min(delay, wait)
-            if await self._sleep_or_activity(max(delay, 0.0)):
+            if await self._sleep_or_activity(max(delay, 0.0), flood=wait > 0):
                 interval = min_interval
                 await self._let_engine_start()
             else:
