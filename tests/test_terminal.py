@@ -275,6 +275,16 @@ def test_soft_wraps_on_the_screen_survive_a_handover(engine: str) -> None:
     assert under.feed("\x1b[?1049l").t.wraps(0, under.t.total_lines) == screen_wraps
 
 
+@pytest.mark.parametrize("fill", ["━", "⠋", "é", "日", "✔\ufe0f", "ж│"])
+def test_rows_of_narrow_symbols_wrap_and_wide_ones_too(fill: str, engine: str) -> None:
+    # Rows that are not ASCII are asked of the engine whenever they may be as wide as the screen: a row of braille
+    # or box drawing is as wide as it is long, one of CJK or emoji twice that.
+    term = Term(40, 8).feed(fill * 100 + "\r\nshort " + fill * 3 + "\r\n")
+    found = term.t.wraps(term.t.scrollback.total, term.t.total_lines)
+    cells = 2 if fill in ("日", "✔\ufe0f") else len(fill)
+    assert len(found) == -(-100 * cells // 40) - 1
+
+
 @pytest.mark.parametrize(
     ("keys", "normal", "application"),
     [

@@ -5,6 +5,7 @@ output read for a worker goes out before the probe that the same output woke."""
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -231,32 +232,47 @@ def test_a_named_wait_looks_at_a_flood_every_few_ms_at_most() -> None:
     assert run(main) == [True, False, True, True, True]
 
 
-def test_a_flood_being_sent_does_not_wake_its_loop_at_each_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flood_being_sent_does_not_wake_its_loop_at_each_read() -> None:
     # A flood's send loop woke at each of its reads (~4 KiB) only to sleep again until the probe was due: 700
     # wake-ups for a `seq` of 10 MB, each a future, a timer and a few reads of the clock and the PTY.
-    async def main() -> tuple[int, int, p.SendResult]:
+    from ptyd.backends.session.send_loop import BULK_PROBE_INTERVAL_S
+
+    async def main() -> list[bool]:
+        flood = _Flood(bulk=True, unread=100)
+        loop = _probe_loop(flood)
+        ended = []
+        for bulk, unread, probed_ago, output in [
+            (True, 100, 0.0, True),  # a flood's read while its probe is not due: noted, the sleep goes on
+            (True, 0, 0.0, True),  # ...within its few ms, even with nothing left unread
+            (True, 100, 1.0, True),  # ...or while more of it waits unread (its read will come)
+            (True, 0, 1.0, True),  # the probe is due: woken
+            (False, 100, 0.0, True),  # output not in bulk (the prompt after a flood): woken at once
+            (True, 100, 0.0, False),  # an exit or a cancel: woken at once
+        ]:
+            flood.bulk, flood.waiting = bulk, unread
+            loop._probed_at = time.monotonic() - probed_ago
+            sleep = asyncio.ensure_future(loop._sleep_or_activity(10.0, flood=True))
+            await asyncio.sleep(0)
+            loop.wake(output)
+            await asyncio.sleep(0)
+            ended.append(sleep.done())
+            if not sleep.done():
+                loop.wake(False)  # ends it
+                assert await sleep  # and it says output came meanwhile
+        assert BULK_PROBE_INTERVAL_S < 1.0
+        return ended
+
+    assert run(main) == [False, False, False, True, True, True]
+
+
+def test_a_flood_being_sent_still_ends_at_its_prompt() -> None:
+    # Its reads no longer wake the send's loop: the prompt after it (or its last bulk read) still does.
+    async def main() -> p.SendResult:
         async with local_service() as service:
             agent, _ = service.register("t")
             sid = await open_exec(service, agent, "/bin/sh")
-            send_loop = local(service, sid).sends.send_loop
-            wake, sleep = send_loop.wake, send_loop._sleep_or_activity
-            wakes, sleeps = [0], [0]
+            return await service.send(agent, send_params(sid, "seq 1 300000\n", timeout_ms=60_000)).result()
 
-            def counted_wake(output: bool) -> None:
-                wakes[0] += output
-                wake(output)
-
-            async def counted_sleep(delay: float, *, flood: bool = False) -> bool:
-                sleeps[0] += 1
-                return await sleep(delay, flood=flood)
-
-            monkeypatch.setattr(send_loop, "wake", counted_wake)
-            monkeypatch.setattr(send_loop, "_sleep_or_activity", counted_sleep)
-            result = await service.send(agent, send_params(sid, "seq 1 300000\n", timeout_ms=60_000)).result()
-            return wakes[0], sleeps[0], result
-
-    wakes, sleeps, result = run(main)
-    assert result.wait_reason == "stdin_read"  # the prompt after the flood still ends the send at once
+    result = run(main)
+    assert result.wait_reason == "stdin_read"
     assert "300000" in result.viewport
-    assert wakes > 100
-    assert sleeps * 3 < wakes

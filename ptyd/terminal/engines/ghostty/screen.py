@@ -3,6 +3,7 @@ reads it (``GhosttyScreen``, built once per change)."""
 
 from __future__ import annotations
 
+import re
 from itertools import compress, repeat
 from operator import ge
 from typing import Any, Protocol, final
@@ -14,6 +15,12 @@ from pyghostty.core import init_sized
 from ptyd.terminal.engines.ghostty.history import GRID_REF
 
 WRAP_SLACK = 16  # trailing blanks a soft-wrapped row may end in and still be found wrapped (see Grid.wraps)
+# Characters outside these ranges may take two cells (CJK, emoji, a VS16 after a symbol): a row of these alone is
+# as wide as it is long, so a progress bar of braille and box drawing is not asked of Ghostty row by row at each
+# acknowledgement (10% of a worker rendering one).
+_MAYBE_WIDE = re.compile(
+    "[^ -~\u00a1-\u024f\u0391-\u03c9\u0400-\u04ff\u2010-\u2027\u2030-\u205e\u2190-\u22ff\u2500-\u25fc\u2800-\u28ff]"
+)
 
 
 @final
@@ -75,7 +82,7 @@ class Grid:
         half = (near + 1) // 2
         for index in compress(range(len(rows)), map(ge, map(len, rows), repeat(half))):
             text = rows[index]
-            if len(text) < near and (text.isascii() or 2 * len(text) < near):
+            if len(text) < near and (text.isascii() or 2 * len(text) < near or not _MAYBE_WIDE.search(text)):
                 continue
             point.tag, point.value.x, point.value.y = tag, 0, start + index
             GRID_REF(self._handle, point[0], ref)
