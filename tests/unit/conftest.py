@@ -62,6 +62,18 @@ async def open_exec(service: PtyService, agent: Agent, *argv: str, **params: Any
     return session.info(agent.agent_id, agent.name).session_id
 
 
+def sent(program: str, text: str, **params: Any) -> p.SendResult:
+    """The result of one send of ``text`` to a fresh session of ``program``, in a service of its own."""
+
+    async def main() -> p.SendResult:
+        async with local_service() as service:
+            agent, _ = service.register("t")
+            sid = await open_exec(service, agent, program)
+            return await service.send(agent, send_params(sid, text, **params)).result()
+
+    return run(main)
+
+
 def send_params(session_id: str, text: str, **params: Any) -> p.TerminalSendParams:
     params.setdefault("timeout_ms", 5_000)
     return p.TerminalSendParams(token=TOKEN, session_id=session_id, input=text, **params)

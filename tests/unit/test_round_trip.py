@@ -17,7 +17,7 @@ from ptyd.backends.session.facts import ProcessFacts
 from ptyd.backends.session.send_loop import SendLoop
 from ptyd.config import Config
 
-from .conftest import local_service, open_exec, run, send_params, until
+from .conftest import local_service, open_exec, run, send_params, sent, until
 from .test_session import local
 
 MARKER = [p.ListeningPort(port=1, address="192.0.2.1", pid=1)]  # no process here listens on TEST-NET-1
@@ -267,12 +267,6 @@ def test_a_flood_being_sent_does_not_wake_its_loop_at_each_read() -> None:
 
 def test_a_flood_being_sent_still_ends_at_its_prompt() -> None:
     # Its reads no longer wake the send's loop: the prompt after it (or its last bulk read) still does.
-    async def main() -> p.SendResult:
-        async with local_service() as service:
-            agent, _ = service.register("t")
-            sid = await open_exec(service, agent, "/bin/sh")
-            return await service.send(agent, send_params(sid, "seq 1 300000\n", timeout_ms=60_000)).result()
-
-    result = run(main)
+    result = sent("/bin/sh", "seq 1 300000\n", timeout_ms=60_000)
     assert result.wait_reason == "stdin_read"
     assert "300000" in result.viewport

@@ -11,7 +11,7 @@ from ptyd import protocol as p
 from ptyd.backends.session.session import LocalSession
 from ptyd.errors import InternalError, LimitExceeded
 
-from .conftest import TOKEN, local_service, open_exec, run, send_params, until
+from .conftest import TOKEN, local_service, open_exec, run, send_params, sent, until
 
 
 def local(service: object, session_id: str) -> LocalSession:
@@ -21,13 +21,7 @@ def local(service: object, session_id: str) -> LocalSession:
 
 
 def test_a_reader_blocked_on_the_tty_is_stdin_read() -> None:
-    async def main() -> p.SendResult:
-        async with local_service() as service:
-            agent, _ = service.register("t")
-            sid = await open_exec(service, agent, "/bin/cat")
-            return await service.send(agent, send_params(sid, "hello\n", idle_ms=30_000)).result()
-
-    result = run(main)
+    result = sent("/bin/cat", "hello\n", idle_ms=30_000)
     assert result.wait_reason == "stdin_read"
     assert result.ready_basis is not None
     assert "hello" in result.viewport
