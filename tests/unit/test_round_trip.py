@@ -270,3 +270,33 @@ def test_a_flood_being_sent_still_ends_at_its_prompt() -> None:
     result = sent("/bin/sh", "seq 1 300000\n", timeout_ms=60_000)
     assert result.wait_reason == "stdin_read"
     assert "300000" in result.viewport
+
+
+def test_a_flood_gone_silent_is_probed_at_the_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A burst whose last read was in bulk, then a minute of compiling: probed as any silent program (the interval
+    # doubles to probe_max_interval_ms), not every few ms as while it printed.
+    async def main() -> tuple[int, str]:
+        async with local_service() as service:
+            agent, _ = service.register("t")
+            sid = await open_exec(service, agent, "/bin/sh")
+            session = local(service, sid)
+            tracker = session.sends.send_loop.tracker
+            check, probes = tracker.check, [0]
+
+            def counted() -> Any:
+                probes[0] += 1
+                return check()
+
+            monkeypatch.setattr(tracker, "check", counted)
+            op = service.send(agent, send_params(sid, "seq 1 20000; sleep 30\n", timeout_ms=60_000, idle_ms=60_000))
+            await until(lambda: "20000" in "\n".join(session.terminal.visible_rows()), message="the burst shown")
+            session.channel._bulk = True  # its last read in bulk, whatever the reads' sizes were here
+            before = probes[0]
+            await asyncio.sleep(0.5)  # the window the probes are counted in (proving absence)
+            during = probes[0] - before
+            service.signal(agent, p.TerminalSignalParams(token="ptyd_unused", session_id=sid, signal="SIGINT"))
+            return during, (await op.result()).wait_reason
+
+    during, reason = run(main)
+    assert during <= 20  # 100 at one every 5 ms
+    assert reason == "stdin_read"

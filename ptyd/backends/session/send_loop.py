@@ -163,7 +163,9 @@ class SendLoop:
             if now >= idle_deadline:
                 return "inferred_idle", None
             if wait == 0 and not verdict.ready and not op.keys and self.channel.bulk:
-                wait = BULK_PROBE_INTERVAL_S  # a flood just probed: its next probe is a few ms away
+                # A flood just probed: its next probe is a few ms away, or the interval's while it stays silent (its
+                # last read was in bulk, and a build's burst may be followed by a minute of compiling).
+                wait = max(BULK_PROBE_INTERVAL_S, interval)
             # A flood sleeps until its next probe is due, not the interval (its reads reset it at each wake-up).
             delay = min(wait if wait > 0 else interval, op.deadline - now, idle_deadline - now)
             if op.named is not None and (due := op.named.next_due()) is not None:
