@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -182,9 +183,12 @@ def test_a_flood_is_probed_when_its_output_pauses_or_its_cap_passes() -> None:
     run(main)
 
 
-def test_a_flood_whose_reader_is_paused_is_seldom_probed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # 50 floods with sends in flight were probed at every wake-up while their readers waited on the pacer: 40% of
-    # the daemon went to /proc reads whose verdict could only be "writing", and a send beside them waited.
+def _probes_while(
+    monkeypatch: pytest.MonkeyPatch, command: str, settle: Callable[[Any], Awaitable[None]], **params: Any
+) -> tuple[int, str]:
+    """A shell sent ``command``: its readiness probes in the 0.5 s after ``settle(session)`` returns, and how the send
+    ends once the shell is interrupted."""
+
     async def main() -> tuple[int, str]:
         async with local_service() as service:
             agent, _ = service.register("t")
@@ -198,18 +202,27 @@ def test_a_flood_whose_reader_is_paused_is_seldom_probed(monkeypatch: pytest.Mon
                 return check()
 
             monkeypatch.setattr(tracker, "check", counted)
-            op = service.send(agent, send_params(sid, "yes\n", timeout_ms=30_000))
-            await until(lambda: session.channel.bulk, message="the flood read in bulk")
-            session.channel.pause_floods()  # as the pacer or a send elsewhere would: its output stays in the PTY
-            await until(lambda: session.channel.unread() > 0, message="output waiting in the PTY")
+            op = service.send(agent, send_params(sid, command, **params))
+            await settle(session)
             before = probes[0]
             await asyncio.sleep(0.5)  # the window the probes are counted in (proving absence)
             during = probes[0] - before
-            session.channel.release()
+            session.channel.release()  # a reader the test paused goes on
             service.signal(agent, p.TerminalSignalParams(token="ptyd_unused", session_id=sid, signal="SIGINT"))
             return during, (await op.result()).wait_reason
 
-    during, reason = run(main)
+    return run(main)
+
+
+def test_a_flood_whose_reader_is_paused_is_seldom_probed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 50 floods with sends in flight were probed at every wake-up while their readers waited on the pacer: 40% of
+    # the daemon went to /proc reads whose verdict could only be "writing", and a send beside them waited.
+    async def paused(session: Any) -> None:
+        await until(lambda: session.channel.bulk, message="the flood read in bulk")
+        session.channel.pause_floods()  # as the pacer or a send elsewhere would: its output stays in the PTY
+        await until(lambda: session.channel.unread() > 0, message="output waiting in the PTY")
+
+    during, reason = _probes_while(monkeypatch, "yes\n", paused, timeout_ms=30_000)
     assert during <= 5  # 50 ms, then 100, 200: the cap doubles while it writes on (about 14 at 50 ms each)
     assert reason == "stdin_read"  # and once it stops, the shell's prompt ends the send
 
@@ -275,28 +288,10 @@ def test_a_flood_being_sent_still_ends_at_its_prompt() -> None:
 def test_a_flood_gone_silent_is_probed_at_the_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     # A burst whose last read was in bulk, then a minute of compiling: probed as any silent program (the interval
     # doubles to probe_max_interval_ms), not every few ms as while it printed.
-    async def main() -> tuple[int, str]:
-        async with local_service() as service:
-            agent, _ = service.register("t")
-            sid = await open_exec(service, agent, "/bin/sh")
-            session = local(service, sid)
-            tracker = session.sends.send_loop.tracker
-            check, probes = tracker.check, [0]
+    async def silent(session: Any) -> None:
+        await until(lambda: "20000" in "\n".join(session.terminal.visible_rows()), message="the burst shown")
+        session.channel._bulk = True  # its last read in bulk, whatever the reads' sizes were here
 
-            def counted() -> Any:
-                probes[0] += 1
-                return check()
-
-            monkeypatch.setattr(tracker, "check", counted)
-            op = service.send(agent, send_params(sid, "seq 1 20000; sleep 30\n", timeout_ms=60_000, idle_ms=60_000))
-            await until(lambda: "20000" in "\n".join(session.terminal.visible_rows()), message="the burst shown")
-            session.channel._bulk = True  # its last read in bulk, whatever the reads' sizes were here
-            before = probes[0]
-            await asyncio.sleep(0.5)  # the window the probes are counted in (proving absence)
-            during = probes[0] - before
-            service.signal(agent, p.TerminalSignalParams(token="ptyd_unused", session_id=sid, signal="SIGINT"))
-            return during, (await op.result()).wait_reason
-
-    during, reason = run(main)
+    during, reason = _probes_while(monkeypatch, "seq 1 20000; sleep 30\n", silent, timeout_ms=60_000, idle_ms=60_000)
     assert during <= 20  # 100 at one every 5 ms
     assert reason == "stdin_read"
