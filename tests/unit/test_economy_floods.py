@@ -105,3 +105,58 @@ def test_the_progress_and_error_searches_agree_with_their_patterns(line: str) ->
     assert bool(economy._PROGRESS.search(line)) == bool(OLD_PROGRESS.search(line))
     for text in (line, f"{line} Error: {line}", f"E   {line}", f"{line} could not {line}", line.upper()):
         assert economy.looks_like_error(text) == bool(economy.LOOKS_LIKE_ERROR.search(text))
+
+
+def _fold_line_by_line(lines: list[str], start: int, numbers: list[int] | None = None) -> tuple[list, int]:
+    """``fold`` as it was written before its lines were taken in chunks: each line looked at, the reference."""
+    numbers = numbers or list(range(start, start + len(lines) + 1))
+    pieces: list[economy.Piece] = []
+    folded, i, n = 0, 0, len(lines)
+    while i < n:
+        line, j = lines[i], i + 1
+        while j < n and lines[j] == line:
+            j += 1
+        if j - i >= economy.REPEAT_MIN:
+            marker = f"[... the line above {j - i - 1} more times: lines {numbers[i + 1]}-{numbers[j] - 1} ...]"
+            pieces.append(economy.Piece(numbers[i], numbers[j], f"{line}\n{marker}"))
+            folded, i = folded + j - i - 1, j
+            continue
+        if OLD_PROGRESS.search(line):
+            shape, j = re.sub(r"\d+", "#", line), i + 1
+            while j < n and lines[j] != lines[j - 1] and re.sub(r"\d+", "#", lines[j]) == shape:
+                j += 1
+            if j - i >= economy.PROGRESS_MIN:
+                span = f"lines {numbers[i]}-{numbers[j - 1] - 1}"
+                marker = f"[... {j - i - 1} lines like the next but for their numbers (progress): {span} ...]"
+                pieces.append(economy.Piece(numbers[i], numbers[j], f"{marker}\n{lines[j - 1]}"))
+                folded, i = folded + j - i - 1, j
+                continue
+        pieces.append(economy.Piece(numbers[i], numbers[i + 1], line))
+        i += 1
+    return pieces, folded
+
+
+# Lines that repeat, count (progress) and do neither, in runs that cross the chunks' edges.
+FOLDED = st.lists(st.sampled_from(["7", "8", "y", "x 1%", "x 2%", "x 3%", "eta 4", "E  no", "1/2", "b"]), max_size=60)
+
+
+@settings(max_examples=500, deadline=None)
+@given(FOLDED, st.integers(min_value=1, max_value=9))
+def test_folding_in_chunks_is_folding_line_by_line(lines: list[str], chunk: int) -> None:
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(economy, "SEARCH_CHUNK", chunk)
+        assert economy.fold(lines, 5) == _fold_line_by_line(lines, 5)
+        numbered = list(range(5, 5 + 2 * len(lines) + 1, 2))  # wrapped rows joined: numbers not consecutive
+        assert economy.fold(lines, 5, numbered) == _fold_line_by_line(lines, 5, numbered)
+
+
+@settings(max_examples=300, deadline=None)
+@given(FOLDED, st.integers(min_value=1, max_value=9), st.integers(min_value=256, max_value=2048))
+def test_errors_found_by_chunk_are_the_errors(lines: list[str], chunk: int, budget: int) -> None:
+    """The cut looks for errors only in chunks whose text holds an error word: it keeps what looking at every
+    piece keeps."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(economy, "SEARCH_CHUNK", chunk)
+        chunked = compact_bound([], None, lines * 8, 10, budget)
+        m.setattr(economy, "_error_candidates", lambda pieces, end: range(end))
+        assert chunked == compact_bound([], None, lines * 8, 10, budget)
