@@ -41,6 +41,7 @@ class FdKeeper(Protocol):
 # retained line and their JSON (8 MiB a session whose scrollback is full of 4-byte text) were freed in the writer
 # thread's arena and stayed resident (4-byte fill: 6.8-7.0 MiB a session against a 4 + 1 MiB budget).
 GIVE_BACK_SAVE_BYTES = 1 << 20
+SAVE_SLICE_S = 0.002  # a save's states are taken this long at a time, the loop serving sends between
 NEW_SESSION_SAVE_S = 0.2  # a new session is in the saved state this soon: a crash just after an open keeps it
 TIOCGPTPEER = 0x5441  # _IO('T', 0x41): open the slave of a PTY master (Linux 4.13)
 
@@ -95,6 +96,8 @@ class StateSaver:
         self._written = -interval_s
         self._dirty = False
         self._soon: asyncio.TimerHandle | None = None
+        self._taking: asyncio.Task[None] | None = None  # the states being taken, a slice of the loop at a time
+        self._again = False  # a save was asked while they were
         self._pending: DaemonState | None = None  # the newest state not yet written
         self._writer: asyncio.Task[None] | None = None
         self.large_saved = 0.0  # time.monotonic() of the last large save, until the daemon gave its memory back
@@ -136,10 +139,25 @@ class StateSaver:
         return saved is None or saved.mark != session.save_mark()
 
     def _save(self) -> None:
-        state, self._saved = handover.saved(self.service, self._saved)
-        self._write(state)
-        self._written = time.monotonic()
+        """Take the states (in slices of the loop) and write them; asked while a take is under way, take them
+        again after it."""
         self._dirty = False
+        if self._taking is not None:
+            self._again = True
+            return
+        self._taking = asyncio.get_running_loop().create_task(self._take(), name="state take")
+
+    async def _take(self) -> None:
+        try:
+            while True:
+                self._again = False
+                state, self._saved = await handover.saved_in_slices(self.service, self._saved, SAVE_SLICE_S)
+                self._write(state)
+                self._written = time.monotonic()
+                if not self._again:
+                    break
+        finally:
+            self._taking = None
 
     def _write(self, state: DaemonState) -> None:
         """The snapshot is taken on the loop (the sessions cannot change under it); encoding and writing it (~30
@@ -170,6 +188,6 @@ class StateSaver:
             self._writer = None
 
     async def flush(self) -> None:
-        """Wait for the writes under way (the daemon's last one, at shutdown)."""
-        while self._writer is not None:
-            await asyncio.shield(self._writer)
+        """Wait for the takes and writes under way (the daemon's last one, at shutdown)."""
+        while (busy := self._taking or self._writer) is not None:
+            await asyncio.shield(busy)

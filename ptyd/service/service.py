@@ -572,6 +572,10 @@ class PtyService:
     def entries(self) -> Iterator[tuple[str, Entry]]:
         return iter(list(self._sessions.items()))
 
+    def current(self, session_id: str) -> Entry | None:
+        """The session's entry while it is open (a save taken in slices asks again after each)."""
+        return self._sessions.get(session_id)
+
     def agent_states(self) -> builtins.list[AgentState]:
         now = time.monotonic()
         return [
