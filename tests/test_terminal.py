@@ -853,6 +853,10 @@ bursts = st.one_of(  # long runs of plain lines: what the fast path takes
     st.lists(st.text(st.sampled_from("aé日│ \u0301\u200d"), max_size=5), min_size=600, max_size=900).map(
         lambda ls: "".join(f"{s}\r\n" for s in ls)
     ),
+    # CRLF text through a tty that adds its own CR (`cat` of a CRLF file): CR CR LF.
+    st.lists(st.text(st.sampled_from("a日│ "), max_size=6), min_size=600, max_size=1200).map(
+        lambda ls: "".join(f"{s}\r\r\n" for s in ls)
+    ),
     # Short lines, trailing blanks and colour left set: what a narrow screen's fast path takes.
     st.lists(st.text(st.sampled_from("ab \x1b[1m"), max_size=7), min_size=600, max_size=1200).map(
         lambda ls: "".join(f"{s.replace(chr(27), '')}\r\n".replace("[1m", "\x1b[1m") for s in ls)

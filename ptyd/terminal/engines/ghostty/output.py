@@ -51,11 +51,14 @@ class OutputQueue:
         # character) to the last line end.
         first = data.find(b"\r\n") + 2
         cut = data.rfind(b"\r\n") + 2
-        line_end = data.find(b"\r\n", first, cut)
+        run = data[first:cut] if cut - first >= FAST_MIN_BYTES else b""
+        if b"\r\r\n" in run:  # CRLF text through a tty that adds a CR of its own (`cat` of a CRLF file): CR twice
+            run = run.replace(b"\r\r\n", b"\r\n")  # moves to the line's start as once does
+        line_end = run.find(b"\r\n")
         # A bare CR or LF in the first line (a progress bar redrawn) rules the run out before it is decoded.
-        if cut - first >= FAST_MIN_BYTES and data.find(b"\r", first, cut) == line_end == data.find(b"\n", first) - 1:
+        if len(run) >= FAST_MIN_BYTES and run.find(b"\r") == line_end == run.find(b"\n") - 1:
             try:
-                text = data[first:cut].decode()
+                text = run.decode()
             except UnicodeDecodeError:
                 text = ""
             if text and all_simple(text) is not None:
