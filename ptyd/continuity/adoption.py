@@ -151,7 +151,7 @@ class StateSaver:
         try:
             while True:
                 self._again = False
-                state, self._saved = await handover.saved_in_slices(self.service, self._saved, SAVE_SLICE_S)
+                state, self._saved = await handover.saved(self.service, self._saved, SAVE_SLICE_S)
                 self._write(state)
                 self._written = time.monotonic()
                 if not self._again:

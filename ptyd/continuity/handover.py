@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import sys
 import time
@@ -119,24 +120,16 @@ class Saved(NamedTuple):
 SaveCache = dict[str, Saved]
 
 
-def saved(service: PtyService, cache: SaveCache) -> tuple[DaemonState, SaveCache]:
+async def saved(service: PtyService, cache: SaveCache, slice_s: float = math.inf) -> tuple[DaemonState, SaveCache]:
     """The state file's "saved" depth, taking again only the sessions whose ``save_mark`` (or owner) moved
     since ``cache`` (the last call's): with hundreds of sessions and a few printing, a save costs the loop what
     those few cost, not all of them. A state is kept only for a session that did not move since the last save
     (it is taken once more then): a printing session's kept tail would hold lines its scrollback has already
-    let go, while a quiet one's are the scrollback's own strings. Returns the state and the next cache."""
-    taking = _take_saved(service, cache)
-    while True:
-        try:
-            next(taking)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    let go, while a quiet one's are the scrollback's own strings. Returns the state and the next cache.
 
-
-async def saved_in_slices(service: PtyService, cache: SaveCache, slice_s: float) -> tuple[DaemonState, SaveCache]:
-    """``saved``, letting the loop run whenever taking the states has held it ``slice_s``: beside 50 floods a
-    save held it 9-48 ms (each printing session's tail of ``SAVED_LINES``), and every send waited behind it.
-    Each session's state is taken at once; a session closed meanwhile is left out."""
+    The loop runs whenever taking the states has held it ``slice_s``: beside 50 floods a save held it 9-48 ms
+    (each printing session's tail of ``SAVED_LINES``), every send behind it. Each session's state is taken at
+    once; a session closed meanwhile is left out."""
     taking = _take_saved(service, cache)
     began = time.perf_counter()
     while True:

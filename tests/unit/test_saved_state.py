@@ -50,13 +50,13 @@ def test_saved_state_reuses_what_did_not_change(tmp_path: Path) -> None:
             agent, _ = service.register("t")
             opened = [await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "})) for _ in range(3)]
             busy, idle, _ = (s.info(agent.agent_id, agent.name).session_id for s in opened)
-            first, taken = handover.saved(service, {})
+            first, taken = await handover.saved(service, {})
             written = written_and_read(first)
-            quiet, cache = handover.saved(service, taken)  # nothing moved: now each state is kept
+            quiet, cache = await handover.saved(service, taken)  # nothing moved: now each state is kept
             full = handover.snapshot(service, None, "saved")
 
             await service.send(agent, send_params(busy, "echo moved\n")).result()
-            second, cache2 = handover.saved(service, cache)
+            second, cache2 = await handover.saved(service, cache)
             again = written_and_read(second)
             return {
                 "first_as_full": _sessions(written) == _sessions(full),
@@ -108,7 +108,7 @@ def test_saving_and_reading_leave_the_transcripts_strings_as_they_were(tmp_path:
             assert [line for line in page.lines if line in LINES] == LINES
             msgspec.json.encode(page)  # as the reply is
             assert [sys.getsizeof(line) for line in LINES] == sizes
-            state, _ = handover.saved(service, {})
+            state, _ = await handover.saved(service, {})
             return state
 
     state = run(main)
@@ -178,7 +178,7 @@ def test_a_save_taken_in_slices_lets_the_loop_run_and_leaves_out_what_closed() -
             loop = asyncio.get_running_loop()
             for _ in range(4):
                 loop.call_soon(lambda: turns.append(1))
-            sliced, _ = await handover.saved_in_slices(service, {}, 0.0)
+            sliced, _ = await handover.saved(service, {}, 0.0)
             ran = len(turns)  # before anything else awaits
 
             taking = handover._take_saved(service, {})
@@ -191,7 +191,7 @@ def test_a_save_taken_in_slices_lets_the_loop_run_and_leaves_out_what_closed() -
                 except StopIteration as done:
                     after_closes, cache = done.value
                     break
-            whole, _ = handover.saved(service, {})
+            whole, _ = await handover.saved(service, {})
             return {
                 "loop_ran": ran,
                 "all_five": sorted(sliced.sessions) == sorted(ids),
