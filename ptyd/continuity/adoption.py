@@ -83,9 +83,10 @@ class StateSaver:
     In the foreground the state file lists process trees only, and is rewritten at once as sessions come and
     go. With systemd's fd store the PTYs are stored at once, and the state file holds what adoption needs
     (screens, the transcript's tail, the shell integration's key): a full write costs about 30 ms for 20 sessions
-    of 2000 lines (in a thread; taking the states is the loop's part, and only of sessions that changed), so it is
-    written at once only if the last write is ``interval_s`` old, and otherwise at the next ``tick`` (sessions
-    closed, or their screens changed); a session opened meanwhile is written within NEW_SESSION_SAVE_S."""
+    of 2000 lines (in a thread; taking the states is the loop's part, only of sessions that changed, and
+    ``SAVE_SLICE_S`` of the loop at a time), so it is written at once only if the last write is ``interval_s`` old,
+    and otherwise at the next ``tick`` (sessions closed, or their screens changed); a session opened meanwhile is
+    written within NEW_SESSION_SAVE_S."""
 
     def __init__(self, state_file: StateFile, service: PtyService, store: FdKeeper | None, interval_s: float) -> None:
         self.state_file = state_file
