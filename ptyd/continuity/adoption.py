@@ -152,7 +152,12 @@ class StateSaver:
         try:
             while True:
                 self._again = False
-                state, self._saved = await handover.saved(self.service, self._saved, SAVE_SLICE_S)
+                try:
+                    state, self._saved = await handover.saved(self.service, self._saved, SAVE_SLICE_S)
+                except Exception:  # a bug in one session's state: the others are still saved at the next tick
+                    log.exception("cannot take the sessions' states for the state file")
+                    self._dirty = True
+                    return
                 self._write(state)
                 self._written = time.monotonic()
                 if not self._again:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from ptyd import protocol as p
 from ptyd.continuity import handover
@@ -200,3 +201,50 @@ def test_a_save_taken_in_slices_lets_the_loop_run_and_leaves_out_what_closed() -
             }
 
     assert run(main) == {"loop_ran": 4, "all_five": True, "closed_left_out": True, "as_whole": True}
+
+
+def test_a_take_that_fails_is_logged_and_the_next_tick_saves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A take runs as a task of its own: an exception there (a bug in one session's state) must neither end the
+    saver nor surface in the daemon's shutdown (``flush``); the next tick takes the states again."""
+    from ptyd.continuity import adoption
+
+    class Written:
+        def __init__(self) -> None:
+            self.states: list[handover.DaemonState] = []
+
+        def write(self, state: handover.DaemonState) -> int:
+            self.states.append(state)
+            return 0
+
+    class Store:
+        stored: set[str] = set()
+
+        def sync(self, masters: dict[str, int]) -> None:
+            self.stored = set(masters)
+
+    real = handover.saved
+    calls = []
+
+    async def failing_once(*args: object) -> tuple[handover.DaemonState, handover.SaveCache]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in a session's state")
+        return await real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(handover, "saved", failing_once)
+
+    async def main() -> tuple[int, int]:
+        async with local_service() as service:
+            agent, _ = service.register("t")
+            opened = await service.open(agent, p.TerminalOpenParams(token=TOKEN, env={"PS1": "$ "}))
+            file = Written()
+            saver = adoption.StateSaver(file, service, Store(), 0.0)  # type: ignore[arg-type]
+            saver.changed()  # the first take fails
+            await saver.flush()
+            failed = len(file.states)
+            saver.tick()  # dirty still: taken again
+            await saver.flush()
+            assert opened.info(agent.agent_id, agent.name).session_id in file.states[-1].sessions
+            return failed, len(file.states)
+
+    assert run(main) == (0, 1)
