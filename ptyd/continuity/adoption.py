@@ -150,18 +150,16 @@ class StateSaver:
 
     async def _take(self) -> None:
         try:
-            while True:
+            again = True
+            while again:
                 self._again = False
-                try:
-                    state, self._saved = await handover.saved(self.service, self._saved, SAVE_SLICE_S)
-                except Exception:  # a bug in one session's state: the others are still saved at the next tick
-                    log.exception("cannot take the sessions' states for the state file")
-                    self._dirty = True
-                    return
+                state, self._saved = await handover.saved(self.service, self._saved, SAVE_SLICE_S)
                 self._write(state)
                 self._written = time.monotonic()
-                if not self._again:
-                    break
+                again = self._again
+        except Exception:  # a bug in one session's state: the next tick takes them all again
+            log.exception("cannot take the sessions' states for the state file")
+            self._dirty = True
         finally:
             self._taking = None
 

@@ -146,13 +146,13 @@ ERROR_WORDS = (
 def looks_like_error(text: str) -> bool:
     """``LOOKS_LIKE_ERROR.search``, the words looked for first: its alternatives take ~24 us a log line, the
     words under 1 (a result's head of 2,000 lines was looked through line by line)."""
-    low = text.lower()
-    if low.startswith("e"):
-        return LOOKS_LIKE_ERROR.search(text) is not None
-    for word in ERROR_WORDS:
-        if word in low:
-            return LOOKS_LIKE_ERROR.search(text) is not None
-    return False
+    return _may_look_like_error(text.lower()) and LOOKS_LIKE_ERROR.search(text) is not None
+
+
+def _may_look_like_error(low: str) -> bool:
+    """Whether lowered text holds what one of ``LOOKS_LIKE_ERROR``'s alternatives needs: a line starting with "e",
+    or one of ``ERROR_WORDS``."""
+    return low.startswith("e") or "\ne" in low or any(word in low for word in ERROR_WORDS)
 
 
 ERROR_HITS = 256  # lines looked at per word in the middle of a flood: the oldest errors are what is kept
@@ -224,8 +224,7 @@ def _error_candidates(pieces: list[Piece], end: int) -> Iterator[int]:
     either, and lowering the whole lowers each piece alike). 10,000 lines of `seq` were ~5 ms of a result."""
     for a in range(0, end, SEARCH_CHUNK):
         b = min(end, a + SEARCH_CHUNK)
-        low = "\n".join([piece.text for piece in pieces[a:b]]).lower()
-        if low.startswith("e") or "\ne" in low or any(word in low for word in ERROR_WORDS):
+        if _may_look_like_error("\n".join([piece.text for piece in pieces[a:b]]).lower()):
             yield from range(a, b)
 
 
