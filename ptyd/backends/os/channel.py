@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import final
 
 from ptyd.backends.os.spawn import Spawned
-from ptyd.backends.os.tty import input_queued
+from ptyd.backends.os.tty import buffered, input_queued
 from ptyd.terminal.engine import TerminalEngine
 
 READ_BURST = 256 * 1024  # bytes read per wake-up before yielding to other sessions...
@@ -112,6 +112,11 @@ class BulkPacer:
 
     def forget(self, renderer: int) -> None:
         self._queue.pop(renderer, None)
+
+    def competing(self, now: float) -> bool:
+        """Several floods read (or render) in bulk: each takes its turns."""
+        self._roll(now)
+        return len(self._renderers | self._previous) >= 2
 
     def _roll(self, now: float) -> None:
         if now - self._window_start >= self.window_s:
@@ -271,6 +276,7 @@ class PtyChannel:
         self._bulk = False  # the last wake-up read output in bulk
         self._flooded = False  # ...or one since the output last settled (``FLOOD_ENDS``)
         self._reading = False
+        self._awaiting = False  # the reader waits for a pacer's turn or a send elsewhere to settle, not the poll
         self._outbox = bytearray()
         self._writing = False
         self.closed = False
@@ -284,7 +290,7 @@ class PtyChannel:
     # --- output ----------------------------------------------------------------------------------------
 
     def _start_reading(self) -> None:
-        if self.floods_paused and self._bulk:
+        if (self.floods_paused and self._bulk) or self._awaiting:
             return
         if not self._reading and not self.closed and not self.held:
             self.loop.add_reader(self._proc.master, self._on_readable)
@@ -315,18 +321,19 @@ class PtyChannel:
 
     def _on_readable(self, paced: bool = True) -> None:
         began = time.monotonic()
-        if paced and self._bulk and self._yields(began, "read", self._start_reading):
+        if paced and self._bulk and self._yields(began, "read", self._resume_reading):
             self._stop_reading()
+            self._awaiting = True
             return
         if paced and self._bulk and READS.grant(began, id(self)) <= 0:
             # A flood among floods: wait for its turn rather than take this loop turn.
-            self._stop_reading()
-            READS.wait(id(self), self._read_turn)
+            self._await_turn()
             return
         got = 0
         kept = len(self._raw)
         reads: list[bytes] = []
         self._more = True  # unless a read finds the PTY empty
+        ended = False  # ...or the PTY has no writer left
         for _ in range(READS_PER_WAKEUP):
             if got >= READ_BURST:
                 break
@@ -336,14 +343,17 @@ class PtyChannel:
                 self._more = False
                 break
             except OSError:  # EIO: no slave fd open anywhere; cannot happen while the daemon holds one
-                self._stop_reading()
+                ended = True
                 break
             if not data:
-                self._stop_reading()
+                ended = True
                 break
             reads.append(data)
             got += len(data)
-        if not got:
+        if ended:
+            self._stop_reading()
+        elif not got:
+            self._start_reading()  # a pacer's turn found nothing: back to waiting for output
             return
         # Filtered (and recorded) once a wake-up: a read brings ~4 KiB of a flood, the filter's cost is per call.
         data = reads[0] if len(reads) == 1 else b"".join(reads)
@@ -367,14 +377,41 @@ class PtyChannel:
             else:
                 self._render_scheduled = True
                 self.loop.call_later(RENDER_DEFER_S, self._render)
+        if ended:
+            return
         if len(self._raw) + self.terminal.backlog > self._max_backlog or (self._bulk and self.floods_paused):
             self._stop_reading()
+        elif paced and self._bulk and self._more and READS.competing(self.last_output):
+            # A flood among floods reads in its turns: it waits for the next one in the pacer's queue, not in the
+            # loop's poll, where its full PTY woke it at once only to be refused (50 floods: 5,700 such wake-ups
+            # a second, each with two epoll_ctl, a quarter of the loop). Its turn finds the PTY empty: the poll.
+            self._await_turn()
+        else:
+            self._start_reading()  # after a pacer's turn: reading on
+
+    def _await_turn(self) -> None:
+        self._stop_reading()
+        self._awaiting = True
+        READS.wait(id(self), self._read_turn)
 
     def _read_turn(self) -> None:
-        """The read pacer's turn for this flood: read now (its PTY is full), and go on reading."""
-        self._start_reading()
-        if self._reading:
+        """The read pacer's turn for this flood: read now if its PTY has output, else wait in the poll for it (a
+        read that finds none sleeps until the kernel's worker has moved more in, and the loop with it)."""
+        self._awaiting = False
+        if self.closed or self.held or (self.floods_paused and self._bulk):
+            return
+        if buffered(self._proc.master):
             self._on_readable()
+        else:
+            self._start_reading()
+
+    def _resume_reading(self) -> None:
+        """A flood held for a send elsewhere: it reads in its turn among the floods."""
+        if self._bulk:
+            self._await_turn()
+        else:
+            self._awaiting = False
+            self._start_reading()
 
     def _render(self, paced: bool = True) -> None:
         self._render_scheduled = self._render_held = self._render_paced = False

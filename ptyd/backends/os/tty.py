@@ -18,6 +18,12 @@ def input_queued(fd: int) -> int:
     poller.register(fd, select.POLLIN)
     with contextlib.suppress(OSError):
         poller.poll(0)
+    return buffered(fd)
+
+
+def buffered(fd: int) -> int:
+    """Bytes the line discipline holds for the reader now: FIONREAD without ``input_queued``'s poll, which waits
+    for the flip buffer's worker (so does a read of a PTY master that finds none, even a non-blocking one)."""
     try:
         raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
     except OSError:
