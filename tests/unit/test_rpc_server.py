@@ -1,0 +1,118 @@
+"""The socket server in the test's own loop: how many turns of a busy loop a request waits before its handler
+runs, and that requests read past ``max_inflight_per_connection`` wait their turn and are all answered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ptyd.config import Config
+from ptyd.rpc.dispatch import Dispatcher, Method
+from ptyd.rpc.server import RpcServer
+
+from .conftest import run
+
+
+class NoParams(msgspec.Struct):
+    pass
+
+
+def _client(path: Path, frames: list[bytes], answers: int, wrote: threading.Event, out: list[Any]) -> None:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(path))
+        sock.sendall(b"".join(frames))
+        wrote.set()
+        data = b""
+        while data.count(b"\n") < answers:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        out.extend(json.loads(line) for line in data.splitlines())
+
+
+def _frame(method: str, id: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "method": method, "params": {}, "id": id}).encode() + b"\n"
+
+
+def test_a_request_runs_the_turn_after_its_bytes_are_read() -> None:
+    # Beside floods, every turn of the daemon's loop runs every flood's ready callbacks: a request waits that
+    # long once per turn between its bytes and its handler. Read by a stream, it waited three turns (the read,
+    # the reader coroutine resumed, its task started); read by the protocol, one (the task started).
+    async def main() -> int:
+        turns = 0
+        started: list[int] = []
+        wrote = threading.Event()
+        at_write: list[int] = []
+
+        async def probe(_: Any, __: NoParams) -> dict[str, int]:
+            started.append(turns)
+            return {"turns": turns}
+
+        def busy() -> None:  # a long turn: a flood's reads and renders
+            nonlocal turns
+            turns += 1
+            if wrote.is_set() and not at_write:
+                at_write.append(turns)
+            time.sleep(0.005)
+            if not started:
+                asyncio.get_running_loop().call_soon(busy)
+
+        server = RpcServer(Dispatcher([Method("probe", NoParams, Any, probe, "probe")], 8), Config())
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "s.sock"
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(str(path))
+            await server.start(listener)
+            out: list[Any] = []
+            busy()
+            await asyncio.to_thread(_client, path, [_frame("probe", 1)], 1, wrote, out)
+            await server.close(1.0)
+        assert out[0]["result"] == {"turns": started[0]}
+        return started[0] - at_write[0]
+
+    assert run(main) <= 2
+
+
+def test_requests_past_max_inflight_wait_and_are_all_answered() -> None:
+    async def main() -> tuple[list[Any], int]:
+        running = 0
+        most = 0
+        release = asyncio.Event()
+
+        async def slow(_: Any, __: NoParams) -> int:
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            if running == 3:
+                release.set()  # as many as may run at once: all go on, the rest start as these end
+            await release.wait()
+            running -= 1
+            return most
+
+        server = RpcServer(
+            Dispatcher([Method("slow", NoParams, Any, slow, "slow")], 8), Config(max_inflight_per_connection=3)
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "s.sock"
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(str(path))
+            await server.start(listener)
+            out: list[Any] = []
+            wrote = threading.Event()
+            frames = [_frame("slow", i) for i in range(10)]
+            await asyncio.to_thread(_client, path, frames, 10, wrote, out)
+            await server.close(1.0)
+        return out, most
+
+    out, most = run(main)
+    assert sorted(answer["id"] for answer in out) == list(range(10))
+    assert most == 3
