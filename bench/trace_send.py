@@ -5,7 +5,9 @@ A daemon of its own runs with a few of its methods wrapped (nothing of ptyd chan
 ``time.perf_counter_ns`` (CLOCK_MONOTONIC, the same clock in every process) as a send of ``true`` to bash passes:
 the request in, its input written, each read of the PTY, each acknowledgement of the engine worker, each readiness
 check and its verdict, the drain before a wait counts, the result built, the reply written. The client stamps its
-call too. The table gives each phase's median and p90 over the sends.
+call too. The table gives each phase's median and p90 over the sends. Beside it: how much of the sends' time the
+daemon was runnable but waited for a CPU (schedstat), and how long its loop spent in PTY reads (every session's,
+the floods' too) against the CPU those took: the difference is the daemon preempted inside them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def _daemon(out: str, args: list[str]) -> None:
     from ptyd.rpc.server import RpcServer
 
     stamps: list[tuple[str, int, int]] = []  # (label, time, the session's channel id or 0: the daemon's own)
+    reads: list[tuple[int, int, int]] = []  # each wake-up of a session's reader: (its end, its wall, its CPU) in ns
     now = time.perf_counter_ns
     # Whose session a stamp is of (beside floods, only the send's own count): its channel's id.
     channel_of: dict[Any, Any] = {
@@ -79,6 +82,19 @@ def _daemon(out: str, args: list[str]) -> None:
     wrap(SendDriver, "start", "start")
     wrap(PtyChannel, "write", "write")
     wrap(PtyChannel, "_on_readable", "read", "read_end")
+    # The loop's time in every session's reads, the floods' too, against the CPU they took: the rest is the
+    # daemon preempted inside them (a read that frees the PTY's buffer wakes its writer and the kernel's worker).
+    on_readable = PtyChannel._on_readable
+
+    def timed_read(self: Any, *a: Any, **k: Any) -> Any:
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        try:
+            return on_readable(self, *a, **k)
+        finally:
+            end = time.perf_counter_ns()
+            reads.append((end, end - wall, time.thread_time_ns() - cpu))
+
+    PtyChannel._on_readable = timed_read  # type: ignore[method-assign]
     wrap(PtyChannel, "_progressed", "ack")
     wrap(PtyChannel, "_render", "render")
     wrap_async(SendLoop, "_let_engine_start", "turn", "turn_end")
@@ -139,7 +155,7 @@ def _daemon(out: str, args: list[str]) -> None:
             setattr(send_driver, name, timed)
 
     def dump(*_: Any) -> None:
-        Path(out + ".part").write_text(json.dumps(stamps))
+        Path(out + ".part").write_text(json.dumps({"stamps": stamps, "reads": reads}))
         Path(out + ".part").rename(out)
 
     signal.signal(signal.SIGUSR1, dump)
@@ -150,6 +166,11 @@ def _cpu_s(pid: int) -> float:
     """User and system CPU time of ``pid`` so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_delay_s(pid: int) -> float:
+    """Seconds the main thread of ``pid`` has waited on a run queue, runnable but not running (schedstat)."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
 
 
 def _workers(pid: int) -> list[int]:
@@ -226,6 +247,8 @@ class Traced:
     rows: list[dict[str, float]]  # per send: each phase in ms (``_phases``)
     daemon_ms: float  # CPU per send, the daemon's...
     workers_ms: float  # ...and its engine workers' (a spare's start counts too)
+    queued: float  # the share of the sends' time the daemon was runnable and waited for a CPU
+    in_reads: tuple[float, float]  # the loop's time in PTY reads per send, wall and CPU, in ms
 
 
 def trace(process: str, n: int, floods: int = 0, code: Path = ROOT, dump: bool = False) -> Traced:
@@ -264,11 +287,13 @@ def trace(process: str, n: int, floods: int = 0, code: Path = ROOT, dump: bool =
             calls = []
             workers = _workers(proc.pid)
             cpu = [_cpu_s(pid) for pid in (proc.pid, *workers)]
+            queued, began = _run_delay_s(proc.pid), time.monotonic()
             for _ in range(n):
                 start = time.perf_counter_ns()
                 shell.run("true")
                 calls.append((start, time.perf_counter_ns()))
             spent = [_cpu_s(pid) - before for pid, before in zip((proc.pid, *workers), cpu, strict=True)]
+            queued_share = (_run_delay_s(proc.pid) - queued) / (time.monotonic() - began)
             proc.send_signal(signal.SIGUSR1)
             while not out.exists() and proc.poll() is None:
                 time.sleep(0.05)
@@ -276,10 +301,13 @@ def trace(process: str, n: int, floods: int = 0, code: Path = ROOT, dump: bool =
         finally:
             proc.terminate()  # the daemon's own shutdown: its sessions and their keeper end with it
             proc.wait(30)
-        stamps = [tuple(s) for s in json.loads(out.read_text())]
+        saved = json.loads(out.read_text())
+    stamps = [tuple(s) for s in saved["stamps"]]
     rows = _phases(stamps, calls, dump)  # type: ignore[arg-type]
+    span = [(wall, cpu) for end, wall, cpu in saved["reads"] if calls[0][0] <= end <= calls[-1][1]]
     # CPU time per send is what the load on a shared machine does not change much (the stamps add some).
-    return Traced(rows, spent[0] / n * 1000, sum(spent[1:]) / n * 1000)
+    in_reads = (sum(w for w, _ in span) / n / 1e6, sum(c for _, c in span) / n / 1e6)
+    return Traced(rows, spent[0] / n * 1000, sum(spent[1:]) / n * 1000, queued_share, in_reads)
 
 
 def columns(rows: list[dict[str, float]]) -> dict[str, list[float]]:
@@ -312,6 +340,9 @@ def main() -> None:
         load = os.getloadavg()[0]
         print(f"\n{args.code} engine_process={process}: {len(traced.rows)} sends{beside}, load {load:.1f}")
         print(f"CPU per send: daemon {traced.daemon_ms:.3f} ms, workers {traced.workers_ms:.3f} ms")
+        print(f"the daemon waited for a CPU {traced.queued:.0%} of the time (runnable, not running)")
+        wall, cpu = traced.in_reads
+        print(f"its loop in PTY reads per send: {wall:.3f} ms, of them on a CPU {cpu:.3f} ms")
         print(f"{'phase':30} {'median':>8} {'p90':>8}")
         for k, values in columns(traced.rows).items():
             print(f"{k:30} {percentile(values, 50):8.3f} {percentile(values, 90):8.3f}")
