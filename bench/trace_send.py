@@ -251,8 +251,10 @@ class Traced:
     in_reads: tuple[float, float]  # the loop's time in PTY reads per send, wall and CPU, in ms
 
 
-def trace(process: str, n: int, floods: int = 0, code: Path = ROOT, dump: bool = False) -> Traced:
-    """``n`` sends of ``true`` to bash in a stamped daemon of its own running ``code``, beside ``floods`` other
+def trace(
+    process: str, n: int, floods: int = 0, code: Path = ROOT, dump: bool = False, command: str = "true"
+) -> Traced:
+    """``n`` sends of ``command`` to bash in a stamped daemon of its own running ``code``, beside ``floods`` other
     sessions printing ``seq inf``."""
     from bench.client import connect
     from bench.harness import register
@@ -290,7 +292,7 @@ def trace(process: str, n: int, floods: int = 0, code: Path = ROOT, dump: bool =
             queued, began = _run_delay_s(proc.pid), time.monotonic()
             for _ in range(n):
                 start = time.perf_counter_ns()
-                shell.run("true")
+                shell.run(command, timeout=120)
                 calls.append((start, time.perf_counter_ns()))
             spent = [_cpu_s(pid) - before for pid, before in zip((proc.pid, *workers), cpu, strict=True)]
             queued_share = (_run_delay_s(proc.pid) - queued) / (time.monotonic() - began)
@@ -330,12 +332,13 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=200)
     parser.add_argument("--dump", action="store_true", help="print each send's stamps")
     parser.add_argument("--floods", type=int, default=0, help="sessions printing `seq inf` meanwhile")
+    parser.add_argument("--command", default="true", help="what each send runs (a `cat` of a corpus: figure 3b)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from bench.harness import percentile
 
     for process in args.process.split(","):
-        traced = trace(process, args.n, args.floods, args.code, args.dump)
+        traced = trace(process, args.n, args.floods, args.code, args.dump, args.command)
         beside = f", beside {args.floods} floods" if args.floods else ""
         load = os.getloadavg()[0]
         print(f"\n{args.code} engine_process={process}: {len(traced.rows)} sends{beside}, load {load:.1f}")
