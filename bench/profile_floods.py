@@ -4,7 +4,8 @@ Each daemon under test (this tree's code, and any ``--code DIR``: another checko
 idle shells and ``F`` of them printing ``seq inf``; the rounds alternate between the daemons (only one floods at
 a time), and every round also times the same sends on a raw PTY of this process under the same load. What counts
 is the ratio to that raw figure, never the milliseconds alone: the machine is shared. ``--pyspy OUT`` records the
-last round of the first daemon (and its workers) with py-spy, for where each millisecond goes.
+last round of the first daemon (and its workers) with py-spy, for where each millisecond goes; ``--stalls DIR``
+runs each daemon under ``bench/loop_stalls.py`` and prints where its loop held.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from bench.client import connect
 from bench.harness import percentile, register
+from bench.loop_stalls import report
 from bench.shells import PtydShell, RawShell
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +28,9 @@ FLOOD = "seq inf"
 
 
 class Daemon:
-    def __init__(self, name: str, code: Path, directory: Path, process: str, extra: str = "") -> None:
+    def __init__(
+        self, name: str, code: Path, directory: Path, process: str, extra: str = "", stalls: Path | None = None
+    ) -> None:
         self.name = name
         directory.mkdir(mode=0o700)
         self.socket = directory / "ptyd.sock"
@@ -35,6 +39,9 @@ class Daemon:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PTYD_")}
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
         argv = [sys.executable, "-m", "ptyd", "--socket", str(self.socket), "--config", str(config)]
+        self.stalls = stalls
+        if stalls is not None:
+            argv[1:3] = [str(ROOT / "bench" / "loop_stalls.py"), str(stalls)]
         with open(directory / "daemon.log", "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=code, env=env)
         deadline = time.monotonic() + 30
@@ -92,6 +99,7 @@ def main() -> None:
     parser.add_argument("--sends", type=int, default=40, help="per round and daemon")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pyspy", type=Path)
+    parser.add_argument("--stalls", type=Path, help="a directory: where each daemon's loop held")
     parser.add_argument("--quiet", action="store_true", help="no floods: the round trip")
     parser.add_argument("--without-this", action="store_true", help="only the --code checkouts")
     args = parser.parse_args()
@@ -103,7 +111,8 @@ def main() -> None:
         for name, code, extra in codes:
             for process in args.process.split(","):
                 label = f"{name}/{process}"
-                daemons.append(Daemon(label, code, Path(tmp) / label.replace("/", "-"), process, extra))
+                stalls = None if args.stalls is None else args.stalls / f"{label.replace('/', '-')}.stalls"
+                daemons.append(Daemon(label, code, Path(tmp) / label.replace("/", "-"), process, extra, stalls))
         for d in daemons:
             d.open(args.n)
         raw = RawShell()
@@ -157,6 +166,9 @@ def main() -> None:
             f"{d.name:16} median {med:6.2f} ms p99 {p99:6.2f} ms | raw median {rmed:5.2f} p99 {rp99:5.2f}"
             f" | x raw: median {med / rmed:5.1f} p99 {p99 / rp99:5.1f}"
         )
+    for d in daemons:
+        if d.stalls is not None and d.stalls.exists():
+            print(f"\n{d.name}: " + report(d.stalls))
 
 
 if __name__ == "__main__":
