@@ -101,7 +101,6 @@ class _Client(asyncio.Protocol):
         self._limit = config.max_frame_bytes
         self._max_inflight = config.max_inflight_per_connection
         self._max_buffer = config.max_connection_write_buffer
-        self._dispatcher = server.dispatcher
         self._transport: asyncio.Transport | None = None
         self._peer: Peer | None = None
         self._admitted: Admitted | None = None
@@ -118,7 +117,11 @@ class _Client(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport = cast(asyncio.Transport, transport)
-        pid, uid, _ = peer_credentials(transport.get_extra_info("socket"))
+        try:
+            pid, uid, _ = peer_credentials(transport.get_extra_info("socket"))
+        except OSError:  # gone before it was looked at
+            transport.abort()
+            return
         if uid != os.getuid():
             log.warning("refused a connection from uid %d (pid %d)", uid, pid)
             transport.abort()

@@ -353,7 +353,8 @@ class PtyChannel:
         if ended:
             self._stop_reading()
         elif not got:
-            self._start_reading()  # a pacer's turn found nothing: back to waiting for output
+            if paced:
+                self._start_reading()  # a pacer's turn found nothing: back to waiting for output
             return
         # Filtered (and recorded) once a wake-up: a read brings ~4 KiB of a flood, the filter's cost is per call.
         data = reads[0] if len(reads) == 1 else b"".join(reads)
@@ -386,8 +387,8 @@ class PtyChannel:
             # loop's poll, where its full PTY woke it at once only to be refused (50 floods: 5,700 such wake-ups
             # a second, each with two epoll_ctl, a quarter of the loop). Its turn finds the PTY empty: the poll.
             self._await_turn()
-        else:
-            self._start_reading()  # after a pacer's turn: reading on
+        elif paced:
+            self._start_reading()  # after a pacer's turn: reading on (a drain leaves the reader as it was)
 
     def _await_turn(self) -> None:
         self._stop_reading()
