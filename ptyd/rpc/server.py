@@ -224,7 +224,7 @@ class _Client(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        pause = self._write_paused or bool(self._queued)
+        pause = self._eof or self._write_paused or bool(self._queued)
         if pause and not self._read_paused:
             transport.pause_reading()
         elif not pause and self._read_paused:
@@ -245,9 +245,7 @@ class _Client(asyncio.Protocol):
     def finish(self) -> None:
         """Read no more: answer the requests read so far, then close."""
         self._eof = True
-        if self._transport is not None and not self._transport.is_closing() and not self._read_paused:
-            self._transport.pause_reading()
-            self._read_paused = True
+        self._pace_reading()
         if not self._tasks and not self._queued:
             self.close()
 

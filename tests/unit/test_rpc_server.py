@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from ptyd.config import Config
 from ptyd.rpc.dispatch import Dispatcher, Method
@@ -25,18 +26,29 @@ class NoParams(msgspec.Struct):
     pass
 
 
-def _client(path: Path, frames: list[bytes], answers: int, wrote: threading.Event, out: list[Any]) -> None:
+def _client(
+    path: Path, frames: list[bytes], answers: int, wrote: threading.Event, out: list[Any], half_close: bool = False
+) -> None:
+    """Write ``frames`` at once (then shut down writing: ``half_close``) and read ``answers`` lines (or, half
+    closed, until the daemon closes)."""
     with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(5)  # a connection the server never closes fails the test rather than hanging it
         sock.connect(str(path))
         sock.sendall(b"".join(frames))
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
         wrote.set()
         data = b""
-        while data.count(b"\n") < answers:
-            chunk = sock.recv(65536)
+        while half_close or data.count(b"\n") < answers:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
             if not chunk:
+                out.append("closed")
                 break
             data += chunk
-        out.extend(json.loads(line) for line in data.splitlines())
+        out[:0] = [json.loads(line) for line in data.splitlines()]
 
 
 def _frame(method: str, id: int) -> bytes:
@@ -82,7 +94,10 @@ def test_a_request_runs_the_turn_after_its_bytes_are_read() -> None:
     assert run(main) <= 2
 
 
-def test_requests_past_max_inflight_wait_and_are_all_answered() -> None:
+@pytest.mark.parametrize("half_close", [False, True])
+def test_requests_past_max_inflight_wait_and_are_all_answered(half_close: bool) -> None:
+    # Half closed, the client has stopped writing with seven requests still queued: each is answered, and then
+    # the connection closes.
     async def main() -> tuple[list[Any], int]:
         running = 0
         most = 0
@@ -99,7 +114,8 @@ def test_requests_past_max_inflight_wait_and_are_all_answered() -> None:
             return most
 
         server = RpcServer(
-            Dispatcher([Method("slow", NoParams, Any, slow, "slow")], 8), Config(max_inflight_per_connection=3)
+            Dispatcher([Method("slow", NoParams, Any, slow, "slow")], 8),
+            Config(max_inflight_per_connection=3, unauthenticated_connection_ms=600_000),
         )
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "s.sock"
@@ -109,10 +125,12 @@ def test_requests_past_max_inflight_wait_and_are_all_answered() -> None:
             out: list[Any] = []
             wrote = threading.Event()
             frames = [_frame("slow", i) for i in range(10)]
-            await asyncio.to_thread(_client, path, frames, 10, wrote, out)
+            await asyncio.to_thread(_client, path, frames, 10, wrote, out, half_close)
             await server.close(1.0)
         return out, most
 
     out, most = run(main)
-    assert sorted(answer["id"] for answer in out) == list(range(10))
+    assert sorted(answer["id"] for answer in out if answer != "closed") == list(range(10))
     assert most == 3
+    if half_close:
+        assert out[-1] == "closed"
