@@ -8,7 +8,6 @@ import os
 import termios
 import time
 import tty
-from collections import Counter
 
 import pytest
 
@@ -48,6 +47,22 @@ class Pty:
     def close(self) -> None:
         self.channel.close()
         os.close(self.program)
+
+
+async def flood_in_bulk(pty: Pty) -> int:
+    """Write 16 KiB at a time until the channel's last wake-up read in bulk; returns the bytes written. (The
+    kernel hands a PTY's output over in pieces: a wake-up that read only the short rest of one is not bulk.)"""
+    written = 0
+
+    def read_all() -> bool:
+        return pty.channel.received >= written
+
+    for _ in range(20):
+        written += os.write(pty.program, b"x" * 16384)
+        await until(read_all, message="the flood")
+        if pty.channel.bulk:
+            return written
+    raise AssertionError("no wake-up read in bulk")
 
 
 def test_output_is_read_and_rendered() -> None:
@@ -137,9 +152,7 @@ def test_paused_floods_wait_in_the_pty_while_quiet_output_is_read() -> None:
     async def main() -> tuple[int, int, int, int]:
         flood, quiet = Pty(), Pty()
         try:
-            written = os.write(flood.program, b"x" * 16384)
-            await until(lambda: flood.channel.received >= written, message="the flood")
-            assert flood.channel.bulk  # read in bulk: a flood
+            written = await flood_in_bulk(flood)
             for pty in (flood, quiet):
                 pty.channel.pause_floods()
             more = os.write(flood.program, b"y" * 8192)
@@ -165,9 +178,7 @@ def test_a_flood_waits_in_its_pty_while_a_send_elsewhere_is_in_flight() -> None:
     async def main() -> tuple[int, int, int, int, int]:
         flood, sender = Pty(), Pty()
         try:
-            written = os.write(flood.program, b"x" * 16384)
-            await until(lambda: flood.channel.received >= written, message="the flood")
-            assert flood.channel.bulk
+            written = await flood_in_bulk(flood)
             sender.channel.send_began()
             sender.channel.write(b"true\n")  # the send's input: its session is active now
             more = os.write(flood.program, b"y" * 8192)
@@ -257,38 +268,88 @@ def test_close_stops_everything_and_closes_both_fds() -> None:
         raise AssertionError(f"fd {fd} is still open")
 
 
-def test_floods_waiting_for_their_turn_are_not_woken_to_be_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_floods_waiting_for_their_turn_wait_out_of_the_poll() -> None:
     # Floods among floods read in the pacer's turns. One that had its turn, or was held for a send elsewhere,
-    # waits for the next one in the pacer's queue: left in the loop's poll, it was woken at once by its full PTY
+    # waits for the next one in the pacer's queue, out of the loop's poll: left in it, its full PTY woke it at once
     # only to be refused (50 floods: 5,700 such wake-ups a second, each with two epoll_ctl, a quarter of the
-    # daemon's loop). Counted: the paced wake-ups that read nothing, against those that read.
-    empty, full = Counter[int](), Counter[int]()
-    on_readable = PtyChannel._on_readable
-
-    def counted(self: PtyChannel, paced: bool = True) -> None:
-        before = self.received
-        on_readable(self, paced)
-        if paced:
-            (full if self.received > before else empty)[id(self)] += 1
-
-    monkeypatch.setattr(PtyChannel, "_on_readable", counted)
-
-    async def main() -> None:
+    # daemon's loop), and the renders and acks of its output put it back in the poll while it waited.
+    async def main() -> tuple[list[int], int, set[int]]:
         floods = [Pty() for _ in range(4)]
         total = 1 << 20
         programs = []
+        both = 0  # looks that found a flood waiting for its turn and in the poll at once
+        queued: set[int] = set()  # the floods found waiting in the queue
         try:
             for pty in floods:  # programs of their own: they write whenever the PTY has room, as floods do
                 out = os.open(os.ttyname(pty.spawned.slave), os.O_WRONLY | os.O_NOCTTY)
                 programs.append(await asyncio.create_subprocess_exec("head", "-c", str(total), "/dev/zero", stdout=out))
                 os.close(out)
-            await until(lambda: all(pty.channel.received >= total for pty in floods), message="every flood")
+            while not all(pty.channel.received >= total for pty in floods):
+                for i, pty in enumerate(floods):  # looked at in every turn of the loop
+                    if pty.channel._awaiting:
+                        queued.add(i)
+                        both += pty.channel._reading
+                await asyncio.sleep(0)
+            return [pty.channel.received for pty in floods], both, queued
         finally:
             for program in programs:
                 await program.wait()
             for pty in floods:
                 pty.close()
 
-    run(main)
-    assert sum(full.values()) >= 4 * 16  # each read in turns: at least 64 KiB a turn would be 16 of them
-    assert sum(empty.values()) <= sum(full.values()) // 10, (empty, full)
+    received, both, queued = run(main)
+    assert received == [1 << 20] * 4
+    assert both == 0
+    assert queued == {0, 1, 2, 3}
+
+
+def test_floods_queued_for_a_turn_get_none_while_a_send_elsewhere_is_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Floods taking turns wait in the pacer's queue; while a send elsewhere is urgent the queue gives no turns, so
+    # the floods stay in their PTYs without each being woken only to be held (50 floods: one wake-up per flood per
+    # send, in the send's own span). They read on once the send settles, losing and doubling nothing.
+    woken: list[PtyChannel] = []  # the channels whose reader ran while the send was in flight
+    on_readable = PtyChannel._on_readable
+
+    def counted(self: PtyChannel, paced: bool = True) -> None:
+        if sending:
+            woken.append(self)
+        on_readable(self, paced)
+
+    monkeypatch.setattr(PtyChannel, "_on_readable", counted)
+    sending = False
+
+    async def main() -> tuple[list[int], int]:
+        nonlocal sending
+        floods, sender = [Pty() for _ in range(3)], Pty()
+        total = 1 << 20
+        programs = []
+        try:
+            for pty in floods:
+                out = os.open(os.ttyname(pty.spawned.slave), os.O_WRONLY | os.O_NOCTTY)
+                programs.append(await asyncio.create_subprocess_exec("head", "-c", str(total), "/dev/zero", stdout=out))
+                os.close(out)
+            # Each flood waiting for its turn in the queue, none in the poll, as the send begins.
+            await until(lambda: all(pty.channel._awaiting for pty in floods), message="the floods in the queue")
+            sender.channel.send_began()
+            sender.channel.write(b"true\n")  # its session is urgent from here
+            sending = True
+            during = [pty.channel.received for pty in floods]
+            os.write(sender.program, b"prompt$ ")
+            await until(lambda: sender.channel.received >= 8, message="the sender's output")
+            await asyncio.sleep(0.05)  # the send stays in flight a while: any flood given a turn would be woken
+            held = [pty.channel.received - before for pty, before in zip(floods, during, strict=True)]
+            sending = False
+            sender.channel.send_ended()
+            await until(lambda: all(pty.channel.received >= total for pty in floods), message="the floods after")
+            return held, sum(1 for channel in woken if channel in {pty.channel for pty in floods})
+        finally:
+            for program in programs:
+                await program.wait()
+            for pty in (*floods, sender):
+                pty.close()
+
+    held, floods_woken = run(main)
+    assert held == [0, 0, 0]
+    assert floods_woken == 0

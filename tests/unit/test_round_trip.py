@@ -289,7 +289,8 @@ def test_a_flood_gone_silent_is_probed_at_the_interval(monkeypatch: pytest.Monke
     # A burst whose last read was in bulk, then a minute of compiling: probed as any silent program (the interval
     # doubles to probe_max_interval_ms), not every few ms as while it printed.
     async def silent(session: Any) -> None:
-        await until(lambda: "20000" in "\n".join(session.terminal.visible_rows()), message="the burst shown")
+        # Its last line, not the echoed command line (which holds "20000" before the burst has begun).
+        await until(lambda: "20000" in (r.strip() for r in session.terminal.visible_rows()), message="the burst shown")
         session.channel._bulk = True  # its last read in bulk, whatever the reads' sizes were here
 
     during, reason = _probes_while(monkeypatch, "seq 1 20000; sleep 30\n", silent, timeout_ms=60_000, idle_ms=60_000)

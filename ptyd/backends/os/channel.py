@@ -84,6 +84,9 @@ class BulkPacer:
         self._waking: int | None = None  # the flood whose turn this is
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the queue and the timer belong to
+        # Seconds the queue waits now, whatever the budget (the reads': sends in flight, ``SendLane.holding``)...
+        self.gate: Callable[[float], float] | None = None
+        self._gated_since = 0.0  # ...since when it has, ``FLOOD_HOLD_S`` at most in a row
 
     def grant(self, now: float, renderer: int) -> float:
         """Seconds of rendering ``renderer`` may do now (0: ``wait`` for a turn)."""
@@ -104,14 +107,21 @@ class BulkPacer:
 
     def wait(self, renderer: int, turn: Callable[[], None]) -> None:
         """``renderer`` was refused: ``turn`` is called when its turn comes, after those refused before it."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # another event loop (in-process tests run several): the old one's turns are void
-            self._loop, self._queue, self._timer = loop, {}, None
+        self._this_loop()
         self._queue.setdefault(renderer, turn)
         self._arm()
 
+    def _this_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # another event loop (in-process tests run several): the old one's turns are void
+            self._loop, self._queue, self._timer = loop, {}, None
+
     def forget(self, renderer: int) -> None:
         self._queue.pop(renderer, None)
+
+    @property
+    def queued(self) -> bool:
+        return bool(self._queue)
 
     def competing(self, now: float) -> bool:
         """Several floods read (or render) in bulk: each takes its turns."""
@@ -133,8 +143,32 @@ class BulkPacer:
         assert self._loop is not None  # armed by ``wait``
         self._timer = self._loop.call_later(max(0.0, delay), self._wake)
 
+    def kick(self) -> None:
+        """The gate may have opened: look again now."""
+        self._this_loop()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._arm()
+
+    def _held(self, now: float) -> float:
+        if self.gate is None or (wait := self.gate(now)) <= 0:
+            self._gated_since = 0.0
+            return 0.0
+        if not self._gated_since:
+            self._gated_since = now
+        elif now - self._gated_since >= FLOOD_HOLD_S:
+            self._gated_since = 0.0  # a round of turns anyway: back-to-back sends starve no flood
+            return 0.0
+        return min(wait, self._gated_since + FLOOD_HOLD_S - now)
+
     def _wake(self) -> None:
         self._timer = None
+        if self._queue and (held := self._held(time.monotonic())) > 0:
+            # Sends in flight: the floods queued stay in their PTYs, without a turn each only to be held.
+            assert self._loop is not None  # armed by ``wait``
+            self._timer = self._loop.call_later(held, self._wake)
+            return
         while self._queue:
             self._roll(time.monotonic())
             if self._spent >= self.budget_s or TURN.spent >= TURN_BUDGET_S:
@@ -207,11 +241,13 @@ class SendLane:
         self._wrote.pop(key, None)
         now = time.monotonic()
         # Floods have sends in flight too (`seq inf` sent without waiting): no urgent one left is what counts.
-        if self._held and not any(self.urgent(k, now) for k in self._active):
+        if not any(self.urgent(k, now) for k in self._active):
             held, self._held = self._held, {}
             loop = asyncio.get_running_loop()
             for resume in held.values():  # each looks again then: held anew if another send began meanwhile
                 loop.call_later(LANE_LINGER_S, resume)
+            if READS.queued:
+                loop.call_later(LANE_LINGER_S, READS.kick)
 
     def urgent(self, key: int, now: float) -> bool:
         """``key`` has a send in flight, wrote input or printed (not in bulk) within ``URGENT_S``, and wrote
@@ -220,6 +256,14 @@ class SendLane:
             now - self._active.get(key, -URGENT_S) < URGENT_S
             and now - self._wrote.get(key, -URGENT_AFTER_INPUT_S) < URGENT_AFTER_INPUT_S
         )
+
+    def holding(self, now: float) -> float:
+        """Seconds floods wait for the sends in flight: until the last urgent one lapses (0: none is urgent)."""
+        wait = 0.0
+        for key, active in self._active.items():
+            if self.urgent(key, now):
+                wait = max(wait, min(active + URGENT_S, self._wrote[key] + URGENT_AFTER_INPUT_S) - now)
+        return wait
 
     def busy(self, key: int, now: float) -> bool:
         """Another session is ``urgent``."""
@@ -235,6 +279,7 @@ class SendLane:
 
 
 LANE = SendLane()
+READS.gate = LANE.holding
 
 
 @final
