@@ -312,10 +312,10 @@ def test_floods_queued_for_a_turn_get_none_while_a_send_elsewhere_is_in_flight(
     woken: list[PtyChannel] = []  # the channels whose reader ran while the send was in flight
     on_readable = PtyChannel._on_readable
 
-    def counted(self: PtyChannel, paced: bool = True) -> None:
+    def counted(self: PtyChannel, paced: bool = True, turn: bool = False) -> None:
         if sending:
             woken.append(self)
-        on_readable(self, paced)
+        on_readable(self, paced, turn)
 
     monkeypatch.setattr(PtyChannel, "_on_readable", counted)
     sending = False
@@ -353,3 +353,36 @@ def test_floods_queued_for_a_turn_get_none_while_a_send_elsewhere_is_in_flight(
     held, floods_woken = run(main)
     assert held == [0, 0, 0]
     assert floods_woken == 0
+
+
+def test_floods_queued_read_anyway_while_sends_go_back_to_back() -> None:
+    # A send elsewhere that stays urgent (input and prompt every 20 ms for 0.8 s, an agent's sends back to back)
+    # holds the queued floods FLOOD_HOLD_S at most in a row: then each gets a turn before they wait again.
+    async def main() -> list[int]:
+        floods, sender = [Pty() for _ in range(3)], Pty()
+        total = 1 << 20
+        programs = []
+        try:
+            for pty in floods:
+                out = os.open(os.ttyname(pty.spawned.slave), os.O_WRONLY | os.O_NOCTTY)
+                programs.append(await asyncio.create_subprocess_exec("head", "-c", str(total), "/dev/zero", stdout=out))
+                os.close(out)
+            await until(lambda: all(pty.channel._awaiting for pty in floods), message="the floods in the queue")
+            sender.channel.send_began()
+            before = [pty.channel.received for pty in floods]
+            for _ in range(40):  # the sender's session urgent throughout
+                sender.channel.write(b"x")
+                os.write(sender.program, b"$ ")
+                await asyncio.sleep(0.02)
+            advanced = [pty.channel.received - start for pty, start in zip(floods, before, strict=True)]
+            sender.channel.send_ended()
+            await until(lambda: all(pty.channel.received >= total for pty in floods), message="the floods after")
+            return advanced
+        finally:
+            for program in programs:
+                await program.wait()
+            for pty in (*floods, sender):
+                pty.close()
+
+    advanced = run(main)
+    assert all(advanced), advanced

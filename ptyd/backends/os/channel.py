@@ -86,7 +86,8 @@ class BulkPacer:
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the queue and the timer belong to
         # Seconds the queue waits now, whatever the budget (the reads': sends in flight, ``SendLane.holding``)...
         self.gate: Callable[[float], float] | None = None
-        self._gated_since = 0.0  # ...since when it has, ``FLOOD_HOLD_S`` at most in a row
+        self._gated_since = 0.0  # ...since when it has, ``FLOOD_HOLD_S`` at most in a row...
+        self._round: set[int] = set()  # ...then each flood queued by then gets a turn before it waits again
 
     def grant(self, now: float, renderer: int) -> float:
         """Seconds of rendering ``renderer`` may do now (0: ``wait`` for a turn)."""
@@ -114,10 +115,11 @@ class BulkPacer:
     def _this_loop(self) -> None:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # another event loop (in-process tests run several): the old one's turns are void
-            self._loop, self._queue, self._timer = loop, {}, None
+            self._loop, self._queue, self._timer, self._round = loop, {}, None, set()
 
     def forget(self, renderer: int) -> None:
         self._queue.pop(renderer, None)
+        self._round.discard(renderer)
 
     @property
     def queued(self) -> bool:
@@ -152,13 +154,15 @@ class BulkPacer:
         self._arm()
 
     def _held(self, now: float) -> float:
-        if self.gate is None or (wait := self.gate(now)) <= 0:
+        if self._round or self.gate is None or (wait := self.gate(now)) <= 0:
             self._gated_since = 0.0
             return 0.0
         if not self._gated_since:
             self._gated_since = now
         elif now - self._gated_since >= FLOOD_HOLD_S:
-            self._gated_since = 0.0  # a round of turns anyway: back-to-back sends starve no flood
+            # A turn for each flood waiting, budgets allowing, before the next wait: back-to-back sends starve none.
+            self._gated_since = 0.0
+            self._round = set(self._queue)
             return 0.0
         return min(wait, self._gated_since + FLOOD_HOLD_S - now)
 
@@ -175,6 +179,7 @@ class BulkPacer:
                 break
             renderer = next(iter(self._queue))
             turn = self._queue.pop(renderer)
+            self._round.discard(renderer)
             self._waking = renderer
             try:
                 turn()
@@ -364,9 +369,11 @@ class PtyChannel:
         self._resumes[what] = self.loop.call_later(URGENT_S, resume)
         return True
 
-    def _on_readable(self, paced: bool = True) -> None:
+    def _on_readable(self, paced: bool = True, turn: bool = False) -> None:
+        """Read what the PTY holds. ``paced``: a flood waits for its turn among floods (``READS``) and for sends
+        elsewhere (``LANE``); ``turn``: this is its turn, which the pacer gave knowing the sends in flight."""
         began = time.monotonic()
-        if paced and self._bulk and self._yields(began, "read", self._resume_reading):
+        if paced and self._bulk and not turn and self._yields(began, "read", self._resume_reading):
             self._stop_reading()
             self._awaiting = True
             return
@@ -447,7 +454,7 @@ class PtyChannel:
         if self.closed or self.held or (self.floods_paused and self._bulk):
             return
         if buffered(self._proc.master):
-            self._on_readable()
+            self._on_readable(turn=True)
         else:
             self._start_reading()
 
