@@ -4,10 +4,12 @@ rendered, input is written in order and held while the program does not read it,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import termios
 import time
 import tty
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -268,37 +270,51 @@ def test_close_stops_everything_and_closes_both_fds() -> None:
         raise AssertionError(f"fd {fd} is still open")
 
 
+FLOOD_BYTES = 1 << 20
+
+
+@contextlib.asynccontextmanager
+async def writing_floods(count: int) -> AsyncIterator[list[Pty]]:
+    """``count`` channels, each with a program of its own writing ``FLOOD_BYTES`` whenever its PTY has room, as
+    floods do."""
+    floods = [Pty() for _ in range(count)]
+    programs = []
+    try:
+        for pty in floods:
+            out = os.open(os.ttyname(pty.spawned.slave), os.O_WRONLY | os.O_NOCTTY)
+            programs.append(
+                await asyncio.create_subprocess_exec("head", "-c", str(FLOOD_BYTES), "/dev/zero", stdout=out)
+            )
+            os.close(out)
+        yield floods
+    finally:
+        for program in programs:
+            with contextlib.suppress(ProcessLookupError):
+                program.kill()  # a test that failed midway left it blocked on a full PTY
+            await program.wait()
+        for pty in floods:
+            pty.close()
+
+
 def test_floods_waiting_for_their_turn_wait_out_of_the_poll() -> None:
     # Floods among floods read in the pacer's turns. One that had its turn, or was held for a send elsewhere,
     # waits for the next one in the pacer's queue, out of the loop's poll: left in it, its full PTY woke it at once
     # only to be refused (50 floods: 5,700 such wake-ups a second, each with two epoll_ctl, a quarter of the
     # daemon's loop), and the renders and acks of its output put it back in the poll while it waited.
     async def main() -> tuple[list[int], int, set[int]]:
-        floods = [Pty() for _ in range(4)]
-        total = 1 << 20
-        programs = []
         both = 0  # looks that found a flood waiting for its turn and in the poll at once
         queued: set[int] = set()  # the floods found waiting in the queue
-        try:
-            for pty in floods:  # programs of their own: they write whenever the PTY has room, as floods do
-                out = os.open(os.ttyname(pty.spawned.slave), os.O_WRONLY | os.O_NOCTTY)
-                programs.append(await asyncio.create_subprocess_exec("head", "-c", str(total), "/dev/zero", stdout=out))
-                os.close(out)
-            while not all(pty.channel.received >= total for pty in floods):
+        async with writing_floods(4) as floods:
+            while not all(pty.channel.received >= FLOOD_BYTES for pty in floods):
                 for i, pty in enumerate(floods):  # looked at in every turn of the loop
                     if pty.channel._awaiting:
                         queued.add(i)
                         both += pty.channel._reading
                 await asyncio.sleep(0)
             return [pty.channel.received for pty in floods], both, queued
-        finally:
-            for program in programs:
-                await program.wait()
-            for pty in floods:
-                pty.close()
 
     received, both, queued = run(main)
-    assert received == [1 << 20] * 4
+    assert received == [FLOOD_BYTES] * 4
     assert both == 0
     assert queued == {0, 1, 2, 3}
 
@@ -322,33 +338,25 @@ def test_floods_queued_for_a_turn_get_none_while_a_send_elsewhere_is_in_flight(
 
     async def main() -> tuple[list[int], int]:
         nonlocal sending
-        floods, sender = [Pty() for _ in range(3)], Pty()
-        total = 1 << 20
-        programs = []
+        sender = Pty()
         try:
-            for pty in floods:
-                out = os.open(os.ttyname(pty.spawned.slave), os.O_WRONLY | os.O_NOCTTY)
-                programs.append(await asyncio.create_subprocess_exec("head", "-c", str(total), "/dev/zero", stdout=out))
-                os.close(out)
-            # Each flood waiting for its turn in the queue, none in the poll, as the send begins.
-            await until(lambda: all(pty.channel._awaiting for pty in floods), message="the floods in the queue")
-            sender.channel.send_began()
-            sender.channel.write(b"true\n")  # its session is urgent from here
-            sending = True
-            during = [pty.channel.received for pty in floods]
-            os.write(sender.program, b"prompt$ ")
-            await until(lambda: sender.channel.received >= 8, message="the sender's output")
-            await asyncio.sleep(0.05)  # the send stays in flight a while: any flood given a turn would be woken
-            held = [pty.channel.received - before for pty, before in zip(floods, during, strict=True)]
-            sending = False
-            sender.channel.send_ended()
-            await until(lambda: all(pty.channel.received >= total for pty in floods), message="the floods after")
-            return held, sum(1 for channel in woken if channel in {pty.channel for pty in floods})
+            async with writing_floods(3) as floods:
+                # Each flood waiting for its turn in the queue, none in the poll, as the send begins.
+                await until(lambda: all(pty.channel._awaiting for pty in floods), message="the floods in the queue")
+                sender.channel.send_began()
+                sender.channel.write(b"true\n")  # its session is urgent from here
+                sending = True
+                during = [pty.channel.received for pty in floods]
+                os.write(sender.program, b"prompt$ ")
+                await until(lambda: sender.channel.received >= 8, message="the sender's output")
+                await asyncio.sleep(0.05)  # the send stays in flight a while: any flood given a turn would be woken
+                held = [pty.channel.received - before for pty, before in zip(floods, during, strict=True)]
+                sending = False
+                sender.channel.send_ended()
+                await until(lambda: all(p.channel.received >= FLOOD_BYTES for p in floods), message="the floods after")
+                return held, sum(1 for channel in woken if channel in {pty.channel for pty in floods})
         finally:
-            for program in programs:
-                await program.wait()
-            for pty in (*floods, sender):
-                pty.close()
+            sender.close()
 
     held, floods_woken = run(main)
     assert held == [0, 0, 0]
@@ -359,30 +367,22 @@ def test_floods_queued_read_anyway_while_sends_go_back_to_back() -> None:
     # A send elsewhere that stays urgent (input and prompt every 20 ms for 0.8 s, an agent's sends back to back)
     # holds the queued floods FLOOD_HOLD_S at most in a row: then each gets a turn before they wait again.
     async def main() -> list[int]:
-        floods, sender = [Pty() for _ in range(3)], Pty()
-        total = 1 << 20
-        programs = []
+        sender = Pty()
         try:
-            for pty in floods:
-                out = os.open(os.ttyname(pty.spawned.slave), os.O_WRONLY | os.O_NOCTTY)
-                programs.append(await asyncio.create_subprocess_exec("head", "-c", str(total), "/dev/zero", stdout=out))
-                os.close(out)
-            await until(lambda: all(pty.channel._awaiting for pty in floods), message="the floods in the queue")
-            sender.channel.send_began()
-            before = [pty.channel.received for pty in floods]
-            for _ in range(40):  # the sender's session urgent throughout
-                sender.channel.write(b"x")
-                os.write(sender.program, b"$ ")
-                await asyncio.sleep(0.02)
-            advanced = [pty.channel.received - start for pty, start in zip(floods, before, strict=True)]
-            sender.channel.send_ended()
-            await until(lambda: all(pty.channel.received >= total for pty in floods), message="the floods after")
-            return advanced
+            async with writing_floods(3) as floods:
+                await until(lambda: all(pty.channel._awaiting for pty in floods), message="the floods in the queue")
+                sender.channel.send_began()
+                before = [pty.channel.received for pty in floods]
+                for _ in range(40):  # the sender's session urgent throughout
+                    sender.channel.write(b"x")
+                    os.write(sender.program, b"$ ")
+                    await asyncio.sleep(0.02)
+                advanced = [pty.channel.received - start for pty, start in zip(floods, before, strict=True)]
+                sender.channel.send_ended()
+                await until(lambda: all(p.channel.received >= FLOOD_BYTES for p in floods), message="the floods after")
+                return advanced
         finally:
-            for program in programs:
-                await program.wait()
-            for pty in (*floods, sender):
-                pty.close()
+            sender.close()
 
     advanced = run(main)
     assert all(advanced), advanced

@@ -4,11 +4,13 @@ runs, and that requests read past ``max_inflight_per_connection`` wait their tur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,21 @@ def _frame(method: str, id: int) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "method": method, "params": {}, "id": id}).encode() + b"\n"
 
 
+@contextlib.asynccontextmanager
+async def serving(method: Method, config: Config) -> AsyncIterator[Path]:
+    """An RpcServer of ``method`` on a socket of its own, in this loop; yields the socket's path."""
+    server = RpcServer(Dispatcher([method], 8), config)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.sock"
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+        await server.start(listener)
+        try:
+            yield path
+        finally:
+            await server.close(1.0)
+
+
 def test_a_request_runs_the_turn_after_its_bytes_are_read() -> None:
     # Beside floods, every turn of the daemon's loop runs every flood's ready callbacks: a request waits that
     # long once per turn between its bytes and its handler. Read by a stream, it waited three turns (the read,
@@ -78,16 +95,10 @@ def test_a_request_runs_the_turn_after_its_bytes_are_read() -> None:
             if not started:
                 asyncio.get_running_loop().call_soon(busy)
 
-        server = RpcServer(Dispatcher([Method("probe", NoParams, Any, probe, "probe")], 8), Config())
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "s.sock"
-            listener = socket.socket(socket.AF_UNIX)
-            listener.bind(str(path))
-            await server.start(listener)
-            out: list[Any] = []
+        out: list[Any] = []
+        async with serving(Method("probe", NoParams, Any, probe, "probe"), Config()) as path:
             busy()
             await asyncio.to_thread(_client, path, [_frame("probe", 1)], 1, wrote, out)
-            await server.close(1.0)
         assert out[0]["result"] == {"turns": started[0]}
         return started[0] - at_write[0]
 
@@ -113,20 +124,11 @@ def test_requests_past_max_inflight_wait_and_are_all_answered(half_close: bool) 
             running -= 1
             return most
 
-        server = RpcServer(
-            Dispatcher([Method("slow", NoParams, Any, slow, "slow")], 8),
-            Config(max_inflight_per_connection=3, unauthenticated_connection_ms=600_000),
-        )
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "s.sock"
-            listener = socket.socket(socket.AF_UNIX)
-            listener.bind(str(path))
-            await server.start(listener)
-            out: list[Any] = []
-            wrote = threading.Event()
+        out: list[Any] = []
+        config = Config(max_inflight_per_connection=3, unauthenticated_connection_ms=600_000)
+        async with serving(Method("slow", NoParams, Any, slow, "slow"), config) as path:
             frames = [_frame("slow", i) for i in range(10)]
-            await asyncio.to_thread(_client, path, frames, 10, wrote, out, half_close)
-            await server.close(1.0)
+            await asyncio.to_thread(_client, path, frames, 10, threading.Event(), out, half_close)
         return out, most
 
     out, most = run(main)
