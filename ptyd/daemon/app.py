@@ -19,7 +19,6 @@ from pathlib import Path
 
 from ptyd import __version__
 from ptyd import protocol as p
-from ptyd.backends.os.channel import FLOOD_ENDS
 from ptyd.backends.os.containment import (
     Containment,
     ContainmentUnavailable,
@@ -27,6 +26,7 @@ from ptyd.backends.os.containment import (
     set_subreaper,
 )
 from ptyd.backends.os.containment.reaper import ChildReaper
+from ptyd.backends.os.pacing import FLOOD_ENDS
 from ptyd.backends.os.sandbox import select_sandbox
 from ptyd.backends.os.sandbox.bwrap import PACKAGE_DIR
 from ptyd.backends.os.sandbox.limits import Limiter

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections import Counter
 
-from ptyd.backends.os.channel import BulkPacer
+from ptyd.backends.os.pacing import BulkPacer
 
 from .conftest import run
 

@@ -119,7 +119,7 @@ class SendDriver:
             self.send_loop.keys_after.written()
         session.record.started(op.to_state(taken=False))  # before the write: a crash after it knows the key
         self.channel.write(data)
-        self._start_drive(op)  # the send is in the lane (``channel.LANE``) from now on
+        self._start_drive(op)  # the send is in the lane (``pacing.LANE``) from now on
         return op
 
     def resume(self, op: SendOp, *, taken: bool) -> None:
