@@ -106,7 +106,7 @@ def report(path: Path, top: int = 15) -> str:
         if (beaten, site) not in seen:
             seen.add((beaten, site))
             sites[site][1] += 1
-    lengths = sorted(holds.values(), reverse=True)
+    lengths = list(holds.values())
     counts = ", ".join(f"{sum(1 for h in lengths if h > b)} over {b} ms" for b in BUCKETS_MS)
     longest = max(lengths, default=0.0)
     lines = [f"{len(lengths)} holds of the loop over {LATE_S * 1000:.0f} ms ({counts}); longest {longest:.1f} ms"]

@@ -253,6 +253,33 @@ def test_a_send_whose_program_floods_does_not_hold_back_other_floods() -> None:
     assert got == total
 
 
+def test_a_pty_with_no_writer_left_stops_the_reader_and_is_no_output() -> None:
+    # Every slave fd closed (the daemon keeps one, so only a bug or a foreign close gets here): the master's read
+    # fails with EIO. The reader stops (level-triggered, it would fire forever) and the empty read is no output:
+    # no output callback, no new last-output time, nothing counted.
+    async def main() -> tuple[int, int, float, bool]:
+        pty = Pty()
+        try:
+            os.write(pty.program, b"last words\r\n")
+            await until(lambda: pty.channel.received >= 12, message="the output")
+            outputs, last = pty.outputs, pty.channel.last_output
+            os.close(pty.program)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, pty.spawned.slave)  # the slave side's last fd now points elsewhere
+            os.close(devnull)
+            await until(lambda: not pty.channel._reading, message="the reader to stop")
+            return pty.outputs - outputs, pty.channel.received, pty.channel.last_output - last, pty.channel.closed
+        finally:
+            pty.program = os.open(os.devnull, os.O_RDWR)  # for close(), which closes it again
+            pty.close()
+
+    more_outputs, received, moved, closed = run(main)
+    assert more_outputs == 0
+    assert received == 12
+    assert moved == 0
+    assert not closed
+
+
 def test_close_stops_everything_and_closes_both_fds() -> None:
     async def main() -> Spawned:
         pty = Pty()

@@ -81,10 +81,12 @@ class PtyChannel:
 
     # --- output ----------------------------------------------------------------------------------------
 
+    def _stopped(self) -> bool:
+        """Nothing is read: closed, held for a handover, or a flood paused for one."""
+        return self.closed or self.held or (self.floods_paused and self._bulk)
+
     def _start_reading(self) -> None:
-        if (self.floods_paused and self._bulk) or self._awaiting:
-            return
-        if not self._reading and not self.closed and not self.held:
+        if not self._reading and not self._awaiting and not self._stopped():
             self.loop.add_reader(self._proc.master, self._on_readable)
             self._reading = True
 
@@ -146,8 +148,8 @@ class PtyChannel:
             got += len(data)
         if ended:
             self._stop_reading()
-        elif not got:
-            if paced:
+        if not got:
+            if paced and not ended:
                 self._start_reading()  # a pacer's turn found nothing: back to waiting for output
             return
         # Filtered (and recorded) once a wake-up: a read brings ~4 KiB of a flood, the filter's cost is per call.
@@ -193,7 +195,7 @@ class PtyChannel:
         """The read pacer's turn for this flood: read now if its PTY has output, else wait in the poll for it (a
         read that finds none sleeps until the kernel's worker has moved more in, and the loop with it)."""
         self._awaiting = False
-        if self.closed or self.held or (self.floods_paused and self._bulk):
+        if self._stopped():
             return
         if buffered(self._proc.master):
             self._on_readable(turn=True)

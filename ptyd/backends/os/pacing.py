@@ -9,6 +9,7 @@ render.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from typing import final
@@ -80,7 +81,7 @@ class BulkPacer:
         """Seconds of rendering ``renderer`` may do now (0: ``wait`` for a turn)."""
         self._roll(now)
         self._renderers.add(renderer)
-        if len(self._renderers | self._previous) < 2:
+        if not self._competing():
             return RENDER_BUDGET_S
         if self._queue and renderer != self._waking:  # others were refused first
             return 0.0
@@ -115,7 +116,10 @@ class BulkPacer:
     def competing(self, now: float) -> bool:
         """Several floods read (or render) in bulk: each takes its turns."""
         self._roll(now)
-        return len(self._renderers | self._previous) >= 2
+        return self._competing()
+
+    def _competing(self) -> bool:
+        return len(self._renderers) >= 2 or len(self._renderers | self._previous) >= 2
 
     def _roll(self, now: float) -> None:
         if now - self._window_start >= self.window_s:
@@ -233,7 +237,7 @@ class SendLane:
         self._wrote.pop(key, None)
         now = time.monotonic()
         # Floods have sends in flight too (`seq inf` sent without waiting): no urgent one left is what counts.
-        if not any(self.urgent(k, now) for k in self._active):
+        if (self._held or READS.queued) and not self.holding(now):
             held, self._held = self._held, {}
             loop = asyncio.get_running_loop()
             for resume in held.values():  # each looks again then: held anew if another send began meanwhile
@@ -244,18 +248,15 @@ class SendLane:
     def urgent(self, key: int, now: float) -> bool:
         """``key`` has a send in flight, wrote input or printed (not in bulk) within ``URGENT_S``, and wrote
         input within ``URGENT_AFTER_INPUT_S``."""
-        return (
-            now - self._active.get(key, -URGENT_S) < URGENT_S
-            and now - self._wrote.get(key, -URGENT_AFTER_INPUT_S) < URGENT_AFTER_INPUT_S
-        )
+        return self._lapses(key) > now
+
+    def _lapses(self, key: int) -> float:
+        """When ``key`` stops being urgent (past: it is not)."""
+        return min(self._active.get(key, -math.inf) + URGENT_S, self._wrote.get(key, -math.inf) + URGENT_AFTER_INPUT_S)
 
     def holding(self, now: float) -> float:
         """Seconds floods wait for the sends in flight: until the last urgent one lapses (0: none is urgent)."""
-        wait = 0.0
-        for key, active in self._active.items():
-            if self.urgent(key, now):
-                wait = max(wait, min(active + URGENT_S, self._wrote[key] + URGENT_AFTER_INPUT_S) - now)
-        return wait
+        return max(0.0, max((self._lapses(key) for key in self._active), default=now) - now)
 
     def busy(self, key: int, now: float) -> bool:
         """Another session is ``urgent``."""
