@@ -431,13 +431,17 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def wait_until(predicate: Any, timeout: float = 10.0, message: str = "condition") -> None:
-    """Poll a condition about the outside world (a process gone, a file there) with a deadline."""
+def wait_until(predicate: Any, timeout: float = 10.0, message: str = "condition") -> Any:
+    """Poll a condition about the outside world (a process gone, a file there) with a deadline; its first true value.
+
+    Callers use the value the poll saw rather than asking again: the world may have moved since (a process found
+    mid-exec has no environment for an instant)."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not (seen := predicate()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
         time.sleep(0.01)
+    return seen
 
 
 def hand_over(daemon: Daemon, handovers: int = 1) -> None:
@@ -483,7 +487,5 @@ def start_escapee(shell: Shell) -> int:
                 return pid
         return None
 
-    wait_until(lambda: escapee() is not None, message="the escapee")
-    pid = escapee()
-    assert pid is not None
+    pid: int = wait_until(escapee, message="the escapee")  # once found: mid-exec it may drop out of a second look
     return pid
