@@ -23,7 +23,9 @@ DEFAULTS = Config()  # documented defaults come from the one place that sets the
 #    sandbox_warning; terminal_screenshot (the screen as a PNG), the error kind extra_missing; daemon_info's
 #    engine_workers (crashes, hangs, kills, restarts, recycled, quarantined, paused).
 # 7: daemon_info's sandbox_network (a network namespace of its own by default, made ahead).
-PROTOCOL_VERSION = 7
+# 8: results report a line the shell read and did not run (a syntax error, an incomplete command abandoned) among
+#    commands, and continuation: the lines of a command the shell waits to complete.
+PROTOCOL_VERSION = 8
 
 
 def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
@@ -87,7 +89,9 @@ class SendMatch(Base, frozen=True):
 
 class CommandOutcome(Base, frozen=True):
     """A shell command that ended (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it was
-    installed into), reported once, in the first result the agent is given after it ended."""
+    installed into), reported once, in the first result the agent is given after it ended. A line the shell read
+    and did not run ends too: a syntax error (status 2 in bash, 1 in zsh, 123 in fish), or a command left
+    incomplete at the continuation prompt and abandoned with Ctrl-C (130)."""
 
     command: Annotated[
         str | None, _d("The line a send typed that started it; null when no send typed it (or it cannot be told).")
@@ -484,6 +488,15 @@ class SendResult(Base, frozen=True):
             "given and before this call: output no earlier result showed."
         ),
     ] = 0
+    continuation: Annotated[
+        str | None,
+        _d(
+            "The shell waits at its continuation prompt for the rest of a command (an open quote, bracket or block, "
+            "a trailing backslash): the lines of it read so far, as sent. The next send continues that command; "
+            "keys ['C-c'] abandons it. Null when the shell waits for a new command (or cannot tell: bash, zsh and fish "
+            "report it)."
+        ),
+    ] = None
     lost_lines: Annotated[
         int,
         _d(

@@ -125,7 +125,8 @@ def why(result: Result, session_id: str) -> str:
 
 def between_calls(result: Result) -> str:
     """Lines for what the session did that the model was not told yet (protocol 5): every shell command that ended
-    since its previous result (one may have ended while it thought), the one still running, a crash's gap."""
+    since its previous result (one may have ended while it thought), a command the shell waits to complete
+    (protocol 8), the one still running, a crash's gap."""
     out = ""
     commands = [c for c in result.get("commands") or () if isinstance(c, Mapping)]
     if len(commands) > 1 or (commands and result.get("wait_reason") != "stdin_read"):
@@ -133,6 +134,12 @@ def between_calls(result: Result) -> str:
             text = command.get("command") or "a command"
             code, took = command.get("exit_code"), command.get("duration_ms")
             out += f"\n[ended: `{text}` exited with code {code} after {took} ms]"
+    continuation = result.get("continuation")
+    if isinstance(continuation, str):
+        out += (
+            f"\n[continuation: the shell has read `{continuation}` and waits for the rest of that command (an open "
+            'quote, bracket or block): send the rest, or keys ["C-c"] to abandon it]'
+        )
     running = result.get("running")
     if isinstance(running, Mapping) and result.get("wait_reason") in ("timeout", "inferred_idle"):
         text = running.get("command") or "a command"

@@ -5,8 +5,11 @@ consumes nothing), never by sleeping."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -237,3 +240,62 @@ def test_a_cursor_line_shown_is_shown_again_only_if_it_changed(shell: Shell, res
     # No ONLCR: the line feed keeps the column, so TAIL starts where the line before it ended.
     tail = " " * len(shown_again or "RRR") + "TAIL"
     assert second["viewport"].splitlines() == ([shown_again, tail] if shown_again else [tail])
+
+
+SYNTAX_ERROR = {"bash": 2, "zsh": 1, "fish": 123}  # each shell's status for a line it cannot parse
+BLOCK = {  # a command over three lines, in each shell's own syntax
+    "bash": "for i in 1 2\ndo echo x$i\ndone",
+    "zsh": "for i in 1 2\ndo echo x$i\ndone",
+    "fish": "for i in 1 2\necho x$i\nend",
+}
+
+
+@pytest.fixture(params=sorted(SYNTAX_ERROR))
+def shell_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def any_shell(shell_name: str, rpc: Rpc, token: str) -> Iterator[Shell]:
+    s = Shell(rpc, token, argv=[shell_name], env={"PS1": "$ "})
+    yield s
+    with contextlib.suppress(RpcError, OSError):
+        s.close()
+
+
+def outcomes(result: dict[str, Any]) -> list[tuple[str | None, int | None]]:
+    return [(c["command"], c["exit_code"]) for c in result["commands"]]
+
+
+def test_a_line_the_shell_refused_is_reported_with_its_status(any_shell: Shell, shell_name: str) -> None:
+    refused = any_shell.send("echo )\n")
+    assert refused["wait_reason"] == "stdin_read"
+    status = SYNTAX_ERROR[shell_name]
+    assert outcomes(refused) == [("echo )", status)]
+    assert refused["exit_code"] == status
+    assert outcomes(any_shell.send("echo fine\n")) == [("echo fine", 0)]  # the next line is its own
+
+
+def test_a_command_left_open_is_a_continuation_until_its_last_line(any_shell: Shell) -> None:
+    first = any_shell.send("echo 'one\n")
+    assert first["wait_reason"] == "stdin_read"
+    assert first["continuation"] == "echo 'one"
+    assert first["commands"] == []
+    assert first["exit_code"] is None
+    second = any_shell.send("two'\n")
+    assert second["continuation"] is None
+    assert outcomes(second) == [("echo 'one\ntwo'", 0)]
+    assert second["viewport"].splitlines()[-3:-1] == ["one", "two"]  # then the prompt (bash's rc file may set it)
+
+
+def test_an_abandoned_continuation_and_a_refusal_behind_a_block_are_each_reported(
+    any_shell: Shell, shell_name: str
+) -> None:
+    assert any_shell.send("if true; then\n")["continuation"] == "if true; then"
+    abandoned = any_shell.send("", keys=["C-c"])
+    assert outcomes(abandoned) == [("if true; then", 130)]
+    assert abandoned["continuation"] is None
+    many = any_shell.send(f"{BLOCK[shell_name]}\necho )\necho after\n")
+    assert outcomes(many) == [(BLOCK[shell_name], 0), ("echo )", SYNTAX_ERROR[shell_name]), ("echo after", 0)]
+    assert many["exit_code"] == 0
+    assert "x2" in many["viewport"]

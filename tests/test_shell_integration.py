@@ -36,6 +36,13 @@ def test_marks_are_taken_out_and_reported_in_order() -> None:
     assert seen == [Mark("C"), Mark("D", 3, "/tmp/x y")]
 
 
+def test_a_continuation_mark_and_a_command_mark_with_its_line_are_reported() -> None:
+    seen: list[Mark] = []
+    out = MarkFilter(KEY, seen.append).feed(mark(f"{KEY};P") + b"> " + mark(f"{KEY};C;if%20true%0Aecho%20%3B%0Aend"))
+    assert out == b"> "
+    assert seen == [Mark("P"), Mark("C", command="if true\necho ;\nend")]
+
+
 def test_marks_with_another_secret_are_removed_but_not_believed() -> None:
     seen: list[Mark] = []
     out = MarkFilter(KEY, seen.append).feed(b"x" + mark("forged;D;99;/") + b"y")

@@ -84,6 +84,10 @@ def test_open_send_read_signal_close_end_to_end(daemon: Daemon) -> None:
     assert "[stdin_read, exit code 0]" in sent.stderr
     failed = ptyctl(daemon.socket, "send", sid, "false")
     assert "[stdin_read, exit code 1]" in failed.stderr
+    left_open = ptyctl(daemon.socket, "send", sid, "echo 'open")
+    assert "[stdin_read, continuation: the shell waits for the rest of a command]" in left_open.stderr
+    closed = ptyctl(daemon.socket, "send", sid, "closed'")
+    assert "[stdin_read, exit code 0]" in closed.stderr
 
     partial = ok_json(daemon.socket, "send", "--no-newline", sid, "echo typed-not-run")
     assert partial["viewport"].endswith("echo typed-not-run")

@@ -54,3 +54,21 @@ def test_a_long_single_line_keeps_its_head_and_tail(daemon: Daemon) -> None:
             assert "characters cut" in text
 
     anyio.run(scenario)
+
+
+def test_a_command_left_open_and_a_refused_line_reach_the_model(daemon: Daemon) -> None:
+    async def scenario() -> None:
+        async with mcp_client(daemon.socket, new_agent()) as client:
+            _, opened = await ok(client, "terminal_open", env=PROMPT)
+            sid = opened["session_id"]
+            text, open_ = await ok(client, "terminal_send", session_id=sid, input="echo 'one\n")
+            assert open_["continuation"] == "echo 'one"
+            assert "[continuation: the shell has read `echo 'one`" in text
+            text, closed = await ok(client, "terminal_send", session_id=sid, input="two'\necho )\n")
+            assert closed["continuation"] is None
+            assert "[continuation" not in text
+            ended = [(c["command"], c["exit_code"]) for c in closed["commands"]]
+            assert ended == [("echo 'one\ntwo'", 0), ("echo )", 2)]
+            assert "[ended: `echo )` exited with code 2" in text
+
+    anyio.run(scenario)

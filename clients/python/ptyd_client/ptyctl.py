@@ -247,6 +247,8 @@ def send_footer(result: SendResult, session: str) -> str:
         reason += ": " + render.status_word(result["session_status"])
     if result.get("exit_code") is not None:
         reason += f", exit code {result['exit_code']}"
+    if result.get("continuation") is not None:
+        reason += ", continuation: the shell waits for the rest of a command"
     footer = f"[{reason}]"
     if result.get("password_prompt"):
         footer += (

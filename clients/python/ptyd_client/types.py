@@ -136,7 +136,9 @@ class ListeningPort(TypedDict):
 
 class CommandOutcome(TypedDict):
     """A shell command that ended (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it
-    was installed into), reported once, in the first result the agent is given after it ended.
+    was installed into), reported once, in the first result the agent is given after it ended. A line the
+    shell read and did not run ends too: a syntax error (status 2 in bash, 1 in zsh, 123 in fish), or a
+    command left incomplete at the continuation prompt and abandoned with Ctrl-C (130).
     """
 
     command: str | None
@@ -218,6 +220,12 @@ class SendResult(TypedDict, total=False):
     earlier_lines: int
     """Lines at the head of the viewport that the session printed after the previous result the agent was
     given and before this call: output no earlier result showed.
+    """
+    continuation: str | None
+    """The shell waits at its continuation prompt for the rest of a command (an open quote, bracket or block,
+    a trailing backslash): the lines of it read so far, as sent. The next send continues that command; keys
+    ['C-c'] abandons it. Null when the shell waits for a new command (or cannot tell: bash, zsh and fish
+    report it).
     """
     lost_lines: int
     """Lines of output lost in a daemon crash since the previous result (printed after the last saved state);

@@ -2,7 +2,7 @@
 // Do not edit: change the msgspec Structs and regenerate. Field names are snake_case, as on the wire.
 
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
 
 export interface AgentInfo {
   agent_id: string;
@@ -72,7 +72,9 @@ export interface AgentReleaseResult {
 
 /**
  * A shell command that ended (shell integration: bash, zsh and fish sessions ptyd starts, or a shell it was
- * installed into), reported once, in the first result the agent is given after it ended.
+ * installed into), reported once, in the first result the agent is given after it ended. A line the shell read
+ * and did not run ends too: a syntax error (status 2 in bash, 1 in zsh, 123 in fish), or a command left
+ * incomplete at the continuation prompt and abandoned with Ctrl-C (130).
  */
 export interface CommandOutcome {
   /** The line a send typed that started it; null when no send typed it (or it cannot be told). */
@@ -312,6 +314,8 @@ export interface SendResult {
    * @defaultValue `0`
    */
   earlier_lines?: number;
+  /** The shell waits at its continuation prompt for the rest of a command (an open quote, bracket or block, a trailing backslash): the lines of it read so far, as sent. The next send continues that command; keys ['C-c'] abandons it. Null when the shell waits for a new command (or cannot tell: bash, zsh and fish report it). */
+  continuation?: string | null;
   /**
    * Lines of output lost in a daemon crash since the previous result (printed after the last saved state); the transcript marks the gap with a line of its own.
    * @defaultValue `0`

@@ -10,6 +10,7 @@ send nobody asked after) is carried into the next one rather than lost.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -35,48 +36,88 @@ class AgentView:
     def __init__(self, line: int = 0) -> None:
         self.line = line  # the first transcript line the agent has not been shown whole
         self._ended: deque[p.CommandOutcome] = deque(maxlen=COMMANDS_KEPT)
-        # Lines a send typed, not yet started by the shell, and when each was typed.
-        self._typed: deque[tuple[str, float]] = deque(maxlen=TYPED_KEPT)
+        # Lines a send typed, not yet read by the shell: each one's text, when it was typed, and whether it can start
+        # a command at a prompt (not empty or a comment).
+        self._typed: deque[tuple[str, float, bool]] = deque(maxlen=TYPED_KEPT)
         self._ended_at = 0.0  # when the last command's end was seen
         self._marked = False  # the shell sends marks: its commands can be told apart
         self._running: tuple[str | None, float] | None = None  # the command the shell runs now, since when
+        # Lines the shell read of a command it has not run yet: it waits at its continuation prompt (PS2) for the
+        # rest (an open quote, bracket or block). None: a line no send typed.
+        self._partial: list[str | None] = []
         self.lost_lines = 0  # lines a crash lost that no result reported yet
         self._shown = ""  # the text ``line`` had when the last result showed it (as its cursor line)
 
     # --- what the session saw happen ------------------------------------------------------------------
 
     def typed(self, text: str) -> None:
-        """A send wrote ``text``: each line it submits that is not empty or a comment is a command the shell
-        starts next, in order (once the shell sends marks: the line that installs them is no command of the
-        agent's). Lines that start none (a syntax error) are forgotten at the next send typed at an idle prompt."""
+        """A send wrote ``text``: the shell reads each line it submits in order (once the shell sends marks: the
+        line that installs them is no command of the agent's), and each one starts a command, continues one, ends
+        at the next prompt unrun (a syntax error; or an empty line, a comment), or went to the program running
+        then: lines still queued when a send is typed at an idle prompt are forgotten then."""
         if self._marked:
             now = time.monotonic()
-            self._typed.extend((line, now) for line in _lines(text))
+            self._typed.extend((line, now, bool(line) and not line.startswith("#")) for line in _lines(text))
 
     def forget_typed(self) -> None:
         self._typed.clear()
 
-    def command_started(self) -> None:
+    def continued(self) -> None:
+        """The shell's continuation mark: it read a line of a command it cannot run yet and asks for the rest."""
+        self._marked = True
+        self._partial.append(self._typed.popleft()[0] if self._typed else None)
+
+    def command_started(self, line: str | None = None) -> None:
+        """The shell's command mark; ``line``: the command line, where the shell says it (fish: its editor joins
+        the lines sent, continuations and all, into one)."""
         self._marked = True
         now = time.monotonic()
-        if not self._typed:
-            self._running = (None, now)
-            return
+        if line is None:
+            command, typed_at = self._next_line(now)
+        else:  # its lines leave the queue with it (those a continuation took, taken already)
+            command, typed_at = line, now
+            for _ in range(min(len(self._typed), line.count("\n") + 1 - len(self._partial))):
+                typed_at = self._typed.popleft()[1]
+            self._partial = []
         # It started once it was typed and the command before it ended: a start mark read late (a loaded
         # machine) must not shorten its duration (seen: a `sleep 0.4` measured 397 ms).
-        command, typed_at = self._typed.popleft()
         self._running = (command, min(now, max(typed_at, self._ended_at)))
 
     def command_ended(self, status: int | None, cwd: str | None) -> None:
-        """The shell's prompt mark: the command before it (if any) ended with ``status``."""
+        """The shell's prompt mark: the command before it (if any) ended with ``status``. With none running, a
+        line the shell read and did not run (a syntax error, or a command left incomplete and abandoned with
+        Ctrl-C) ends here: the agent is told, with the shell's status, rather than shown a bare prompt."""
         self._marked = True
-        if self._running is None:
-            return  # a prompt with no command before it: an empty line, a Ctrl-C at the prompt
-        command, started = self._running
-        self._running = None
-        self._ended_at = time.monotonic()
-        duration = int((time.monotonic() - started) * 1000)
+        now = time.monotonic()
+        if self._running is not None:
+            command, started = self._running
+            self._running = None
+        elif self._partial or (self._typed and self._typed[0][2]):
+            command, started = self._next_line(now)
+        else:  # a prompt with no command before it: an empty line, a comment, a Ctrl-C at an empty prompt
+            if self._typed:
+                self._typed.popleft()
+            return
+        self._ended_at = now
+        duration = int((now - started) * 1000)
         self._ended.append(p.CommandOutcome(command=command, exit_code=status, cwd=cwd, duration_ms=duration))
+
+    def _next_line(self, now: float) -> tuple[str | None, float]:
+        """The command the shell took now: the lines it read at its continuation prompt, then the next line typed
+        (None: no send typed it), and when its last line was typed."""
+        line, typed_at, _ = self._typed.popleft() if self._typed else (None, now, False)
+        partial, self._partial = self._partial, []
+        if not partial:
+            return line, typed_at
+        lines = [*partial, line] if line is not None else partial
+        known = [text for text in lines if text is not None]
+        return ("\n".join(known) if known else None), typed_at
+
+    def continuation(self) -> str | None:
+        """The lines of a command the shell waits to complete (its continuation prompt), as typed; None when it
+        waits for none (or no send typed them)."""
+        known = [text for text in self._partial if text is not None]
+        return "\n".join(known) if known else None
 
     def running(self) -> p.RunningCommand | None:
         if self._running is None:
@@ -137,6 +178,9 @@ class AgentView:
 
 
 def _lines(text: str) -> list[str]:
-    """The non-empty lines ``text`` submits (the part after its last newline is not submitted yet)."""
-    lines = (line.strip() for line in text.split("\n")[:-1])
-    return [line for line in lines if line and not line.startswith("#")]
+    """The lines ``text`` submits, stripped: each CR or LF ends one, as Enter does at a prompt (the part after the
+    last is not submitted yet)."""
+    return [line.strip() for line in _LINE_END.split(text)[:-1]]
+
+
+_LINE_END = re.compile("[\r\n]")

@@ -337,6 +337,7 @@ class SendDriver:
             compacted=compacted,
             commands=list(unread.commands),
             running=self.view.running(),
+            continuation=self.view.continuation(),
             earlier_lines=max(0, min(op.anchor, lines.end_line - 1) - lines.start_line),
             lost_lines=unread.lost_lines,
         )

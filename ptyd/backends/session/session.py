@@ -182,9 +182,12 @@ class LocalSession:
         self.tracker.mark_write()
 
     def _on_mark(self, mark: Mark) -> None:
+        if mark.kind == "P":
+            self.sends.view.continued()
+            return
         if mark.kind == "C":
             self._command_running = True
-            self.sends.view.command_started()
+            self.sends.view.command_started(mark.command)
             return
         active = self.sends.active
         if self._command_running and active is not None:

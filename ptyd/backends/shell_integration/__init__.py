@@ -18,7 +18,10 @@ process that may ptrace the shell (the same user, ``kernel.yama.ptrace_scope`` 0
 child, not its ancestor, so scope 1 keeps it out) reads the variable from the shell's memory; so can anything
 that reads ``/proc/PID/mem`` with the same rights (docs/shell-integration.md).
 
-Wire form: ``ESC ] 6973 ; <secret> ; C BEL`` and ``ESC ] 6973 ; <secret> ; D ; <status> ; <cwd> BEL``.
+Wire form: ``ESC ] 6973 ; <secret> ; C BEL`` and ``ESC ] 6973 ; <secret> ; D ; <status> ; <cwd> BEL``. Also
+``ESC ] 6973 ; <secret> ; P BEL`` for each line read that leaves the command open (a quote, bracket or block; bash
+and zsh print it with ``PS2``, fish from its Enter key), so that a command's lines are told from the next
+command's (``agent_view``); and fish's command mark carries its command line, URL-escaped: ``C ; <line>``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import final
+from urllib.parse import unquote
 
 MARK = b"\x1b]6973;"
 MAX_MARK = 8192  # longer is not one of ours: passed through as output
@@ -52,6 +56,7 @@ HOOK = (
     '__ptyd_prompt() { local s=$?; builtin printf \'\\033]6973;%s;D;%s;%s\\007\' "$__ptyd_key" "$s" "$PWD"; '
     "return $s; }; "
     "PS0=\"${PS0-}\"$'\\033]6973;'\"$__ptyd_key\"$';C\\007'; "
+    "PS2='\\[\\e]6973;'\"$__ptyd_key\"';P\\a\\]'\"${PS2-> }\"; "
     "if ((BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1))); then "
     'PROMPT_COMMAND=(__ptyd_prompt "${PROMPT_COMMAND[@]}"); '
     'else PROMPT_COMMAND="__ptyd_prompt${PROMPT_COMMAND:+; $PROMPT_COMMAND}"; fi'
@@ -153,17 +158,29 @@ def shell_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | Non
     return bash_launch(argv, key, env) or zsh_launch(argv, key, env) or fish_launch(argv, key)
 
 
+# zsh's, as in zsh/.zshenv: the continuation prompt's mark goes into PS2 at each prompt, after any rc file set it.
 ZSH_HOOK = (
     '__ptyd_precmd() { local s=$?; builtin printf \'\\033]6973;%s;D;%s;%s\\007\' "$__ptyd_key" "$s" "$PWD"; '
+    "[[ $PS2 == *$'\\e]6973;'* ]] || PS2=$'%{\\e]6973;'\"$__ptyd_key\"$';P\\a%}'\"$PS2\"; "
     "return $s; }; __ptyd_preexec() { builtin printf '\\033]6973;%s;C\\007' \"$__ptyd_key\"; }; "
     "precmd_functions=(__ptyd_precmd $precmd_functions); preexec_functions+=(__ptyd_preexec)"
 )
 
 
+# fish's, as in fish_integration.fish (which says why Enter is bound), in one line.
 FISH_HOOK = (
     "function __ptyd_prompt --on-event fish_prompt; set -l s $status; "
     "builtin printf '\\e]6973;%s;D;%s;%s\\a' $__ptyd_key $s $PWD; end; "
-    "function __ptyd_preexec --on-event fish_preexec; builtin printf '\\e]6973;%s;C\\a' $__ptyd_key; end"
+    'function __ptyd_preexec --on-event fish_preexec; set -l line (string sub -l 2000 -- "$argv[1]" | string collect); '
+    "builtin printf '\\e]6973;%s;C;%s\\a' $__ptyd_key (string escape --style=url -- \"$line\"); end; "
+    "function __ptyd_cancel --on-event fish_cancel; builtin printf '\\e]6973;%s;D;130;%s\\a' $__ptyd_key $PWD; end; "
+    "function __ptyd_enter; commandline --is-valid; switch $status; "
+    "case 2; builtin printf '\\e]6973;%s;P\\a' $__ptyd_key; "
+    "case 1; set -l fish (status fish-path); builtin echo; commandline | string collect | $fish --no-execute; "
+    "builtin printf '\\e]6973;%s;D;123;%s\\a' $__ptyd_key $PWD; commandline -r ''; commandline -f repaint; "
+    "return; end; commandline -f execute; end; "
+    "for key in \\r \\n; bind $key | string match -q -- '*execute' && bind $key __ptyd_enter; "
+    "bind -M insert $key 2>/dev/null | string match -q -- '*execute' && bind -M insert $key __ptyd_enter; end"
 )
 
 
@@ -206,9 +223,10 @@ def remote_snippet(key: str, prompt_width: int, cols: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    kind: str  # "C": a command starts; "D": the prompt is about to be drawn
+    kind: str  # "C": a command starts; "D": the prompt is about to be drawn; "P": a continuation prompt is
     status: int | None = None
     cwd: str | None = None
+    command: str | None = None  # "C": the command line, where the shell says it (fish)
 
 
 @final
@@ -258,8 +276,10 @@ class MarkFilter:
         if key != self._key:
             return
         kind, _, fields = rest.partition(b";")
-        if kind == b"C":
-            self._on_mark(Mark("C"))
+        if kind == b"C":  # fish's carries its command line, URL-escaped (its editor joins the lines sent)
+            self._on_mark(Mark("C", command=unquote(fields.decode(errors="replace")) if fields else None))
+        elif kind == b"P":
+            self._on_mark(Mark("P"))
         elif kind == b"D":
             status, _, cwd = fields.partition(b";")
             try:

@@ -1,7 +1,11 @@
 # ptyd shell integration for fish, run by `fish --init-command` after the user's configuration (see
 # ptyd/backends/shell_integration.py). It takes the session's secret out of the environment and adds the prompt
-# marks as event handlers: a command mark before each command line runs, a prompt mark with $status and $PWD
-# before each prompt. The prompt and the user's files are left as they are.
+# marks as event handlers: a command mark with the command line before each command line runs, a prompt mark with
+# $status and $PWD before each prompt. Enter (where it runs fish's own `execute`) also marks a line that leaves
+# the command incomplete (a continuation); and a line fish cannot parse, which fish would keep in its editor
+# (where every line sent next would be appended to it), is checked by `fish --no-execute` (which prints the error
+# and runs nothing), reported (status 123, as eval's) and cleared. Ctrl-C reports a command left incomplete as
+# abandoned (130). The prompt and the user's files are left as they are.
 if status is-interactive; and set -q PTYD_SHELL_KEY
     set -g __ptyd_key $PTYD_SHELL_KEY
     set -e PTYD_SHELL_KEY
@@ -10,6 +14,30 @@ if status is-interactive; and set -q PTYD_SHELL_KEY
         builtin printf '\e]6973;%s;D;%s;%s\a' $__ptyd_key $s $PWD
     end
     function __ptyd_preexec --on-event fish_preexec
-        builtin printf '\e]6973;%s;C\a' $__ptyd_key
+        set -l line (string sub -l 2000 -- "$argv[1]" | string collect)
+        builtin printf '\e]6973;%s;C;%s\a' $__ptyd_key (string escape --style=url -- "$line")
+    end
+    function __ptyd_cancel --on-event fish_cancel
+        builtin printf '\e]6973;%s;D;130;%s\a' $__ptyd_key $PWD
+    end
+    function __ptyd_enter
+        commandline --is-valid
+        switch $status
+            case 2
+                builtin printf '\e]6973;%s;P\a' $__ptyd_key
+            case 1
+                set -l fish (status fish-path)
+                builtin echo
+                commandline | string collect | $fish --no-execute
+                builtin printf '\e]6973;%s;D;123;%s\a' $__ptyd_key $PWD
+                commandline -r ''
+                commandline -f repaint
+                return
+        end
+        commandline -f execute
+    end
+    for key in \r \n
+        bind $key | string match -q -- '*execute' && bind $key __ptyd_enter
+        bind -M insert $key 2>/dev/null | string match -q -- '*execute' && bind -M insert $key __ptyd_enter
     end
 end

@@ -13,7 +13,14 @@ if [[ "${PTYD_SHELL_KEY_FD-}" == 6 ]]; then IFS= read -r __ptyd_key <&6; exec 6<
 unset PTYD_SHELL_KEY PTYD_SHELL_KEY_FD
 [[ -r "${ZDOTDIR:-$HOME}/.zshenv" ]] && builtin source "${ZDOTDIR:-$HOME}/.zshenv"
 if [[ -o interactive && -n "$__ptyd_key" ]]; then
-  __ptyd_precmd() { local s=$?; builtin printf '\033]6973;%s;D;%s;%s\007' "$__ptyd_key" "$s" "$PWD"; return $s }
+  # The continuation prompt's mark, zero-width (%{ %}), put into PS2 at each prompt (after the user's files set
+  # it): the lines read at PS2 belong to the command they continue.
+  __ptyd_precmd() {
+    local s=$?
+    builtin printf '\033]6973;%s;D;%s;%s\007' "$__ptyd_key" "$s" "$PWD"
+    [[ $PS2 == *$'\e]6973;'* ]] || PS2=$'%{\e]6973;'"$__ptyd_key"$';P\a%}'"$PS2"
+    return $s
+  }
   __ptyd_preexec() { builtin printf '\033]6973;%s;C\007' "$__ptyd_key" }
   typeset -ga precmd_functions preexec_functions
   precmd_functions=(__ptyd_precmd $precmd_functions)

@@ -1,0 +1,93 @@
+"""AgentView in process: which command each shell mark belongs to. Every line a send types is read by the shell in
+order and starts a command (C), continues one (P: the continuation prompt), or ends at the next prompt unrun (D with
+nothing running): a syntax error or an abandoned incomplete command is reported; an empty line or a comment is not."""
+
+from __future__ import annotations
+
+from ptyd.backends.session.agent_view import AgentView
+
+
+def ended(view: AgentView) -> list[tuple[str | None, int | None]]:
+    return [(c.command, c.exit_code) for c in view.unread().commands]
+
+
+def marked() -> AgentView:
+    view = AgentView()
+    view.command_ended(0, "/")  # the first prompt: the shell sends marks
+    return view
+
+
+def test_a_line_the_shell_refused_ends_with_its_status() -> None:
+    view = marked()
+    view.typed("echo )\n")
+    view.command_ended(2, "/")
+    assert ended(view) == [("echo )", 2)]
+    assert not view.command_running
+
+
+def test_a_command_over_several_lines_is_one_command_and_waits_as_a_continuation() -> None:
+    view = marked()
+    view.typed("echo 'open\n")
+    view.continued()
+    assert view.continuation() == "echo 'open"
+    view.typed("more\n")
+    view.continued()
+    assert view.continuation() == "echo 'open\nmore"
+    view.typed("'\n")
+    view.command_started()
+    assert view.continuation() is None
+    view.command_ended(0, "/")
+    assert ended(view) == [("echo 'open\nmore\n'", 0)]
+
+
+def test_an_incomplete_command_abandoned_is_reported_with_the_interrupts_status() -> None:
+    view = marked()
+    view.typed("if true; then\n")
+    view.continued()
+    view.forget_typed()  # the Ctrl-C send, typed at a prompt with nothing running
+    view.command_ended(130, "/")
+    assert ended(view) == [("if true; then", 130)]
+    assert view.continuation() is None
+
+
+def test_empty_lines_and_comments_end_nothing_and_keep_the_next_command_its_own() -> None:
+    view = marked()
+    view.typed("\n# note\nls\n")
+    view.command_ended(0, "/")  # the empty line's prompt
+    view.command_ended(0, "/")  # the comment's
+    view.command_started()
+    view.command_ended(0, "/")
+    assert ended(view) == [("ls", 0)]
+
+
+def test_a_refusal_queued_behind_a_block_is_told_apart_from_the_blocks_lines() -> None:
+    view = marked()
+    view.typed("for i in 1 2\ndo echo $i\ndone\necho )\necho after\n")
+    view.continued()
+    view.continued()
+    view.command_started()
+    view.command_ended(0, "/")
+    view.command_ended(2, "/")
+    view.command_started()
+    view.command_ended(0, "/")
+    assert ended(view) == [("for i in 1 2\ndo echo $i\ndone", 0), ("echo )", 2), ("echo after", 0)]
+
+
+def test_a_carriage_return_submits_a_line_as_enter_does() -> None:
+    view = marked()
+    view.typed("ls\rpwd\r")
+    view.command_started()
+    view.command_ended(0, "/")
+    view.command_started()
+    view.command_ended(0, "/")
+    assert ended(view) == [("ls", 0), ("pwd", 0)]
+
+
+def test_lines_of_a_shell_that_does_not_mark_its_continuations_still_start_commands() -> None:
+    view = marked()  # a remote shell given an older hook: no P marks
+    view.typed("true\nfalse\n")
+    view.command_started()
+    view.command_ended(0, "/")
+    view.command_started()
+    view.command_ended(1, "/")
+    assert ended(view) == [("true", 0), ("false", 1)]
