@@ -260,6 +260,26 @@ def test_ssh_with_integration_reports_exit_codes_and_settles_on_the_prompt(ssh_s
     assert result["viewport"].splitlines()[-1] == "far$"
 
 
+def test_the_ssh_command_runs_on_while_the_far_shells_commands_end(ssh_shell: Shell) -> None:
+    """The far shell's marks carry a key of their own: its first prompt does not end the local ssh command, and
+    leaving it reports what ran there and the ssh command, each once."""
+    installed = ssh_shell.call("terminal_integrate")
+    assert installed["commands"] == []
+    assert installed["exit_code"] is None
+    assert installed["running"]["command"].startswith("ssh ")
+    refused = ssh_shell.send("echo )\n")
+    assert [(c["command"], c["exit_code"]) for c in refused["commands"]] == [("echo )", 2)]
+    left = ssh_shell.send("exit 3\n")
+    assert left["viewport"].splitlines()[-1] == "$"
+    ended = [(c["command"], c["exit_code"]) for c in left["commands"]]
+    assert ended[0] == ("exit 3", None)  # it ended with the far shell: no prompt after it to say how
+    assert ended[1][0] is not None
+    assert ended[1][0].startswith("ssh ")
+    assert ended[1][1] == 3
+    assert left["exit_code"] == 3
+    assert left["running"] is None
+
+
 def test_leaving_ssh_returns_to_exact_readiness(ssh_shell: Shell) -> None:
     result = ssh_shell.send("exit\n")
     assert result["ready_basis"] == "kernel"

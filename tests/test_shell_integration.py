@@ -16,6 +16,7 @@ from ptyd.backends.shell_integration import (
     MarkFilter,
     bash_launch,
     fish_launch,
+    nested_key,
     remote_snippet,
     shell_launch,
     zsh_launch,
@@ -41,6 +42,13 @@ def test_a_continuation_mark_and_a_command_mark_with_its_line_are_reported() -> 
     out = MarkFilter(KEY, seen.append).feed(mark(f"{KEY};P") + b"> " + mark(f"{KEY};C;if%20true%0Aecho%20%3B%0Aend"))
     assert out == b"> "
     assert seen == [Mark("P"), Mark("C", command="if true\necho ;\nend")]
+
+
+def test_a_nested_shells_marks_carry_its_depth_and_a_near_miss_is_not_believed() -> None:
+    seen: list[Mark] = []
+    data = mark(f"{nested_key(KEY, 2)};D;0;/far") + mark(f"{KEY}.x;D;0;/") + mark(f"{KEY}2;C") + b"ok"
+    assert MarkFilter(KEY, seen.append).feed(data) == b"ok"
+    assert seen == [Mark("D", 0, "/far", depth=2)]
 
 
 def test_marks_with_another_secret_are_removed_but_not_believed() -> None:

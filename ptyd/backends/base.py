@@ -58,6 +58,7 @@ class SendRequest:
     until_done: bool = False  # silence does not end the wait: only readiness, an exit, a named wait or the timeout
     follow_command: bool = False  # ...nor while a shell command runs (an empty send waits for the pending command)
     by_owner: bool = True  # from the session's owner: only its results move the agent's unread cursor
+    installs_integration: bool = False  # terminal_integrate's line: it installs the marks, no command of the agent's
 
 
 class SendOperation(Protocol):

@@ -395,6 +395,7 @@ class PtyService:
                 idle_s=cfg.default_idle_ms / 1000,
                 max_bytes=params.max_bytes or cfg.default_max_bytes,
                 request_key=None,
+                installs_integration=True,
             )
         )
 

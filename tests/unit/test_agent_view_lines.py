@@ -91,3 +91,26 @@ def test_lines_of_a_shell_that_does_not_mark_its_continuations_still_start_comma
     view.command_started()
     view.command_ended(1, "/")
     assert ended(view) == [("true", 0), ("false", 1)]
+
+
+def test_a_shell_inside_the_session_runs_its_commands_while_the_ssh_command_runs_on() -> None:
+    view = marked()
+    view.typed("ssh far\n")
+    view.command_started()
+    view.command_ended(0, "/", depth=1)  # terminal_integrate's hooks draw the far shell's first prompt
+    assert ended(view) == []
+    view.typed("echo )\nfalse\n")
+    view.command_ended(2, "/far", depth=1)
+    view.command_started(depth=1)
+    view.command_ended(1, "/far", depth=1)
+    assert ended(view) == [("echo )", 2), ("false", 1)]
+    running = view.running()
+    assert running is not None
+    assert running.command == "ssh far"
+    view.typed("sleep 100\n")
+    view.command_started(depth=1)
+    assert view.running() is not None
+    assert view.running().command == "sleep 100"  # the innermost
+    view.command_ended(255, "/", depth=0)  # the connection dropped: the local prompt again
+    assert ended(view)[-2:] == [("sleep 100", None), ("ssh far", 255)]
+    assert not view.command_running

@@ -41,7 +41,9 @@ class AgentView:
         self._typed: deque[tuple[str, float, bool]] = deque(maxlen=TYPED_KEPT)
         self._ended_at = 0.0  # when the last command's end was seen
         self._marked = False  # the shell sends marks: its commands can be told apart
-        self._running: tuple[str | None, float] | None = None  # the command the shell runs now, since when
+        # The command each shell runs now, and since when: the session's own (0), and those inside it that
+        # terminal_integrate installed the hooks into (1, 2, ...; the ssh command of 0 runs on meanwhile).
+        self._running: dict[int, tuple[str | None, float]] = {}
         # Lines the shell read of a command it has not run yet: it waits at its continuation prompt (PS2) for the
         # rest (an open quote, bracket or block). None: a line no send typed.
         self._partial: list[str | None] = []
@@ -67,9 +69,9 @@ class AgentView:
         self._marked = True
         self._partial.append(self._typed.popleft()[0] if self._typed else None)
 
-    def command_started(self, line: str | None = None) -> None:
-        """The shell's command mark; ``line``: the command line, where the shell says it (fish: its editor joins
-        the lines sent, continuations and all, into one)."""
+    def command_started(self, line: str | None = None, depth: int = 0) -> None:
+        """The command mark of the shell at ``depth``; ``line``: the command line, where the shell says it (fish:
+        its editor joins the lines sent, continuations and all, into one)."""
         self._marked = True
         now = time.monotonic()
         if line is None:
@@ -81,26 +83,35 @@ class AgentView:
             self._partial = []
         # It started once it was typed and the command before it ended: a start mark read late (a loaded
         # machine) must not shorten its duration (seen: a `sleep 0.4` measured 397 ms).
-        self._running = (command, min(now, max(typed_at, self._ended_at)))
+        self._running[depth] = (command, min(now, max(typed_at, self._ended_at)))
 
-    def command_ended(self, status: int | None, cwd: str | None) -> None:
-        """The shell's prompt mark: the command before it (if any) ended with ``status``. With none running, a
-        line the shell read and did not run (a syntax error, or a command left incomplete and abandoned with
-        Ctrl-C) ends here: the agent is told, with the shell's status, rather than shown a bare prompt."""
+    def command_ended(self, status: int | None, cwd: str | None, depth: int = 0) -> p.CommandOutcome | None:
+        """The prompt mark of the shell at ``depth``: the command before it (if any) ended with ``status``; what
+        ran in shells inside it ended with them (their status unknown: the ssh connection closed). With none
+        running, a line the shell read and did not run (a syntax error, or a command left incomplete and
+        abandoned with Ctrl-C) ends here: the agent is told, with the shell's status, rather than shown a bare
+        prompt. Returns the command that ended, if one did."""
         self._marked = True
         now = time.monotonic()
-        if self._running is not None:
-            command, started = self._running
-            self._running = None
-        elif self._partial or (self._typed and self._typed[0][2]):
-            command, started = self._next_line(now)
-        else:  # a prompt with no command before it: an empty line, a comment, a Ctrl-C at an empty prompt
-            if self._typed:
-                self._typed.popleft()
-            return
+        for inner in sorted((d for d in self._running if d > depth), reverse=True):
+            self._end(self._running.pop(inner), None, None, now)
+        if depth in self._running:
+            return self._end(self._running.pop(depth), status, cwd, now)
+        if self._partial or (self._typed and self._typed[0][2]):
+            return self._end(self._next_line(now), status, cwd, now)
+        if self._typed:  # a prompt with no command before it: an empty line, a comment, a Ctrl-C at an empty prompt
+            self._typed.popleft()
+        return None
+
+    def _end(
+        self, begun: tuple[str | None, float], status: int | None, cwd: str | None, now: float
+    ) -> p.CommandOutcome:
+        """``begun`` (a command and since when) ended now: kept for the next result."""
+        command, started = begun
         self._ended_at = now
-        duration = int((now - started) * 1000)
-        self._ended.append(p.CommandOutcome(command=command, exit_code=status, cwd=cwd, duration_ms=duration))
+        outcome = p.CommandOutcome(command=command, exit_code=status, cwd=cwd, duration_ms=int((now - started) * 1000))
+        self._ended.append(outcome)
+        return outcome
 
     def _next_line(self, now: float) -> tuple[str | None, float]:
         """The command the shell took now: the lines it read at its continuation prompt, then the next line typed
@@ -120,14 +131,15 @@ class AgentView:
         return "\n".join(known) if known else None
 
     def running(self) -> p.RunningCommand | None:
-        if self._running is None:
+        """The command running in the innermost shell that runs one."""
+        if not self._running:
             return None
-        command, started = self._running
+        command, started = self._running[max(self._running)]
         return p.RunningCommand(command=command, running_ms=int((time.monotonic() - started) * 1000))
 
     @property
     def command_running(self) -> bool:
-        return self._running is not None
+        return bool(self._running)
 
     def lost(self, lines: int) -> None:
         self.lost_lines += lines
@@ -173,8 +185,8 @@ class AgentView:
         self._ended.extend(ended)
         self.lost_lines = lost_lines
         self._marked = self._marked or running
-        if running and self._running is None:
-            self._running = (None, time.monotonic())
+        if running and not self._running:
+            self._running[0] = (None, time.monotonic())
 
 
 def _lines(text: str) -> list[str]:

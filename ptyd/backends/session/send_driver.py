@@ -111,7 +111,10 @@ class SendDriver:
         self.tracker.begin(wrote_input=data)
         if data and not self.view.command_running and not self.channel.input_queued():
             self.view.forget_typed()  # nothing runs and nothing is unread: lines still queued started no command
-        self.view.typed(request.input)
+        if request.installs_integration:
+            self.view.forget_typed()  # what the shell it goes to was typed before has no marks to be told by
+        else:
+            self.view.typed(request.input)
         self._counted = session.limit_counters()
         if op.keys:
             front = self.foreground.describe(session.exited)

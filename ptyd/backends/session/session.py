@@ -39,7 +39,7 @@ from ptyd.backends.session.screenshot import screenshot
 from ptyd.backends.session.send import SendOp
 from ptyd.backends.session.send_driver import SendDriver
 from ptyd.backends.session_state import SAVED_LINES, SessionState
-from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, remote_snippet
+from ptyd.backends.shell_integration import Mark, MarkFilter, fish_snippet, nested_key, remote_snippet
 from ptyd.config import Config, SandboxProfile
 from ptyd.errors import InvalidArgument
 from ptyd.terminal.keys import encode as encode_keys
@@ -120,6 +120,7 @@ class LocalSession:
         self.replies = 0  # answers to terminal queries written to the program
         self._dropped_replies = 0  # answers not written: the program left max_pending_input_bytes unread
         self._command_running = False  # the shell's last mark was a command mark
+        self._nested = 0  # shells terminal_integrate installed the hooks into (each with a key of its own)
         self._prompt_cwd: str | None = None  # the shell's cwd at its last prompt mark
         self._closing: asyncio.Task[int] | None = None
         # The sandbox and limits it was opened with (set by the backend, or from the state a handover carried).
@@ -182,18 +183,19 @@ class LocalSession:
         self.tracker.mark_write()
 
     def _on_mark(self, mark: Mark) -> None:
+        view = self.sends.view
         if mark.kind == "P":
-            self.sends.view.continued()
+            view.continued()
             return
         if mark.kind == "C":
             self._command_running = True
-            self.sends.view.command_started(mark.command)
+            view.command_started(mark.command, mark.depth)
             return
         active = self.sends.active
-        if self._command_running and active is not None:
-            active.exit_code = mark.status
-        self.sends.view.command_ended(mark.status, mark.cwd)
-        self._command_running = False
+        ended = view.command_ended(mark.status, mark.cwd, mark.depth)
+        if ended is not None and active is not None:
+            active.exit_code = ended.exit_code
+        self._command_running = False  # the shell that marked is at its prompt (one inside the ssh command's, maybe)
         self._prompt_cwd = mark.cwd
         if active is not None:
             self.tracker.prompt_mark()
@@ -272,7 +274,8 @@ class LocalSession:
         target = self.tracker.target()  # behind local relays too
         leader = procfs.read_stat(target.pgid) if target is not None and target.relay is None else None
         snippet = fish_snippet if leader is not None and leader.comm == "fish" else remote_snippet
-        return snippet(self._shell_key, int(screen.cursor.x), self.terminal.cols)
+        self._nested += 1  # its marks are told from those of the shell that runs it (the ssh command runs on)
+        return snippet(nested_key(self._shell_key, self._nested), int(screen.cursor.x), self.terminal.cols)
 
     # --- other operations ------------------------------------------------------------------------------
 

@@ -21,7 +21,9 @@ that reads ``/proc/PID/mem`` with the same rights (docs/shell-integration.md).
 Wire form: ``ESC ] 6973 ; <secret> ; C BEL`` and ``ESC ] 6973 ; <secret> ; D ; <status> ; <cwd> BEL``. Also
 ``ESC ] 6973 ; <secret> ; P BEL`` for each line read that leaves the command open (a quote, bracket or block; bash
 and zsh print it with ``PS2``, fish from its Enter key), so that a command's lines are told from the next
-command's (``agent_view``); and fish's command mark carries its command line, URL-escaped: ``C ; <line>``.
+command's (``agent_view``); and fish's command mark carries its command line, URL-escaped: ``C ; <line>``. A shell
+that ``terminal_integrate`` installed the hooks into signs with ``<secret>.<n>`` (``nested_key``): its marks are
+told from those of the shell that runs it.
 """
 
 from __future__ import annotations
@@ -184,6 +186,12 @@ FISH_HOOK = (
 )
 
 
+def nested_key(key: str, depth: int) -> str:
+    """The secret of the marks of a shell inside the session's own one (behind ssh, a container's): its commands
+    are told from the one that runs it (the ssh command runs on while they start and end)."""
+    return f"{key}.{depth}"
+
+
 def _quoted(code: str) -> str:
     return "'" + code.replace("'", "'\\''") + "'"
 
@@ -227,6 +235,7 @@ class Mark:
     status: int | None = None
     cwd: str | None = None
     command: str | None = None  # "C": the command line, where the shell says it (fish)
+    depth: int = 0  # 0: the session's own shell; n: the nth shell terminal_integrate installed the hooks into
 
 
 @final
@@ -236,6 +245,7 @@ class MarkFilter:
 
     def __init__(self, key: str, on_mark: Callable[[Mark], None]) -> None:
         self._key = key.encode()
+        self._nested = self._key + b"."  # ...then the depth: a shell inside the session's own (``nested_key``)
         self._on_mark = on_mark
         self._held = b""  # a possible mark cut by a read boundary
 
@@ -273,20 +283,25 @@ class MarkFilter:
 
     def _parse(self, body: bytes) -> None:
         key, _, rest = body.partition(b";")
-        if key != self._key:
+        if key == self._key:
+            depth = 0
+        elif key.startswith(self._nested) and key[len(self._nested) :].isdigit():
+            depth = int(key[len(self._nested) :])  # a shell terminal_integrate installed the hooks into
+        else:
             return
         kind, _, fields = rest.partition(b";")
         if kind == b"C":  # fish's carries its command line, URL-escaped (its editor joins the lines sent)
-            self._on_mark(Mark("C", command=unquote(fields.decode(errors="replace")) if fields else None))
+            command = unquote(fields.decode(errors="replace")) if fields else None
+            self._on_mark(Mark("C", command=command, depth=depth))
         elif kind == b"P":
-            self._on_mark(Mark("P"))
+            self._on_mark(Mark("P", depth=depth))
         elif kind == b"D":
             status, _, cwd = fields.partition(b";")
             try:
                 code = int(status)
             except ValueError:
                 return
-            self._on_mark(Mark("D", code, cwd.decode(errors="replace") or None))
+            self._on_mark(Mark("D", code, cwd.decode(errors="replace") or None, depth=depth))
 
 
 def _terminator(data: bytes, start: int) -> int:
