@@ -4,6 +4,8 @@ nothing running): a syntax error or an abandoned incomplete command is reported;
 
 from __future__ import annotations
 
+import pytest
+
 from ptyd.backends.session.agent_view import AgentView
 
 
@@ -73,24 +75,20 @@ def test_a_refusal_queued_behind_a_block_is_told_apart_from_the_blocks_lines() -
     assert ended(view) == [("for i in 1 2\ndo echo $i\ndone", 0), ("echo )", 2), ("echo after", 0)]
 
 
-def test_a_carriage_return_submits_a_line_as_enter_does() -> None:
+@pytest.mark.parametrize(
+    ("typed", "commands"),
+    [
+        ("ls\rpwd\r", [("ls", 0), ("pwd", 1)]),  # a CR submits a line as Enter does
+        ("true\nfalse\n", [("true", 0), ("false", 1)]),  # a shell with no continuation marks (an older hook)
+    ],
+)
+def test_each_line_typed_starts_the_next_command(typed: str, commands: list[tuple[str, int]]) -> None:
     view = marked()
-    view.typed("ls\rpwd\r")
-    view.command_started()
-    view.command_ended(0, "/")
-    view.command_started()
-    view.command_ended(0, "/")
-    assert ended(view) == [("ls", 0), ("pwd", 0)]
-
-
-def test_lines_of_a_shell_that_does_not_mark_its_continuations_still_start_commands() -> None:
-    view = marked()  # a remote shell given an older hook: no P marks
-    view.typed("true\nfalse\n")
-    view.command_started()
-    view.command_ended(0, "/")
-    view.command_started()
-    view.command_ended(1, "/")
-    assert ended(view) == [("true", 0), ("false", 1)]
+    view.typed(typed)
+    for _, status in commands:
+        view.command_started()
+        view.command_ended(status, "/")
+    assert ended(view) == commands
 
 
 def test_a_shell_inside_the_session_runs_its_commands_while_the_ssh_command_runs_on() -> None:
