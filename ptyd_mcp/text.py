@@ -133,7 +133,12 @@ def between_calls(result: Result) -> str:
         for command in commands:
             text = command.get("command") or "a command"
             code, took = command.get("exit_code"), command.get("duration_ms")
-            out += f"\n[ended: `{text}` exited with code {code} after {took} ms]"
+            how = (
+                "ended with the shell that ran it (no prompt after it told how)"
+                if code is None
+                else f"exited with code {code}"
+            )
+            out += f"\n[ended: `{text}` {how} after {took} ms]"
     continuation = result.get("continuation")
     if isinstance(continuation, str):
         out += (

@@ -112,7 +112,7 @@ class SendDriver:
         if data and not self.view.command_running and not self.channel.input_queued():
             self.view.forget_typed()  # nothing runs and nothing is unread: lines still queued started no command
         if request.installs_integration:
-            self.view.forget_typed()  # what the shell it goes to was typed before has no marks to be told by
+            self.view.forget_typed()  # lines typed to the far shell before it had marks match none of its commands
         else:
             self.view.typed(request.input)
         self._counted = session.limit_counters()
