@@ -135,6 +135,20 @@ def test_the_secret_is_not_in_the_shells_environ_nor_left_on_its_fd(any_shell: S
     assert "count=0" in listed["viewport"].splitlines(), listed["viewport"]
 
 
+@pytest.mark.parametrize("program", ["bash", "zsh"])
+def test_an_exported_ps2_does_not_take_the_secret_to_every_command(rpc: Rpc, token: str, program: str) -> None:
+    """PS0 and PS2 hold the secret (the command and continuation marks): a PS2 exported by the user (here, from the
+    session's environment) stays the shell's own, or every command it runs could read the secret and forge marks."""
+    s = Shell(rpc, token, argv=[program], env={"PS2": "more> ", "PS0": ""})
+    try:
+        s.send("echo 'open\n")  # a continuation prompt: the mark is in PS2 by then
+        s.send("done'\n")
+        listed = s.send("echo leaked=$(env | grep -c 6973)\n")
+        assert "leaked=0" in listed["viewport"].splitlines(), listed["viewport"]
+    finally:
+        s.close()
+
+
 def test_null_inside_a_repl(shell: Shell) -> None:
     result = shell.send("python3 -q\n")
     assert (result["exit_code"], result["cwd"]) == (None, None)

@@ -53,12 +53,13 @@ RC_VAR = "PTYD_SHELL_RC"  # what bash would have loaded: "default", "login" or a
 PC_VAR = "PTYD_SHELL_PC"  # the caller's own PROMPT_COMMAND, restored by the bootstrap
 
 # The hook, in one line so that it can also be typed into a shell behind a relay (terminal_integrate). It
-# keeps $? for the PROMPT_COMMAND entries after it, and prefers PROMPT_COMMAND as an array (bash 5.1+).
+# keeps $? for the PROMPT_COMMAND entries after it, and prefers PROMPT_COMMAND as an array (bash 5.1+). PS0 and PS2
+# hold the secret: never exported (a user's rc file may have), or every command could read it and forge marks.
 HOOK = (
     '__ptyd_prompt() { local s=$?; builtin printf \'\\033]6973;%s;D;%s;%s\\007\' "$__ptyd_key" "$s" "$PWD"; '
     "return $s; }; "
     "PS0=\"${PS0-}\"$'\\033]6973;'\"$__ptyd_key\"$';C\\007'; "
-    "PS2='\\[\\e]6973;'\"$__ptyd_key\"';P\\a\\]'\"${PS2-> }\"; "
+    "PS2='\\[\\e]6973;'\"$__ptyd_key\"';P\\a\\]'\"${PS2-> }\"; export -n PS0 PS2; "
     "if ((BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1))); then "
     'PROMPT_COMMAND=(__ptyd_prompt "${PROMPT_COMMAND[@]}"); '
     'else PROMPT_COMMAND="__ptyd_prompt${PROMPT_COMMAND:+; $PROMPT_COMMAND}"; fi'
@@ -163,7 +164,7 @@ def shell_launch(argv: list[str], key: str, env: dict[str, str]) -> Launch | Non
 # zsh's, as in zsh/.zshenv: the continuation prompt's mark goes into PS2 at each prompt, after any rc file set it.
 ZSH_HOOK = (
     '__ptyd_precmd() { local s=$?; builtin printf \'\\033]6973;%s;D;%s;%s\\007\' "$__ptyd_key" "$s" "$PWD"; '
-    "[[ $PS2 == *$'\\e]6973;'* ]] || PS2=$'%{\\e]6973;'\"$__ptyd_key\"$';P\\a%}'\"$PS2\"; "
+    "[[ $PS2 == *$'\\e]6973;'* ]] || { PS2=$'%{\\e]6973;'\"$__ptyd_key\"$';P\\a%}'\"$PS2\"; typeset -g +x PS2; }; "
     "return $s; }; __ptyd_preexec() { builtin printf '\\033]6973;%s;C\\007' \"$__ptyd_key\"; }; "
     "precmd_functions=(__ptyd_precmd $precmd_functions); preexec_functions+=(__ptyd_preexec)"
 )

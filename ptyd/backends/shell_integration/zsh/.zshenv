@@ -14,11 +14,11 @@ unset PTYD_SHELL_KEY PTYD_SHELL_KEY_FD
 [[ -r "${ZDOTDIR:-$HOME}/.zshenv" ]] && builtin source "${ZDOTDIR:-$HOME}/.zshenv"
 if [[ -o interactive && -n "$__ptyd_key" ]]; then
   # The continuation prompt's mark, zero-width (%{ %}), put into PS2 at each prompt (after the user's files set
-  # it): the lines read at PS2 belong to the command they continue.
+  # it): the lines read at PS2 belong to the command they continue. PS2 then holds the secret: never exported.
   __ptyd_precmd() {
     local s=$?
     builtin printf '\033]6973;%s;D;%s;%s\007' "$__ptyd_key" "$s" "$PWD"
-    [[ $PS2 == *$'\e]6973;'* ]] || PS2=$'%{\e]6973;'"$__ptyd_key"$';P\a%}'"$PS2"
+    [[ $PS2 == *$'\e]6973;'* ]] || { PS2=$'%{\e]6973;'"$__ptyd_key"$';P\a%}'"$PS2"; typeset -g +x PS2 }
     return $s
   }
   __ptyd_preexec() { builtin printf '\033]6973;%s;C\007' "$__ptyd_key" }
