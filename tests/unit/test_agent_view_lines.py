@@ -27,6 +27,18 @@ def test_a_line_the_shell_refused_ends_with_its_status() -> None:
     assert not view.command_running
 
 
+def test_a_refused_line_typed_behind_a_long_command_took_no_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr("ptyd.backends.session.agent_view.time.monotonic", lambda: clock[0])
+    view = marked()
+    view.typed("sleep 10\necho )\n")
+    view.command_started()
+    clock[0] += 10
+    view.command_ended(0, "/")
+    view.command_ended(2, "/")
+    assert [c.duration_ms for c in view.unread().commands] == [10_000, 0]
+
+
 def test_a_command_over_several_lines_is_one_command_and_waits_as_a_continuation() -> None:
     view = marked()
     view.typed("echo 'open\n")

@@ -98,7 +98,8 @@ class AgentView:
         if depth in self._running:
             return self._end(self._running.pop(depth), status, cwd, now)
         if self._partial or (self._typed and self._typed[0][2]):
-            return self._end(self._next_line(now), status, cwd, now)
+            command, typed_at = self._next_line(now)  # read once typed and the command before it ended
+            return self._end((command, min(now, max(typed_at, self._ended_at))), status, cwd, now)
         if self._typed:  # a prompt with no command before it: an empty line, a comment, a Ctrl-C at an empty prompt
             self._typed.popleft()
         return None
