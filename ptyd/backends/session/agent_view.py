@@ -81,9 +81,7 @@ class AgentView:
             for _ in range(min(len(self._typed), line.count("\n") + 1 - len(self._partial))):
                 typed_at = self._typed.popleft()[1]
             self._partial = []
-        # It started once it was typed and the command before it ended: a start mark read late (a loaded
-        # machine) must not shorten its duration (seen: a `sleep 0.4` measured 397 ms).
-        self._running[depth] = (command, min(now, max(typed_at, self._ended_at)))
+        self._running[depth] = (command, self._read_at(typed_at, now))
 
     def command_ended(self, status: int | None, cwd: str | None, depth: int = 0) -> p.CommandOutcome | None:
         """The prompt mark of the shell at ``depth``: the command before it (if any) ended with ``status``; what
@@ -98,8 +96,8 @@ class AgentView:
         if depth in self._running:
             return self._end(self._running.pop(depth), status, cwd, now)
         if self._partial or (self._typed and self._typed[0][2]):
-            command, typed_at = self._next_line(now)  # read once typed and the command before it ended
-            return self._end((command, min(now, max(typed_at, self._ended_at))), status, cwd, now)
+            command, typed_at = self._next_line(now)
+            return self._end((command, self._read_at(typed_at, now)), status, cwd, now)
         if self._typed:  # a prompt with no command before it: an empty line, a comment, a Ctrl-C at an empty prompt
             self._typed.popleft()
         return None
@@ -114,6 +112,12 @@ class AgentView:
         self._ended.append(outcome)
         return outcome
 
+    def _read_at(self, typed_at: float, now: float) -> float:
+        """When the shell read a line typed at ``typed_at``: once typed and the command before it ended. A mark read
+        late (a loaded machine) must not shorten a command's duration (seen: a `sleep 0.4` measured 397 ms), nor
+        a line refused after a long command take that command's time."""
+        return min(now, max(typed_at, self._ended_at))
+
     def _next_line(self, now: float) -> tuple[str | None, float]:
         """The command the shell took now: the lines it read at its continuation prompt, then the next line typed
         (None: no send typed it), and when its last line was typed."""
@@ -121,15 +125,12 @@ class AgentView:
         partial, self._partial = self._partial, []
         if not partial:
             return line, typed_at
-        lines = [*partial, line] if line is not None else partial
-        known = [text for text in lines if text is not None]
-        return ("\n".join(known) if known else None), typed_at
+        return _joined([*partial, line]), typed_at
 
     def continuation(self) -> str | None:
         """The lines of a command the shell waits to complete (its continuation prompt), as typed; None when it
         waits for none (or no send typed them)."""
-        known = [text for text in self._partial if text is not None]
-        return "\n".join(known) if known else None
+        return _joined(self._partial)
 
     def running(self) -> p.RunningCommand | None:
         """The command running in the innermost shell that runs one."""
@@ -188,6 +189,12 @@ class AgentView:
         self._marked = self._marked or running
         if running and not self._running:
             self._running[0] = (None, time.monotonic())
+
+
+def _joined(lines: list[str | None]) -> str | None:
+    """The lines a send typed, as one command's text (None: no send typed any of them)."""
+    known = [line for line in lines if line is not None]
+    return "\n".join(known) if known else None
 
 
 def _lines(text: str) -> list[str]:
