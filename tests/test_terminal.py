@@ -942,6 +942,15 @@ SCROLLERS = {  # output that scrolls many rows for its size, each past the plain
     "scroll up": "".join(f"{i}\x1b[50S\x1b[999S" for i in range(300)),
     "repeat": "".join(f"{i % 10}\x1b[65535b\r\n" for i in range(20)),
     "wrapped long lines": "".join(f"{i}:" + "é" * 700 + "\r\n" for i in range(1000)),
+    # Only SGR among them: counted by runs between CRs (``max_scrolls``' printed bound).
+    "coloured runs that wrap": "".join(f"\r\x1b[3{i % 8}m{'x' * (i * 37 % 700)}\x1b[0m" for i in range(3000)),
+    "coloured bare linefeeds": "".join(f"\x1b[1m{'x' * (i % 50)}\x1b[m\n\x1b[32;1m{'y' * 290}" for i in range(3000)),
+    "coloured redraws": "".join(
+        f"\r\x1b[32m⠋\x1b[0m {i} \x1b[35m{'━' * (i % 90)}\x1b[0m" + "\r\n" * (i % 7 == 0) for i in range(20000)
+    ),
+    "coloured wide": "".join(f"\x1b[38;2;1;2;3m{'日本' * (i % 200)}\x1b[0m\r\n" for i in range(1500)),
+    "tabs among colour": "".join("\x1b[31m\t\x1b[m" * 40 + f"{i}\r" for i in range(3000)),
+    "colour with margins mode on": "\x1b[?69h" + "".join(f"\r\x1b[3{i % 8}m{'x' * (i * 37 % 700)}" for i in range(3000)),
 }
 
 

@@ -37,7 +37,7 @@ from ptyd.terminal import reports
 from ptyd.terminal.emulator import Terminal
 from ptyd.terminal.engines.ghostty.history import HISTORY_LINES, TRACK, TRACK_SET, history_size, max_scrolls, set_size
 from ptyd.terminal.engines.ghostty.lifetime import drop, dropped, free_dropped, unmark
-from ptyd.terminal.engines.ghostty.output import OutputQueue
+from ptyd.terminal.engines.ghostty.output import Coloured, OutputQueue
 from ptyd.terminal.engines.ghostty.redraw import vt_dump
 from ptyd.terminal.engines.ghostty.screen import GhosttyScreen, Grid
 from ptyd.terminal.engines.ghostty.styled import from_ghostty
@@ -269,8 +269,10 @@ class GhosttyTerminal(Terminal):
         room = self._history_rows - 2
         chunk = data[start : start + self._slice]
         scrolls = 1
+        # Only SGR, or no escape at all: no control but CR moves the cursor left, unless margins are set.
+        printed = (isinstance(data, Coloured) or b"\x1b" not in chunk) and not self._grid.mode(_DECLRMM)
         while len(chunk) > 1:
-            scrolls = max_scrolls(chunk, self._cols, room)
+            scrolls = max_scrolls(chunk, self._cols, room, printed=printed)
             if scrolls <= room:
                 break
             chunk = chunk[: max(1, min(len(chunk) - 1, len(chunk) * room // scrolls))]

@@ -4,6 +4,8 @@ how many rows a write can scroll into it, and the C calls that take points by va
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import floordiv
 from typing import Any
 
 import pyghostty
@@ -59,29 +61,38 @@ def history_size(cols: int, rows: int) -> tuple[int, int]:
     return _HISTORY[size]
 
 
-def max_scrolls(data: bytes, cols: int, room: int) -> int:
+def max_scrolls(data: bytes, cols: int, room: int, *, printed: bool = False) -> int:
     """At most how many rows writing ``data`` (with no SU or REP in it) can push into the history, counted at C
     speed.
 
     A linefeed (LF, VT, FF, IND, NEL) scrolls one. A row wraps after ``cols`` printed cells (a cell takes at least
     a byte), or sooner once a control has moved the cursor right or kept its column (any escape sequence, TAB, a
-    linefeed not after CR): at most one more wrap for each. Bare linefeeds are rare (the tty turns LF into CRLF),
-    so they are told apart only when the bound would otherwise exceed ``room``."""
+    linefeed not after CR): at most one more wrap for each. Where that is over ``room``, it is told more finely:
+
+    - ``printed``: output whose only escape sequences are SGR, written with no left and right margins set
+      (coloured output: a progress bar, a compiler's diagnostics, whose every colour would count as a wrap, and be
+      cut into writes of a few KiB): only printing moves the cursor right, a cell at most per byte, and CR takes it
+      back to the first column, so a row wraps only where a run between two CRs is longer than a row. The first run
+      begins where the cursor is, and the write may begin by completing a sequence the last one cut (a wrap or a
+      scroll more);
+    - otherwise IND and NEL are told from other escapes, and a linefeed after CR from a bare one (rare: the tty turns
+      LF into CRLF)."""
     lf = data.count(b"\n")
-    n = 2 * lf + len(data) // cols + 1
-    for control in (b"\x0b", b"\x0c"):
-        if control in data:
-            n += 2 * data.count(control)
-    if b"\t" in data:
-        n += data.count(b"\t")
-    if b"\x1b" in data:
-        escapes = data.count(b"\x1b")
-        n += escapes
-        if n + escapes > room:  # IND and NEL told apart only near the bound: each pass costs ~1 ms/MB
-            marks = data.translate(None, _NOT_IND_NEL)  # ESC, [, D, E: "\x1bD" here is IND or a longer escape
-            n += marks.count(b"\x1bD") + marks.count(b"\x1bE")
-        else:
-            n += escapes
+    vertical = sum(data.count(control) for control in (b"\x0b", b"\x0c") if control in data)
+    tabs = data.count(b"\t") if b"\t" in data else 0
+    escapes = data.count(b"\x1b") if b"\x1b" in data else 0
+    n = 2 * (lf + vertical) + len(data) // cols + 1 + tabs + escapes
+    if n + escapes <= room:
+        return n + escapes
+    if printed and lf + vertical + tabs < room:  # (else splitting its many lines would be for nothing)
+        runs = data.split(b"\r")
+        wraps = len(runs[0]) // cols + 3
+        if len(runs) > 1 and max(map(len, runs)) >= cols:
+            wraps += sum(map(floordiv, map(len, runs[1:]), repeat(cols)))
+        return min(n + escapes, lf + vertical + tabs + wraps)
+    if escapes:  # each pass costs ~1 ms/MB
+        marks = data.translate(None, _NOT_IND_NEL)  # ESC, [, D, E: "\x1bD" here is IND or a longer escape
+        n += marks.count(b"\x1bD") + marks.count(b"\x1bE")
     if n > room and lf and n - lf <= room:
         n -= data.count(b"\r\n")
     return n

@@ -23,11 +23,19 @@ _SPECIAL = re.compile(
     rb"\x1b\[(?:[23]J|\?(?:1049|1047|47)h|\?3[hl]|!p|1[4689]t|\?6n|g|[0-9]*+(?:b|[^@-~\x1b]*+S))|\x1bc"
     rb"|\x1bP\+q" + reports.CAPABILITY_NAMES.encode() + rb"\x1b\\"  # the queries Ghostty leaves unanswered
 )
+# An escape sequence that may move the cursor: SGR never does (see ``Coloured``).
+_NOT_SGR = re.compile(rb"\x1b(?!\[[0-9;:]*m)")
 # A chunk ending in an escape sequence not yet finished holds it for the next chunk: it may be one of those.
 _PARTIAL = re.compile(rb"\x1b(?:\[[ -?]*)?\Z")
 _PARTIAL_MAX = 32  # a longer unfinished sequence is no special one
 FAST_MIN_BYTES = 4096  # a shorter chunk of plain lines is not worth fast-forwarding
 _PLAIN_PIECE = 32 * 1024  # plain lines fast-forwarded at once (~1 ms)
+
+
+@final
+class Coloured(bytes):
+    """Output to write whose only escape sequences are SGR: what it can scroll is told from its CRs and linefeeds
+    (``history.max_scrolls``), not from each colour as a possible wrap."""
 
 
 @final
@@ -78,6 +86,9 @@ class OutputQueue:
         """Queue output to write, with the sequences to act on split out."""
         pos = 0
         if b"\x1b" in data:
+            if _NOT_SGR.search(data) is None:  # no special sequence either: found at half the cost of looking for one
+                self.items.append(Coloured(data))
+                return
             for m in _SPECIAL.finditer(data):
                 if m.start() > pos:
                     self.items.append(data[pos : m.start()])
