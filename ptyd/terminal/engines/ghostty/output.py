@@ -60,11 +60,14 @@ class OutputQueue:
         first = data.find(b"\r\n") + 2
         cut = data.rfind(b"\r\n") + 2
         run = data[first:cut] if cut - first >= FAST_MIN_BYTES else b""
-        if b"\r\r\n" in run:  # CRLF text through a tty that adds a CR of its own (`cat` of a CRLF file): CR twice
-            run = run.replace(b"\r\r\n", b"\r\n")  # moves to the line's start as once does
-        line_end = run.find(b"\r\n")
-        # A bare CR or LF in the first line (a progress bar redrawn) rules the run out before it is decoded.
-        if len(run) >= FAST_MIN_BYTES and run.find(b"\r") == line_end == run.find(b"\n") - 1:
+        # A bare CR or LF in the first line (a progress bar redrawn) rules the run out before it is copied or decoded.
+        # CRLF text through a tty that adds a CR of its own (`cat` of a CRLF file) ends its lines in CR twice, which
+        # moves to the line's start as once does.
+        lf = run.find(b"\n")
+        cr = run.find(b"\r")
+        if len(run) >= FAST_MIN_BYTES and lf > 0 and (cr == lf - 1 or cr == lf - 2 and run[cr + 1] == 13):
+            if b"\r\r\n" in run:
+                run = run.replace(b"\r\r\n", b"\r\n")
             try:
                 text = run.decode()
             except UnicodeDecodeError:
