@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Rpc, RpcError, Shell
+from conftest import Daemon, Rpc, RpcError, Shell, hand_over
 
 OPENINGS = {
     "default": {"env": {"PS1": "$ "}},
@@ -273,4 +273,31 @@ def test_integrate_into_a_shell_ptyd_did_not_set_up(rpc: Rpc, token: str, tmp_pa
         result = s.send("cd /tmp; false\n")
         assert (result["exit_code"], result["cwd"]) == (1, "/tmp")
     finally:
+        s.close()
+
+
+def test_shells_integrated_before_and_after_a_handover_keep_their_own_keys(fresh_daemon: Daemon) -> None:
+    """Each shell terminal_integrate sets up signs with a key of its own, counted across a handover too, and the
+    new daemon knows what each shell runs: the innermost shell's first prompt does not end the command that runs
+    it, and leaving it ends that command once, with its status (before: one key for both, and the first line sent
+    after the handover lost)."""
+    fresh_daemon.start()
+    with fresh_daemon.rpc() as rpc:
+        s = Shell(rpc, rpc.call("agent_register", name="nested")["token"], cwd="/", env={"PS1": "$ "})
+        s.send("bash --norc\n")
+        assert s.call("terminal_integrate")["running"]["command"] == "bash --norc"
+    hand_over(fresh_daemon)
+    with fresh_daemon.rpc() as rpc:
+        s.rpc = rpc
+        s.send("env PS1='in$ ' bash --norc\n")
+        installed = s.call("terminal_integrate")
+        assert installed["commands"] == []
+        assert installed["running"]["command"] == "env PS1='in$ ' bash --norc"
+        assert s.send("false\n")["exit_code"] == 1
+        left = s.send("exit 4\n")
+        assert [(c["command"], c["exit_code"]) for c in left["commands"]] == [
+            ("exit 4", None),
+            ("env PS1='in$ ' bash --norc", 4),
+        ]
+        assert left["running"]["command"] == "bash --norc"
         s.close()

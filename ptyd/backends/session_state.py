@@ -45,6 +45,14 @@ class OpState(msgspec.Struct, kw_only=True):
     follow_command: bool = False
 
 
+class RunningState(msgspec.Struct, array_like=True):
+    """A command a shell of the session runs: the session's own shell (depth 0) or one terminal_integrate set up."""
+
+    depth: int
+    command: str | None
+    started: float  # CLOCK_MONOTONIC
+
+
 class SessionState(msgspec.Struct, kw_only=True):
     session_id: str
     type: str
@@ -58,6 +66,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     master_fd: int = -1  # -1 in the state file: the fds come from systemd's store by name
     slave_fd: int = -1
     shell_key: str = ""
+    nested: int = 0  # shells terminal_integrate set up, each signing with ``<shell_key>.<n>``
     created_at_ms: int = 0
     motd: str = ""
     open_wait_reason: str = "timeout"
@@ -80,6 +89,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     view_line: int | None = None
     view_commands: list[p.CommandOutcome] = msgspec.field(default_factory=list)
     lost_lines: int = 0
+    # ...whether its shells send marks, and the command each runs (a state from before these: the bool alone).
+    view_marked: bool = False
+    view_running: list[RunningState] = msgspec.field(default_factory=list)
     lost_keys: dict[str, str] = msgspec.field(default_factory=dict)  # request keys a crash lost -> their op ids
     rendered_bytes: int = 0  # output bytes read and rendered when the state was taken (0: unknown)
     total_lines: int = 0  # transcript lines then

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import final
 
 from ptyd import protocol as p
+from ptyd.backends.session_state import RunningState
 
 COMMANDS_KEPT = 64  # command ends kept for the next result: an agent away that long reads the rest with terminal_read
 TYPED_KEPT = 64  # lines typed by sends, waiting for the shell to start them
@@ -177,16 +178,30 @@ class AgentView:
 
     # --- continuity ------------------------------------------------------------------------------------
 
-    def to_state(self) -> tuple[int, list[p.CommandOutcome], int]:
-        return self.line, list(self._ended), self.lost_lines
+    def to_state(self) -> tuple[int, list[p.CommandOutcome], int, bool, list[RunningState]]:
+        running = [RunningState(depth, command, started) for depth, (command, started) in self._running.items()]
+        return self.line, list(self._ended), self.lost_lines, self._marked, running
 
-    def restore(self, line: int, ended: list[p.CommandOutcome], lost_lines: int, *, running: bool) -> None:
-        """The view a previous daemon kept; ``running``: a command was running then (since when is unknown)."""
+    def restore(
+        self,
+        line: int,
+        ended: list[p.CommandOutcome],
+        lost_lines: int,
+        *,
+        running: bool,
+        marked: bool = False,
+        commands: list[RunningState] | None = None,
+    ) -> None:
+        """The view a previous daemon kept: ``marked`` and ``commands`` as ``to_state`` gave them, or (a daemon
+        from before them) ``running``: a command was running then (which, and since when, unknown). Lines typed
+        and not yet read by the shell then are not kept."""
         self.line = line
         self._shown = ""  # not kept: the line is shown again rather than risk hiding what it became
         self._ended.extend(ended)
         self.lost_lines = lost_lines
-        self._marked = self._marked or running
+        self._marked = self._marked or running or marked
+        for kept in commands or ():
+            self._running[kept.depth] = (kept.command, kept.started)
         if running and not self._running:
             self._running[0] = (None, time.monotonic())
 

@@ -424,6 +424,7 @@ class LocalSession:
             master_fd=self._proc.master,
             slave_fd=self._proc.slave,
             shell_key="" if listing else self._shell_key,
+            nested=self._nested,
             created_at_ms=self.created_at_ms,
             motd=self.motd,
             open_wait_reason=self.open_wait_reason,
@@ -453,8 +454,14 @@ class LocalSession:
     def _view_state(self, listing: bool) -> dict[str, Any]:
         if listing:
             return {}
-        line, commands, lost = self.sends.view.to_state()
-        return {"view_line": line, "view_commands": commands, "lost_lines": lost}
+        line, commands, lost, marked, running = self.sends.view.to_state()
+        return {
+            "view_line": line,
+            "view_commands": commands,
+            "lost_lines": lost,
+            "view_marked": marked,
+            "view_running": running,
+        }
 
     def restore(self, state: SessionState, *, child: bool, record: RecordRead | None = None) -> None:
         """Take over ``state`` on this session, built on the same PTY by the next daemon. ``child``: the program
@@ -470,8 +477,16 @@ class LocalSession:
         self.created_at_ms = state.created_at_ms
         self._command_running = state.command_running
         self._prompt_cwd = state.prompt_cwd
+        self._nested = state.nested
         view_line = state.view_line if state.view_line is not None else self.terminal.cursor_line
-        self.sends.view.restore(view_line, state.view_commands, state.lost_lines, running=state.command_running)
+        self.sends.view.restore(
+            view_line,
+            state.view_commands,
+            state.lost_lines,
+            running=state.command_running,
+            marked=state.view_marked,
+            commands=state.view_running,
+        )
         for kept in state.keyed:
             self.sends.remember(SendOp.from_state(kept, self.loop))
         for key, op_id in state.lost_keys.items():
