@@ -950,7 +950,7 @@ SCROLLERS = {  # output that scrolls many rows for its size, each past the plain
     ),
     "coloured wide": "".join(f"\x1b[38;2;1;2;3m{'日本' * (i % 200)}\x1b[0m\r\n" for i in range(1500)),
     "tabs among colour": "".join("\x1b[31m\t\x1b[m" * 40 + f"{i}\r" for i in range(3000)),
-    "colour with margins mode on": "\x1b[?69h" + "".join(f"\r\x1b[3{i % 8}m{'x' * (i * 37 % 700)}" for i in range(3000)),
+    "colour, margins mode on": "\x1b[?69h" + "".join(f"\r\x1b[3{i % 8}m{'x' * (i * 37 % 700)}" for i in range(3000)),
 }
 
 

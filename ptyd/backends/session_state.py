@@ -53,6 +53,14 @@ class RunningState(msgspec.Struct, array_like=True):
     started: float  # CLOCK_MONOTONIC
 
 
+class TypedState(msgspec.Struct, array_like=True):
+    """A line a send typed that no shell has read yet."""
+
+    text: str
+    typed_at: float  # CLOCK_MONOTONIC
+    can_start: bool  # not empty, not a comment: it starts a command at a prompt
+
+
 class SessionState(msgspec.Struct, kw_only=True):
     session_id: str
     type: str
@@ -89,9 +97,12 @@ class SessionState(msgspec.Struct, kw_only=True):
     view_line: int | None = None
     view_commands: list[p.CommandOutcome] = msgspec.field(default_factory=list)
     lost_lines: int = 0
-    # ...whether its shells send marks, and the command each runs (a state from before these: the bool alone).
+    # ...whether its shells send marks, the command each runs (a state from before these: the bool alone), the
+    # lines typed and not yet read by a shell, and those it read of a command it waits to complete.
     view_marked: bool = False
     view_running: list[RunningState] = msgspec.field(default_factory=list)
+    view_typed: list[TypedState] = msgspec.field(default_factory=list)
+    view_partial: list[str | None] = msgspec.field(default_factory=list)
     lost_keys: dict[str, str] = msgspec.field(default_factory=dict)  # request keys a crash lost -> their op ids
     rendered_bytes: int = 0  # output bytes read and rendered when the state was taken (0: unknown)
     total_lines: int = 0  # transcript lines then

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ptyd.backends.session.agent_view import AgentView
+from ptyd.backends.session_state import SessionState
 
 
 def delivered(view: AgentView, line: int, text: str) -> None:
@@ -28,7 +29,8 @@ def test_an_empty_cursor_line_and_a_restored_view_start_where_they_were() -> Non
     delivered(view, 4, "")
     assert view.start(cursor_line=9, text_now="") == 4  # nothing was shown of it: a blank line is output too
     delivered(view, 5, "$ ")
-    view.restore(5, [], 0, running=False)  # a new daemon does not know what was shown
+    state = SessionState(session_id="s", type="shell", name=None, pid=1, starttime=None, cgroup=None, owner="a")
+    view.restore(state, 5)  # a new daemon does not know what was shown
     assert view.start(cursor_line=9, text_now="$ ") == 5
 
 

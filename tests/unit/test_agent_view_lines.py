@@ -4,9 +4,11 @@ nothing running): a syntax error or an abandoned incomplete command is reported;
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from ptyd.backends.session.agent_view import AgentView
+from ptyd.backends.session_state import SessionState
 
 
 def ended(view: AgentView) -> list[tuple[str | None, int | None]]:
@@ -124,3 +126,52 @@ def test_a_shell_inside_the_session_runs_its_commands_while_the_ssh_command_runs
     view.command_ended(255, "/", depth=0)  # the connection dropped: the local prompt again
     assert ended(view)[-2:] == [("sleep 100", None), ("ssh far", 255)]
     assert not view.command_running
+
+
+def handed_over(view: AgentView) -> AgentView:
+    """``view`` as the next daemon takes it over: through the state document's encoding."""
+    state = SessionState(session_id="s", type="shell", name=None, pid=1, starttime=None, cgroup=None, owner="a")
+    view.to_state(state)
+    back = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=SessionState)
+    new = AgentView()
+    new.restore(back, back.view_line or 0)
+    return new
+
+
+def test_a_handover_keeps_what_runs_at_each_depth_and_the_lines_typed_ahead() -> None:
+    view = marked()
+    view.typed("ssh far\n")
+    view.command_started()  # the local ssh command (depth 0); a far shell set up inside it (depth 1)
+    view.typed("sleep 5\necho after\nfor i in 1\n")
+    view.command_started(depth=1)
+    view = handed_over(view)
+    running = view.running()
+    assert running is not None
+    assert running.command == "sleep 5"
+    view.command_ended(0, "/", depth=1)
+    view.command_started(depth=1)
+    view.command_ended(0, "/", depth=1)
+    view.continued()
+    view = handed_over(view)
+    assert view.continuation() == "for i in 1"
+    view.typed("do :; done\n")
+    view.command_started(depth=1)
+    view.command_ended(0, "/", depth=1)
+    view.command_ended(255, "/")  # the connection closed: the local prompt
+    assert ended(view) == [("sleep 5", 0), ("echo after", 0), ("for i in 1\ndo :; done", 0), ("ssh far", 255)]
+
+
+def test_a_state_from_before_protocol_8_knows_only_that_a_command_ran() -> None:
+    state = SessionState(
+        session_id="s", type="shell", name=None, pid=1, starttime=None, cgroup=None, owner="a", command_running=True
+    )
+    view = AgentView()
+    view.restore(state, 0)
+    running = view.running()
+    assert running is not None
+    assert running.command is None
+    view.typed("echo next\n")  # the shell sent marks: a line typed now is the shell's
+    view.command_ended(0, "/")
+    view.command_started()
+    view.command_ended(0, "/")
+    assert ended(view) == [(None, 0), ("echo next", 0)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import final
 
 from ptyd import protocol as p
-from ptyd.backends.session_state import RunningState
+from ptyd.backends.session_state import RunningState, SessionState, TypedState
 
 COMMANDS_KEPT = 64  # command ends kept for the next result: an agent away that long reads the rest with terminal_read
 TYPED_KEPT = 64  # lines typed by sends, waiting for the shell to start them
@@ -178,32 +178,26 @@ class AgentView:
 
     # --- continuity ------------------------------------------------------------------------------------
 
-    def to_state(self) -> tuple[int, list[p.CommandOutcome], int, bool, list[RunningState]]:
-        running = [RunningState(depth, command, started) for depth, (command, started) in self._running.items()]
-        return self.line, list(self._ended), self.lost_lines, self._marked, running
+    def to_state(self, state: SessionState) -> None:
+        """Write the view into ``state``, for the next daemon."""
+        state.view_line, state.view_commands, state.lost_lines = self.line, list(self._ended), self.lost_lines
+        state.view_marked, state.view_partial = self._marked, list(self._partial)
+        state.view_running = [RunningState(depth, command, since) for depth, (command, since) in self._running.items()]
+        state.view_typed = [TypedState(*typed) for typed in self._typed]
 
-    def restore(
-        self,
-        line: int,
-        ended: list[p.CommandOutcome],
-        lost_lines: int,
-        *,
-        running: bool,
-        marked: bool = False,
-        commands: list[RunningState] | None = None,
-    ) -> None:
-        """The view a previous daemon kept: ``marked`` and ``commands`` as ``to_state`` gave them, or (a daemon
-        from before them) ``running``: a command was running then (which, and since when, unknown). Lines typed
-        and not yet read by the shell then are not kept."""
+    def restore(self, state: SessionState, line: int) -> None:
+        """The view a previous daemon kept in ``state``, its unread line ``line``. An older daemon's state says
+        only that a command ran (``command_running``: which one, and since when, unknown)."""
         self.line = line
         self._shown = ""  # not kept: the line is shown again rather than risk hiding what it became
-        self._ended.extend(ended)
-        self.lost_lines = lost_lines
-        self._marked = self._marked or running or marked
-        for kept in commands or ():
-            self._running[kept.depth] = (kept.command, kept.started)
-        if running and not self._running:
+        self._ended.extend(state.view_commands)
+        self.lost_lines = state.lost_lines
+        self._marked = self._marked or state.view_marked or state.command_running
+        self._running.update((kept.depth, (kept.command, kept.started)) for kept in state.view_running)
+        if state.command_running and not self._running:
             self._running[0] = (None, time.monotonic())
+        self._typed.extend((typed.text, typed.typed_at, typed.can_start) for typed in state.view_typed)
+        self._partial = list(state.view_partial)
 
 
 def _joined(lines: list[str | None]) -> str | None:

@@ -14,7 +14,7 @@ import os
 import signal as signals
 import time
 from collections.abc import Callable
-from typing import Any, Literal, cast, final
+from typing import Literal, cast, final
 
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
@@ -411,7 +411,7 @@ class LocalSession:
         exited = status if isinstance(status, p.Exited) else None
         active = self.sends.active if full and self.sends.active is not None and not self.sends.active.done else None
         last = self.sends.last_op
-        return SessionState(
+        state = SessionState(
             session_id=self.session_id,
             type=self.type,
             name=self.name,
@@ -445,23 +445,13 @@ class LocalSession:
             limit_paths=self.limits.paths() if self.limits is not None else [],
             workspace=self.workspace,
             companions=sorted(self.companions),
-            **self._view_state(listing),
             lost_keys=self.sends.lost_keys() if full else {},
             rendered_bytes=self.channel.rendered_bytes,
             total_lines=self.terminal.total_lines,
         )
-
-    def _view_state(self, listing: bool) -> dict[str, Any]:
-        if listing:
-            return {}
-        line, commands, lost, marked, running = self.sends.view.to_state()
-        return {
-            "view_line": line,
-            "view_commands": commands,
-            "lost_lines": lost,
-            "view_marked": marked,
-            "view_running": running,
-        }
+        if not listing:
+            self.sends.view.to_state(state)
+        return state
 
     def restore(self, state: SessionState, *, child: bool, record: RecordRead | None = None) -> None:
         """Take over ``state`` on this session, built on the same PTY by the next daemon. ``child``: the program
@@ -479,14 +469,7 @@ class LocalSession:
         self._prompt_cwd = state.prompt_cwd
         self._nested = state.nested
         view_line = state.view_line if state.view_line is not None else self.terminal.cursor_line
-        self.sends.view.restore(
-            view_line,
-            state.view_commands,
-            state.lost_lines,
-            running=state.command_running,
-            marked=state.view_marked,
-            commands=state.view_running,
-        )
+        self.sends.view.restore(state, view_line)
         for kept in state.keyed:
             self.sends.remember(SendOp.from_state(kept, self.loop))
         for key, op_id in state.lost_keys.items():

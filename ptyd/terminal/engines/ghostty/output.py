@@ -65,7 +65,7 @@ class OutputQueue:
         # moves to the line's start as once does.
         lf = run.find(b"\n")
         cr = run.find(b"\r")
-        if len(run) >= FAST_MIN_BYTES and lf > 0 and (cr == lf - 1 or cr == lf - 2 and run[cr + 1] == 13):
+        if len(run) >= FAST_MIN_BYTES and lf > 0 and (cr == lf - 1 or (cr == lf - 2 and run[cr + 1] == 13)):
             if b"\r\r\n" in run:
                 run = run.replace(b"\r\r\n", b"\r\n")
             try:
