@@ -111,7 +111,7 @@ def test_forged_marks_change_nothing(shell: Shell) -> None:
     assert result["viewport"].splitlines()[-2] == "0"
 
 
-FD_OPENINGS = [name for name in OPENINGS if not name.startswith("fish")]  # fish: the environment (docs)
+FD_OPENINGS = [name for name in OPENINGS if not name.startswith("fish")]  # fish keeps fd 6 open (below)
 
 
 @pytest.mark.parametrize("any_shell", FD_OPENINGS, indirect=True)
@@ -133,6 +133,24 @@ def test_the_secret_is_not_in_the_shells_environ_nor_left_on_its_fd(any_shell: S
     assert " 6 -> " not in listing, listing
     listed = any_shell.send("echo count=$(tr '\\0' '\\n' < /proc/$$/environ | grep -c '^PTYD_SHELL_KEY=')\n")
     assert "count=0" in listed["viewport"].splitlines(), listed["viewport"]
+
+
+@pytest.mark.parametrize("any_shell", [name for name in OPENINGS if name.startswith("fish")], indirect=True)
+def test_fish_keeps_the_secret_from_its_commands(any_shell: Shell) -> None:
+    """fish cannot close a descriptor: its fd 6 stays open, and its commands inherit it. The daemon closed the
+    pipe's other end and fish read it whole: what a command reads there (or in fish's environ) forges nothing."""
+    for source in ("/proc/$fish_pid/fd/6", "/dev/fd/6"):
+        forge = f"set k (cat {source}); printf '\\e]6973;%s;D;0;/forged\\a' \"$k\"; false\n"
+        result = any_shell.send(forge)
+        assert (result["exit_code"], result["cwd"]) == (1, "/"), result
+    forge = (
+        "set k (tr '\\0' '\\n' < /proc/$fish_pid/environ | sed -n 's/^PTYD_SHELL_KEY=//p'); "
+        "printf '\\e]6973;%s;D;0;/forged\\a' \"$k\"; false\n"
+    )
+    result = any_shell.send(forge)
+    assert (result["exit_code"], result["cwd"]) == (1, "/"), result
+    listed = any_shell.send("tr '\\0' '\\n' < /proc/$fish_pid/environ | grep -c '^PTYD_SHELL_KEY='\n")
+    assert listed["viewport"].splitlines()[-2] == "0", listed["viewport"]
 
 
 @pytest.mark.parametrize("program", ["bash", "zsh"])

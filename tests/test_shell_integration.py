@@ -111,8 +111,8 @@ def test_fish_gets_the_integration_as_an_init_command() -> None:
     launch = shell_launch(["/usr/bin/fish", "-l"], KEY, {})
     assert launch is not None
     assert launch.argv == ["/usr/bin/fish", "-l", "--init-command", f"source '{FISH_FILE}'"]
-    assert launch.env == {"PTYD_SHELL_KEY": KEY}  # fish cannot close a descriptor: the environment, as before
-    assert launch.key is None
+    assert launch.env == {"PTYD_SHELL_KEY_FD": "6"}  # the secret on fd 6, as bash's and zsh's
+    assert launch.key == KEY
     for argv in (["fish", "-c", "echo"], ["fish", "--no-config"], ["fish", "script.fish"]):
         assert fish_launch(argv, KEY) is None
 

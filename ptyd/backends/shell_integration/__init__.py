@@ -9,11 +9,12 @@ touched. Every mark carries the session's secret, which lives only in a non-expo
 daemon strips valid marks from the output before the terminal sees them, so they never reach a viewport or the
 transcript.
 
-The secret reaches bash and zsh on a pipe at fd 6 (``KEY_FD``), which their startup code reads and closes before
-anything else runs: not in the environment, because ``unset`` does not erase the environment a process was
-started with, and any program of the session could read it from ``/proc/PID/environ`` and forge marks (a failing
-command reported as ``exit_code: 0``). fish cannot close a descriptor, so it still gets ``PTYD_SHELL_KEY`` in its
-environment (erased from its variables, readable in its ``/proc/PID/environ``). What the fd does not stop: a
+The secret reaches the shell on a pipe at fd 6 (``KEY_FD``), whose other end the daemon closed: not in the
+environment, because ``unset`` does not erase the environment a process was started with, and any program of the
+session could read it from ``/proc/PID/environ`` and forge marks (a failing command reported as ``exit_code: 0``).
+bash's and zsh's startup code reads it and closes the fd before anything else runs; fish cannot close a
+descriptor, and reads it after the user's configuration (its ``--init-command``): the pipe, drained, holds nothing
+for the commands that inherit it. What the fd does not stop: a
 process that may ptrace the shell (the same user, ``kernel.yama.ptrace_scope`` 0; a command the shell runs is its
 child, not its ancestor, so scope 1 keeps it out) reads the variable from the shell's memory; so can anything
 that reads ``/proc/PID/mem`` with the same rights (docs/shell-integration.md).
@@ -40,7 +41,6 @@ MAX_MARK = 8192  # longer is not one of ours: passed through as output
 RC_FILE = Path(__file__).with_name("bash_integration.sh")
 ZDOTDIR = Path(__file__).with_name("zsh")  # holds the .zshenv that zsh reads first
 FISH_FILE = Path(__file__).with_name("fish_integration.fish")
-KEY_VAR = "PTYD_SHELL_KEY"  # fish's: the secret itself
 KEY_FD = 6  # bash's and zsh's: the secret on this descriptor (above the spawn chain's gates, 3-5)
 KEY_FD_VAR = "PTYD_SHELL_KEY_FD"  # set when it is there
 # The lines that take the secret, in bash and zsh (and every POSIX shell): from fd 6 when it is there, and close it.
@@ -144,12 +144,12 @@ _FISH_FLAGS = {"-i", "--interactive", "-l", "--login"}
 
 def fish_launch(argv: list[str], key: str) -> Launch | None:
     """An interactive fish with ``fish_integration.fish`` as an ``--init-command``, which fish runs after the
-    user's configuration; None for anything else (``fish -c``, a script, ``--no-config``). The secret is in fish's
-    environment while its configuration runs, and erased from its variables before the first prompt; fish cannot
-    close a descriptor, so it does not get the fd bash and zsh get, and its /proc/PID/environ still holds it."""
+    user's configuration; None for anything else (``fish -c``, a script, ``--no-config``). It reads the secret from
+    the fd bash and zsh get (before its first prompt; the user's configuration, which runs first, could read it
+    too: it is the user's own)."""
     if not argv or os.path.basename(argv[0]).lstrip("-") != "fish" or any(a not in _FISH_FLAGS for a in argv[1:]):
         return None
-    return Launch([*argv, "--init-command", f"source {_fish_quoted(str(FISH_FILE))}"], {KEY_VAR: key})
+    return Launch([*argv, "--init-command", f"source {_fish_quoted(str(FISH_FILE))}"], {KEY_FD_VAR: str(KEY_FD)}, key)
 
 
 def _fish_quoted(text: str) -> str:
