@@ -405,3 +405,23 @@ def test_ptyctl_opens_in_a_profile_and_ls_shows_it_with_what_its_limits_did(
         assert " readonly " in rows[opened]
         assert " tight oom " in rows[hog.id]
     ptyctl(sandboxing.socket, "close", opened)
+
+
+def test_fish_where_it_never_ran_prints_no_error_at_each_prompt(client: Rpc, tmp_path: Path) -> None:
+    """A home fish never ran in, read-only in the sandbox: fish's first-run setup sets universal variables it cannot
+    save, and printed "Unable to open universal variable file" at every prompt, into every viewport."""
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    home = tmp_path / "home"
+    (home / ".config" / "fish").mkdir(parents=True)
+    token = register(client, "fish-user")
+    s = Shell(client, token, cwd=str(tmp_path), argv=["fish"], env={"HOME": str(home)}, sandbox="readonly")
+    try:
+        assert s.send("false\n")["exit_code"] == 1
+        result = s.send("echo done\n")
+        assert result["exit_code"] == 0
+        assert not any("universal variable" in line for line in s.transcript()), s.transcript()
+        assert not (home / ".config" / "fish" / "fish_variables").exists()
+    finally:
+        with contextlib.suppress(RpcError, OSError):
+            client.call("agent_release", token=token)

@@ -10,6 +10,13 @@
 if status is-interactive; and set -q PTYD_SHELL_KEY_FD
     read -g __ptyd_key </dev/fd/$PTYD_SHELL_KEY_FD # `read <&6` reads nothing in fish 3.6
     set -e PTYD_SHELL_KEY_FD
+    # Where the configuration directory is read-only (a sandbox's home where fish never ran), fish's first-run
+    # setup would set universal variables it cannot save, and print an error at every prompt: it is taken as done,
+    # its two variables set for this shell alone.
+    if not test -w $__fish_config_dir
+        set -q __fish_initialized; or set -g __fish_initialized 3400
+        set -q fish_key_bindings; or set -g fish_key_bindings fish_default_key_bindings
+    end
     function __ptyd_prompt --on-event fish_prompt
         set -l s $status
         builtin printf '\e]6973;%s;D;%s;%s\a' $__ptyd_key $s $PWD
@@ -41,4 +48,5 @@ if status is-interactive; and set -q PTYD_SHELL_KEY_FD
         bind $key | string match -q -- '*execute' && bind $key __ptyd_enter
         bind -M insert $key 2>/dev/null | string match -q -- '*execute' && bind -M insert $key __ptyd_enter
     end
+    true # the first prompt shows no status of this file's (fish's prompt said [1] where no insert mode is bound)
 end
