@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import skip_expected
@@ -966,6 +966,42 @@ def test_no_scrolled_row_is_lost_however_few_bytes_scroll_it(kind: str, size: tu
     term = Term(cols, rows, lines=1 << 20, max_bytes=1 << 30).feed(*chunks)
     reference = unbounded_history(Term(cols, rows, lines=1 << 20, max_bytes=1 << 30)).feed(*chunks)
     assert term.t.scrollback.total == reference.t.scrollback.total > rows
+    assert term.transcript() == reference.transcript()
+
+
+# Coloured output as programs print it, and now and then a sequence that moves the cursor or scrolls (IND), or turns
+# margins mode on: what ``max_scrolls`` counts by runs between CRs, and what it must not.
+COLOURED = st.one_of(
+    st.sampled_from(["\x1b[m", "\x1b[0m", "\x1b[1;31m", "\x1b[38;2;10;20;30m", "\x1b[38:5:200m", "\x1b[48;5;17m"]),
+    st.sampled_from(["\r", "\n", "\r\n", "\t", "\x0b", "\x0c", "\x08", "\r\r\n"]),
+    st.text(alphabet="ab ━│╺⠋é日😀", min_size=1, max_size=400),
+    st.sampled_from(["\x1b[5C", "\x1b[999C", "\x1bD", "\x1bE", "\x1b[?69h", "\x1b[3"]),
+)
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(COLOURED, min_size=1, max_size=12).map("".join),
+    st.sampled_from([(300, 100), (160, 40), (37, 10)]),
+    st.integers(1, 1 << 17),
+)
+@example(unit="\x1b[31m" + "x" * 3000 + "\x1b[m", size=(160, 40), cut=1 << 17)  # wraps alone pass the history
+def test_coloured_output_cut_anywhere_loses_no_scrolled_row(
+    engine: str, unit: str, size: tuple[int, int], cut: int
+) -> None:
+    """Long enough to pass Ghostty's history many times over, in chunks cut anywhere (inside a sequence, a
+    character): the transcript is the one a history that never drops a row gives."""
+    if engine != "ghostty":
+        skip_expected("Ghostty's history only")
+    data = (unit * (200_000 // len(unit.encode()) + 1)).encode()[:200_000]
+    chunks = [data[i : i + cut] for i in range(0, len(data), cut)]
+    cols, rows = size
+    term = Term(cols, rows, lines=1 << 20, max_bytes=1 << 30).feed(*chunks)
+    reference = unbounded_history(Term(cols, rows, lines=1 << 20, max_bytes=1 << 30)).feed(*chunks)
+    event("scrolled past the history" if reference.t.scrollback.total > 2000 else "scrolled less")
+    assert term.t.scrollback.total == reference.t.scrollback.total
     assert term.transcript() == reference.transcript()
 
 
