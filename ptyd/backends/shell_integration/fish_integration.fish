@@ -1,12 +1,13 @@
 # ptyd shell integration for fish, run by `fish --init-command` after the user's configuration (see
 # ptyd/backends/shell_integration.py). It reads the session's secret from the pipe at fd 6 (fish cannot close a
 # descriptor, but the daemon closed the pipe's other end: drained, it holds nothing for the commands that inherit
-# it) into a variable that is not exported, and adds the prompt marks as event handlers: a command mark with the command line before each command line runs, a prompt mark with
-# $status and $PWD before each prompt. Enter (where it runs fish's own `execute`) also marks a line that leaves
-# the command incomplete (a continuation); and a line fish cannot parse, which fish would keep in its editor
-# (where every line sent next would be appended to it), is checked by `fish --no-execute` (which prints the error
-# and runs nothing), reported (status 123, as eval's) and cleared. Ctrl-C reports a command left incomplete as
-# abandoned (130). The prompt and the user's files are left as they are.
+# it) into a variable that is not exported, and adds the prompt marks as event handlers: a command mark with the
+# command line before each command line runs, a prompt mark with $status and $PWD before each prompt. Enter (where
+# it runs fish's own `execute`) also marks a line that leaves the command incomplete (a continuation); and a line
+# fish cannot parse, which fish would keep in its editor (where every line sent next would be appended to it), is
+# checked by `fish --no-execute` (which prints the error and runs nothing), reported (status 123, as eval's) and
+# cleared. Ctrl-C reports a command left incomplete as abandoned (130). The prompt and the user's files are left as
+# they are.
 if status is-interactive; and set -q PTYD_SHELL_KEY_FD
     read -g __ptyd_key </dev/fd/$PTYD_SHELL_KEY_FD # `read <&6` reads nothing in fish 3.6
     set -e PTYD_SHELL_KEY_FD
