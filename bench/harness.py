@@ -124,6 +124,25 @@ class DaemonProcess:
             caller.close()
             return
 
+    def settle_workers(self, timeout: float = 30.0) -> None:
+        """Wait until the engine workers (and the spare the daemon starts once one is up) have started and are idle:
+        a figure measured meanwhile counts their start (~1 s of CPU each) in its CPU and runs on fewer cores.
+        Idle: the same workers, and no CPU spent by any, over two polls a quarter second apart."""
+        if 'engine_process = "daemon"' in self.config_path.read_text():
+            return
+        deadline = time.monotonic() + timeout
+        seen: list[tuple[list[int], float]] = []
+        while time.monotonic() < deadline:
+            workers = engine_workers(self.pid)
+            spent = 0.0
+            for worker in workers:
+                with contextlib.suppress(OSError):
+                    spent += cpu_seconds(worker)
+            seen = [*seen[-1:], (workers, spent)]
+            if workers and len(seen) == 2 and seen[0] == seen[1]:
+                return
+            time.sleep(0.25)
+
     def connect(self) -> Caller:
         return connect(self.socket)
 

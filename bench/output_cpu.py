@@ -3,9 +3,9 @@
 
 A daemon of its own (this checkout's code: to compare two, run each checkout's copy in turn, alternating) gets one
 shell, which ``cat``s ``FILE`` ``--reps`` times (``seq:K``: runs ``seq 1 K``, figure 3's program, which writes a
-line at a time); each run prints its MB/s and the CPU the daemon and its engine workers spent per MB. The first run
-includes the workers' warm-up: compare the others. ``--profile OUT`` runs the daemon under cProfile in CPU time
-(``bench/profile_daemon.py``). Corpora: any file (``bench/rendering.py``'s ``CORPORA`` writes the rich ones).
+line at a time); each run prints its MB/s and the CPU the daemon and its engine workers spent per MB, once the
+workers have started (``DaemonProcess.settle_workers``). ``--profile OUT`` runs the daemon under cProfile in CPU
+time (``bench/profile_daemon.py``). Corpora: any file (``bench/rendering.py``'s ``CORPORA`` writes the rich ones).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def main() -> None:
     with private_dir() as directory:
         daemon = DaemonProcess(directory, f'engine_process = "{args.process}"\n', profile=args.profile)
         daemon.start()
+        daemon.settle_workers()
         try:
             caller = daemon.connect()
             shell = PtydShell(caller, caller.call("agent_register", name="output-cpu")["token"])
