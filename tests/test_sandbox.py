@@ -407,6 +407,20 @@ def test_ptyctl_opens_in_a_profile_and_ls_shows_it_with_what_its_limits_did(
     ptyctl(sandboxing.socket, "close", opened)
 
 
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_a_sandboxed_shell_reports_exit_codes_wherever_ptyd_is_installed(
+    client: Rpc, tmp_path: Path, shell: str
+) -> None:
+    """Each shell reads ptyd's integration files inside its sandbox, from ptyd's own directory: bound back where it
+    lies in a private directory (a virtualenv or a clone under /tmp, which every sandbox replaces by its own),
+    or the shell started without its marks (exit_code null, no cwd)."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    with session(client, f"{shell}-user", tmp_path, argv=[shell], sandbox="workspace") as s:
+        result = s.send("cd /; false\n")
+        assert (result["exit_code"], result["cwd"]) == (1, "/"), result
+
+
 def test_fish_where_it_never_ran_prints_no_error_at_each_prompt(client: Rpc, tmp_path: Path) -> None:
     """A home fish never ran in, read-only in the sandbox: fish's first-run setup sets universal variables it cannot
     save, and printed "Unable to open universal variable file" at every prompt, into every viewport."""

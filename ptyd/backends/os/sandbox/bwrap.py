@@ -31,6 +31,7 @@ from ptyd.backends.os.sandbox.workspace import read_only_inside, within
 from ptyd.errors import InvalidArgument
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[3])  # shell integration files are read from here, inside
+INTEGRATION_DIR = str(Path(__file__).resolve().parents[2] / "shell_integration")  # ...this directory of it
 PROBE_TIMEOUT_S = 10.0
 ORPHAN_WAIT_S = 1.0  # what the probe left exits at once; this only bounds a wait that should never be needed
 _NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
@@ -156,10 +157,15 @@ class Bubblewrap:
             inside = read_only_inside(path)
             mounts += [(inner, ["--bind" if rw else "--ro-bind", inner, inner]) for inner, rw in inside]
         for path in (os.path.realpath(os.path.expanduser(path)) for path in profile.hidden):
+            hidden.append(path)
             if os.path.isdir(path):
                 mounts.append((path, ["--tmpfs", path]))
             elif os.path.exists(path):
                 mounts.append((path, ["--ro-bind", "/dev/null", path]))
+        # Every shell inside reads the integration's files: bound back where ptyd lies in a private or hidden
+        # directory (a virtualenv under /tmp), or its shells would start without their marks.
+        if any(within(INTEGRATION_DIR, path) for path in (*PRIVATE_ROOTS, *hidden)):
+            mounts.append((INTEGRATION_DIR, ["--ro-bind", INTEGRATION_DIR, INTEGRATION_DIR]))
         for _, mount in sorted(mounts, key=lambda item: item[0].rstrip("/").count("/")):
             args += mount
         args += ["--chdir", workspace, "--"]
