@@ -124,7 +124,7 @@ def run(ctx: Context, results: Results) -> None:
         directory = ctx.directory / f"cold-{i}"
         directory.mkdir(mode=0o700)
         daemon = DaemonProcess(directory)
-        daemon.start()
+        daemon.start(settle=False)  # what is measured: its workers are starting
         try:
             record("ptyd, fresh daemon", _ptyd_probe(daemon, probe, ctx.python))
         finally:

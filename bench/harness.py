@@ -60,6 +60,24 @@ def engine_workers(pid: int) -> list[int]:
     return out
 
 
+def settle_workers(pid: int, timeout: float = 30.0) -> None:
+    """Wait until daemon ``pid``'s engine workers (and the spare it starts once one is up) have started and are
+    idle: a figure measured meanwhile counts their start (~1 s of CPU each) in its CPU and runs on fewer cores.
+    Idle: the same workers, and no CPU spent by any, over two polls a quarter second apart."""
+    deadline = time.monotonic() + timeout
+    seen: list[tuple[list[int], float]] = []
+    while time.monotonic() < deadline:
+        workers = engine_workers(pid)
+        spent = 0.0
+        for worker in workers:
+            with contextlib.suppress(OSError):
+                spent += cpu_seconds(worker)
+        seen = [*seen[-1:], (workers, spent)]
+        if workers and len(seen) == 2 and seen[0] == seen[1]:
+            return
+        time.sleep(0.25)
+
+
 def with_workers(measure: Callable[[int], float], pid: int) -> float:
     """``measure`` of the daemon plus its engine workers (CPU seconds, RSS): what the daemon costs in all."""
     total = measure(pid)
@@ -95,7 +113,8 @@ class DaemonProcess:
         assert self.proc is not None
         return self.proc.pid
 
-    def start(self) -> None:
+    def start(self, *, settle: bool = True) -> None:
+        """Start the daemon and wait until it answers and (``settle``) its engine workers are up and idle."""
         args = ["--socket", str(self.socket), "--config", str(self.config_path)]
         if self.profile is not None:
             argv = [sys.executable, str(ROOT / "bench" / "profile_daemon.py"), str(self.profile), *args]
@@ -122,26 +141,9 @@ class DaemonProcess:
                 continue
             caller.call("daemon_info")
             caller.close()
+            if settle and 'engine_process = "daemon"' not in self.config_path.read_text():
+                settle_workers(self.pid)
             return
-
-    def settle_workers(self, timeout: float = 30.0) -> None:
-        """Wait until the engine workers (and the spare the daemon starts once one is up) have started and are idle:
-        a figure measured meanwhile counts their start (~1 s of CPU each) in its CPU and runs on fewer cores.
-        Idle: the same workers, and no CPU spent by any, over two polls a quarter second apart."""
-        if 'engine_process = "daemon"' in self.config_path.read_text():
-            return
-        deadline = time.monotonic() + timeout
-        seen: list[tuple[list[int], float]] = []
-        while time.monotonic() < deadline:
-            workers = engine_workers(self.pid)
-            spent = 0.0
-            for worker in workers:
-                with contextlib.suppress(OSError):
-                    spent += cpu_seconds(worker)
-            seen = [*seen[-1:], (workers, spent)]
-            if workers and len(seen) == 2 and seen[0] == seen[1]:
-                return
-            time.sleep(0.25)
 
     def connect(self) -> Caller:
         return connect(self.socket)

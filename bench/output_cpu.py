@@ -4,7 +4,7 @@
 A daemon of its own (this checkout's code: to compare two, run each checkout's copy in turn, alternating) gets one
 shell, which ``cat``s ``FILE`` ``--reps`` times (``seq:K``: runs ``seq 1 K``, figure 3's program, which writes a
 line at a time); each run prints its MB/s and the CPU the daemon and its engine workers spent per MB, once the
-workers have started (``DaemonProcess.settle_workers``). ``--profile OUT`` runs the daemon under cProfile in CPU
+workers have started (``harness.settle_workers``). ``--profile OUT`` runs the daemon under cProfile in CPU
 time (``bench/profile_daemon.py``). Corpora: any file (``bench/rendering.py``'s ``CORPORA`` writes the rich ones).
 """
 
@@ -35,7 +35,6 @@ def main() -> None:
     with private_dir() as directory:
         daemon = DaemonProcess(directory, f'engine_process = "{args.process}"\n', profile=args.profile)
         daemon.start()
-        daemon.settle_workers()
         try:
             caller = daemon.connect()
             shell = PtydShell(caller, caller.call("agent_register", name="output-cpu")["token"])

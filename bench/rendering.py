@@ -94,7 +94,6 @@ def run(ctx: Context, results: Results) -> None:
     pyte_dir.chmod(0o700)
     pyte_daemon = DaemonProcess(pyte_dir, 'emulator = "pyte"\n')
     pyte_daemon.start()
-    pyte_daemon.settle_workers()
     caller = ctx.daemon.connect()
     pyte_caller = pyte_daemon.connect()
     callers = [caller]

@@ -95,7 +95,6 @@ def main(argv: list[str] | None = None) -> int:
         in_daemon_dir.chmod(0o700)
         in_daemon = DaemonProcess(in_daemon_dir, 'engine_process = "daemon"\n')
         in_daemon.start()
-        daemon.settle_workers()
         try:
             ctx = Context(directory, daemon, args.quick, python, args.profile, in_daemon)
             for name in names:

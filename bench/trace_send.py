@@ -257,7 +257,7 @@ def trace(
     """``n`` sends of ``command`` to bash in a stamped daemon of its own running ``code``, beside ``floods`` other
     sessions printing ``seq inf``."""
     from bench.client import connect
-    from bench.harness import register
+    from bench.harness import register, settle_workers
     from bench.shells import PtydShell
 
     with tempfile.TemporaryDirectory(prefix="ptyd-trace-") as tmp:
@@ -280,6 +280,7 @@ def trace(
                     if time.monotonic() > deadline or proc.poll() is not None:
                         raise
                     time.sleep(0.05)
+            settle_workers(proc.pid)  # the quiet sends are not timed beside the workers' start
             token = register(caller, "trace")
             shell = PtydShell(caller, token)
             for _ in range(10):
