@@ -280,7 +280,8 @@ def trace(
                     if time.monotonic() > deadline or proc.poll() is not None:
                         raise
                     time.sleep(0.05)
-            settle_workers(proc.pid)  # the quiet sends are not timed beside the workers' start
+            if process == "worker":
+                settle_workers(proc.pid)  # the quiet sends are not timed beside the workers' start
             token = register(caller, "trace")
             shell = PtydShell(caller, token)
             for _ in range(10):
