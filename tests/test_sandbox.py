@@ -82,7 +82,7 @@ def session(rpc: Rpc, name: str, workspace: Path, **params: Any) -> Iterator[She
     """A session of agent ``name`` in ``workspace/name``: two agents never share a workspace (refused)."""
     token = register(rpc, name)
     (workspace / name).mkdir(exist_ok=True)
-    s = Shell(rpc, token, cwd=str(workspace / name), env={"PS1": "$ "}, **params)
+    s = Shell(rpc, token, cwd=str(workspace / name), env={"PS1": "$ ", **params.pop("env", {})}, **params)
     try:
         yield s
     finally:
@@ -428,14 +428,9 @@ def test_fish_where_it_never_ran_prints_no_error_at_each_prompt(client: Rpc, tmp
         pytest.skip("fish is not installed")
     home = tmp_path / "home"
     (home / ".config" / "fish").mkdir(parents=True)
-    token = register(client, "fish-user")
-    s = Shell(client, token, cwd=str(tmp_path), argv=["fish"], env={"HOME": str(home)}, sandbox="readonly")
-    try:
+    with session(client, "fish-user", tmp_path, argv=["fish"], env={"HOME": str(home)}, sandbox="readonly") as s:
         assert s.send("false\n")["exit_code"] == 1
         result = s.send("echo done\n")
         assert result["exit_code"] == 0
         assert not any("universal variable" in line for line in s.transcript()), s.transcript()
-        assert not (home / ".config" / "fish" / "fish_variables").exists()
-    finally:
-        with contextlib.suppress(RpcError, OSError):
-            client.call("agent_release", token=token)
+        assert not (home / ".config" / "fish" / "fish_variables").exists()  # the home stayed read-only

@@ -156,15 +156,15 @@ class Bubblewrap:
             mounts.append((path, ["--bind", path, path]))
             inside = read_only_inside(path)
             mounts += [(inner, ["--bind" if rw else "--ro-bind", inner, inner]) for inner, rw in inside]
-        for path in (os.path.realpath(os.path.expanduser(path)) for path in profile.hidden):
-            hidden.append(path)
+        profile_hidden = [os.path.realpath(os.path.expanduser(path)) for path in profile.hidden]
+        for path in profile_hidden:
             if os.path.isdir(path):
                 mounts.append((path, ["--tmpfs", path]))
             elif os.path.exists(path):
                 mounts.append((path, ["--ro-bind", "/dev/null", path]))
         # Every shell inside reads the integration's files: bound back where ptyd lies in a private or hidden
         # directory (a virtualenv under /tmp), or its shells would start without their marks.
-        if any(within(INTEGRATION_DIR, path) for path in (*PRIVATE_ROOTS, *hidden)):
+        if any(within(INTEGRATION_DIR, path) for path in (*PRIVATE_ROOTS, *hidden, *profile_hidden)):
             mounts.append((INTEGRATION_DIR, ["--ro-bind", INTEGRATION_DIR, INTEGRATION_DIR]))
         for _, mount in sorted(mounts, key=lambda item: item[0].rstrip("/").count("/")):
             args += mount
