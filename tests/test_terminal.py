@@ -979,6 +979,7 @@ COLOURED = st.one_of(
 )
 
 
+@pytest.mark.parametrize("engine", ENGINES[:1], indirect=True)  # ghostty where it imports: no pyte run to skip
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
