@@ -357,3 +357,41 @@ def test_a_background_writer_does_not_hold_sends(shell: Shell) -> None:
         latency(time.monotonic() - started, tight=5.0, fallback=10.0, what="a send beside a background writer")
         assert word in result["viewport"].splitlines()
     shell.send("kill %1\n")
+
+
+HELPED_READER = """
+import os, select, sys, threading, time
+
+done_r, done_w = os.pipe()
+
+
+def highlight():
+    end = time.thread_time() + 0.02  # CPU time: a busy machine makes it longer, never shorter
+    while time.thread_time() < end:
+        pass
+    os.write(done_w, b"x")
+
+
+print("> ", end="", flush=True)
+while True:
+    ready = select.select([0, done_r], [], [])[0]
+    if done_r in ready:
+        os.read(done_r, 1)
+        print("highlighted\\n> ", end="", flush=True)
+    if 0 in ready:
+        os.read(0, 1024)
+        threading.Thread(target=highlight).start()
+"""
+
+
+def test_a_wait_counts_once_the_thread_working_for_it_rests(shell: Shell, tmp_path: Path) -> None:
+    # fish polls the terminal while a helper thread highlights the line just typed, then wakes to draw it; a Ctrl-C
+    # sent before it polls again is lost. The send returns once the helper's work is drawn.
+    program = tmp_path / "helped.py"
+    program.write_text(HELPED_READER)
+    assert shell.send(f"python3 {program}\n")["viewport"].endswith(">")
+    for n in range(5):
+        result = shell.send(f"line {n}\n")
+        assert result["wait_reason"] == "stdin_read", result
+        assert result["viewport"].splitlines()[-2:] == ["highlighted", ">"], result["viewport"]
+    shell.send("\x03")

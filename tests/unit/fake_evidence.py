@@ -172,6 +172,11 @@ def direct(pid: int) -> TtyWait:
     return TtyWait(Wait.DIRECT, pid)
 
 
+def helped(pid: int) -> TtyWait:
+    """A direct wait while another thread of the program is running (fish polls while a helper highlights)."""
+    return TtyWait(Wait.DIRECT, pid, multiplexed=True, helped=True)
+
+
 def _epoll_nr() -> int:
     assert blocked_read.TABLE is not None, "no syscall table for this machine"
     return min(blocked_read.TABLE.epoll & blocked_read.TABLE.int_ms)

@@ -23,6 +23,7 @@ from ptyd.backends.readiness.blocked_read import TtyWait
 from ptyd.backends.readiness.evidence import Evidence
 from ptyd.backends.readiness.tracker import (
     EVENT_LOOP_SETTLE_S,
+    HELPER_SETTLE_S,
     MARK_QUIET_S,
     RELAY_FORWARD_S,
     RELAY_KEPT_S,
@@ -41,6 +42,7 @@ from .fake_evidence import (
     Relay,
     direct,
     event_loop,
+    helped,
     timed,
 )
 
@@ -522,6 +524,36 @@ ROWS = [
             not_ready(),
             after(2 * TICK),
             ready(),
+        ],
+    ),
+    Row(
+        "fish polls the terminal while a helper thread highlights the line, then draws it: a Ctrl-C sent before it"
+        " polls again is lost, so the wait counts once the helper rests",
+        [
+            send(b"if true; then\r"),
+            reads(14),
+            waits_(helped),
+            not_ready(),
+            prints(b"\r\n    "),
+            not_ready(),
+            waits_(direct),
+            ready(),
+        ],
+    ),
+    Row(
+        "a helper thread that never rests holds each send's direct wait a while",
+        [
+            send(b"x\r"),
+            reads(2),
+            waits_(helped),
+            not_ready(),
+            after(HELPER_SETTLE_S - TICK),
+            not_ready(),
+            after(2 * TICK),
+            ready(),
+            send(b"y\r"),
+            reads(2),
+            not_ready(),  # the hold starts over for the next write
         ],
     ),
     Row(

@@ -16,7 +16,7 @@ import platform
 import struct
 import termios
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ptyd.backends.os import procfs
 from ptyd.backends.os.tty import local_flags
@@ -170,6 +170,9 @@ class TtyWait:
     multiplexed: bool = False  # waits on other fds too (select/poll/epoll), or cannot be seen (wchan)
     others: tuple[int, ...] = ()  # the other fds of a multiplexed wait (a relay's pty master, socket, ...)
     timeout: float | None = None  # the multiplexed wait's timeout in seconds (None: none)
+    # Another thread of the waiting process was running or runnable: at work for it (fish's highlighting), and the
+    # waiting thread will act on what it finishes.
+    helped: bool = False
 
 
 NOT_WAITING = TtyWait(Wait.NONE)
@@ -187,11 +190,15 @@ def group_wait(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) ->
         stat = procfs.read_stat(pid)
         if stat is None or stat.pgrp != pgid or stat.state in ("Z", "X", "T", "t"):
             continue
-        for tid in procfs.tasks(pid):
-            tstat = procfs.read_stat(pid, tid) if tid != pid else stat
+        # Every thread's state first: one seen asleep here is not the helper that woke the waiting thread since.
+        threads = [(tid, procfs.read_stat(pid, tid) if tid != pid else stat) for tid in procfs.tasks(pid)]
+        helped = any(tstat is not None and tstat.state == "R" for _, tstat in threads)
+        for tid, tstat in threads:
             if tstat is None or tstat.state not in ("S", "D"):
                 continue
             found = _thread_wait(pid, tid, tty_rdev, master_fd)
+            if helped and found.kind:
+                found = replace(found, helped=True)
             if found.kind == Wait.DIRECT and not found.multiplexed:
                 return found
             if found.kind > best.kind:

@@ -47,6 +47,7 @@ SHORT_POLL_MIN_S = 0.05  # a short-poll cycle counts only after at least this lo
 SHORT_POLL_CPU_SHARE = 0.2  # ...and if the group ran or wanted to run for less than this share of it
 LOOP_TIMER_SLACK_S = 0.1  # an event loop's timer due this much sooner than before a line is one the line armed
 REFRESH_POLL_S = 0.25  # a timed wait this long, entered after answering on screen, is an idle refresh timer
+HELPER_SETTLE_S = 0.25  # a direct wait while another thread of the program runs: how long it must hold
 SIGNAL_UNSEEN_S = 0.15  # after a cancel's signal: the same direct wait this long with nothing pending: it was ignored
 # The last visible character of a line a prompt ends with: shells, REPLs, debuggers, "Password:", "[y/N]".
 PROMPT_END = re.compile(r"[$#%>:?\])»\u276f\u279c\u03bb]\s*$")  # and fancy prompt glyphs
@@ -273,16 +274,20 @@ class ReadinessTracker:
             return NOT_READY
         if self._mark.ambiguous and not self._key_sequence_over(target):
             return NOT_READY
-        after_signal = self._mark.after_signal
-        if kind not in (Wait.EVENT_LOOP, Wait.TIMED) and not (kind == Wait.DIRECT and after_signal):
+        # A direct wait holds a moment after a signal (below), and while another thread of the program works for
+        # it: fish's main thread polls the terminal while a helper highlights the line just typed, then wakes to
+        # draw it, and a Ctrl-C (a SIGINT to fish) arriving while it draws is lost (fish turns the signal into the
+        # key only when it interrupts that poll). A helper that never rests costs each send the hold.
+        direct_hold = HELPER_SETTLE_S if target.wait.helped else EVENT_LOOP_SETTLE_S if self._mark.after_signal else 0
+        if kind not in (Wait.EVENT_LOOP, Wait.TIMED) and not (kind == Wait.DIRECT and direct_hold):
             self._weak = None
         if kind not in (Wait.TIMED, Wait.NONE):
             # A short poll's cycle survives the program being seen awake (that is the cycle: it woke, redrew and
             # went back); another kind of wait starts over.
             self._poll = None
         waiting = (
-            (kind == Wait.DIRECT and (not after_signal or self._held_event_loop(target)))
-            or (kind == Wait.EVENT_LOOP and self._held_event_loop(target))
+            (kind == Wait.DIRECT and (not direct_hold or self._held(target, direct_hold)))
+            or (kind == Wait.EVENT_LOOP and self._held(target))
             or (kind == Wait.TIMED and self._timed_wait_over(target))
         )
         if not waiting or not self._relays_forwarded(target):
@@ -384,13 +389,13 @@ class ReadinessTracker:
             return False
         return now - self._forwarded[0] >= hold
 
-    def _held_event_loop(self, target: Target) -> bool:
+    def _held(self, target: Target, hold: float = EVENT_LOOP_SETTLE_S) -> bool:
         now = self._evidence.now()
         mark = (self._evidence.received(), target.pgid)
         if self._weak is None or self._weak[1] != mark:
             self._weak = (now, mark)
             return False
-        return now - self._weak[0] >= EVENT_LOOP_SETTLE_S
+        return now - self._weak[0] >= hold
 
     def _timed_wait_over(self, target: Target) -> bool:
         """A timed wait counts once the program came back to it with little work done: it acts on its own when
@@ -404,7 +409,7 @@ class ReadinessTracker:
             return False  # nothing was written since: the query waits for an answer that will not come
         timeout = target.wait.timeout
         if timeout is not None and timeout >= REFRESH_POLL_S and output:
-            return self._held_event_loop(target)
+            return self._held(target)
         self._weak = None
         return self._short_poll_cycled(target)
 
