@@ -90,3 +90,24 @@ def test_a_new_event_loop_starts_with_no_queue() -> None:
 
     run(first)
     run(second)
+
+
+def test_a_flood_asking_alone_while_others_wait_their_turn_is_not_granted_all() -> None:
+    """On a loaded machine a window may pass within one flood's turn: asking again at once, it seemed alone (no
+    other flood asked in this window or the last, the others being queued) and was granted everything, turn
+    after turn, while the queue waited (one flood of ten took 125 of 200 turns)."""
+
+    async def main() -> float:
+        pacer = BulkPacer(window_s=0.005, share=0.5)
+        now = time.monotonic()  # no await below: the turn the wait arms is not given meanwhile
+        pacer.grant(now, 1)
+        pacer.grant(now, 2)
+        pacer.spend(pacer.budget_s)
+        assert pacer.grant(now, 2) == 0.0
+        pacer.wait(2, lambda: None)
+        pacer.grant(now + 0.011, 1)  # two windows later, flood 1 asks again
+        granted = pacer.grant(now + 0.022, 1)  # ...and again: flood 2 still waits for its turn
+        pacer.forget(2)
+        return granted
+
+    assert run(main) == 0.0

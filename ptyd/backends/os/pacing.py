@@ -119,7 +119,9 @@ class BulkPacer:
         return self._competing()
 
     def _competing(self) -> bool:
-        return len(self._renderers) >= 2 or len(self._renderers | self._previous) >= 2
+        # Floods waiting for their turn compete too: on a loaded machine a window may pass within one flood's turn,
+        # and the flood that asks again at once would seem alone, granted everything while the queue waits.
+        return len(self._renderers | self._previous | self._queue.keys()) >= 2
 
     def _roll(self, now: float) -> None:
         if now - self._window_start >= self.window_s:
