@@ -270,3 +270,38 @@ def test_a_spare_whose_pasta_died_is_not_given_to_a_session(fresh_daemon: Daemon
         assert (network["taken"], network["made_ahead"]) == (2, 0), network
         gone = [pid for pids in ready.values() for pid in pids]
         wait_until(lambda: [pid for pid in gone if pid_alive(pid)] == [], message="the dead spares' holders ended")
+
+
+ASYNCIO_APP = """
+import asyncio, sys
+
+async def main():
+    loop = asyncio.get_running_loop()
+    lines = asyncio.Queue()
+    loop.add_reader(sys.stdin, lambda: lines.put_nowait(sys.stdin.readline()))  # beside asyncio's self-pipe
+    print("app> ", end="", flush=True)
+    while (line := (await lines.get()).strip()) != "quit":
+        print("got", line, flush=True)
+        print("app> ", end="", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_an_asyncio_app_in_a_namespace_of_its_own_is_probed_not_taken_for_a_relay(
+    fresh_daemon: Daemon, tmp_path: Path
+) -> None:
+    # Its epoll set holds the terminal and the loop's wake-up socket pair, whose other end it holds itself: a relay's
+    # socket would lead out. Asked in the daemon's namespace, where the pair is not, every asyncio REPL (IPython,
+    # prompt_toolkit and Textual apps) in a sandbox was taken for a relay and settled on quiet ("relay_quiet").
+    _, s = _networked(fresh_daemon, tmp_path)
+    with fresh_daemon.rpc() as rpc:
+        s.rpc = rpc
+        workspace = Path(s.send("true\n")["cwd"])
+        (workspace / "app.py").write_text(ASYNCIO_APP)
+        assert s.send("python3 app.py\n")["viewport"].endswith("app>")
+        for word in ("one", "two"):
+            result = s.send(f"{word}\n")
+            assert (result["ready_basis"], result["relay"]) == ("kernel", None), result
+            assert result["viewport"].splitlines()[-2:] == [f"got {word}", "app>"]
+        assert s.send("quit\n")["viewport"].endswith("$")

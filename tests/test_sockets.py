@@ -18,7 +18,7 @@ def _link(sock: socket.socket) -> str:
 def test_a_socket_pair_held_by_one_process_leads_nowhere() -> None:
     a, b = socket.socketpair()  # asyncio's self-pipe is one
     with a, b:
-        assert sockets.unix_peer(sockets.socket_inode(_link(a)) or 0) == sockets.socket_inode(_link(b))
+        assert sockets.unix_peer(sockets.socket_inode(_link(a)) or 0, os.getpid()) == sockets.socket_inode(_link(b))
         assert sockets.leads_out(os.getpid(), _link(a)) is False
 
 
@@ -39,7 +39,7 @@ def test_a_unix_connection_to_another_process_leads_out(tmp_path: Path) -> None:
         server.stdout.readline()  # listening
         with socket.socket(socket.AF_UNIX) as client:  # docker exec's connection to dockerd is one
             client.connect(str(path))
-            assert sockets.unix_peer(sockets.socket_inode(_link(client)) or 0) is not None
+            assert sockets.unix_peer(sockets.socket_inode(_link(client)) or 0, os.getpid()) is not None
             assert sockets.leads_out(os.getpid(), _link(client)) is True
             client.send(b"x")
     finally:
@@ -53,3 +53,37 @@ def test_network_sockets_and_unknown_links_lead_out() -> None:
         assert sockets.leads_out(os.getpid(), _link(tcp)) is True
     assert sockets.socket_inode("pipe:[12]") is None
     assert sockets.leads_out(os.getpid(), "socket:[notanumber]") is True
+
+
+def test_a_socket_pair_is_asked_of_the_network_namespace_its_holder_is_in(tmp_path: Path) -> None:
+    # A sandboxed session has pasta's namespace: asked in the daemon's, its event loop's wake-up pair had no peer,
+    # and every asyncio REPL there was taken for a relay.
+    program = (
+        "import socket, sys, time; a, b = socket.socketpair(); s = socket.socket(socket.AF_UNIX); "
+        "s.bind('\\0ptyd-test-ns'); s.listen(); c = socket.socket(socket.AF_UNIX); c.connect('\\0ptyd-test-ns'); "
+        "d, _ = s.accept(); print(a.fileno(), c.fileno(), flush=True); sys.stdin.read()"
+    )
+    bwrap = ["bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    command = [*bwrap, sys.executable, "-c", program]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
+        try:
+            assert holder.stdout is not None
+            pair, connection = map(int, holder.stdout.readline().split())
+            pid = next(p for p in _descendants(holder.pid) if _comm(p).startswith("python"))
+            assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+            assert sockets.leads_out(pid, os.readlink(f"/proc/{pid}/fd/{pair}")) is False
+            assert sockets.leads_out(pid, os.readlink(f"/proc/{pid}/fd/{connection}")) is False  # both ends its own
+        finally:
+            holder.kill()
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        for child in map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split()):
+            found += [child, *_descendants(child)]
+    return found
+
+
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()

@@ -9,11 +9,13 @@ Unix socket is only known to the kernel's socket diagnostics (``ss -x`` asks the
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import os
 import socket
 import struct
 
-from ptyd.backends.os import procfs
+from ptyd.backends.os import netns, procfs
 
 _NETLINK_SOCK_DIAG = 4
 _SOCK_DIAG_BY_FAMILY = 20
@@ -30,31 +32,79 @@ _ATTR = struct.Struct("=HH")  # rtattr: length, type
 _peer_of: dict[int, int | None] = {}  # socket inode -> its peer's inode (a pair's ends never change)
 _leads_out: dict[tuple[int, int], bool] = {}  # (pid, socket inode) -> leads out of the process
 _CACHE_MAX = 4096
+_namespaces: dict[int, socket.socket] = {}  # network namespace (inode) -> a sock_diag socket opened in it
+_NAMESPACES_MAX = 32
+_sequence = itertools.count(1)
 
 
-def unix_peer(inode: int) -> int | None:
-    """The inode of the other end of Unix socket ``inode``; None when it has none, is not a Unix socket, or the
-    kernel will not say."""
+def unix_peer(inode: int, pid: int) -> int | None:
+    """The inode of the other end of Unix socket ``inode`` of process ``pid``; None when it has none, is not a Unix
+    socket, or the kernel will not say."""
     if inode in _peer_of:
         return _peer_of[inode]
-    peer = _ask_peer(inode)
+    peer = _ask_peer(inode, pid)
     if len(_peer_of) >= _CACHE_MAX:
         _peer_of.clear()
     _peer_of[inode] = peer
     return peer
 
 
-def _ask_peer(inode: int) -> int | None:
+def _ask_peer(inode: int, pid: int) -> int | None:
+    """Asked in ``pid``'s network namespace: sock_diag answers for the sockets of its own (a sandboxed session has
+    pasta's, where a socket of the daemon's saw none: every asyncio REPL there was taken for a relay)."""
     request = _REQUEST.pack(socket.AF_UNIX, 0, 0, 0xFFFFFFFF, inode, _UDIAG_SHOW_PEER, _NO_COOKIE, _NO_COOKIE)
-    header = _HEADER.pack(_HEADER.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0)
-    try:
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG) as nl:
-            nl.settimeout(0.1)
-            nl.sendto(header + request, (0, 0))
-            reply = nl.recv(8192)
-    except OSError:
+    namespace = netns.namespace_of(pid)
+    if namespace is None:
         return None
-    return _parse_peer(reply, inode)
+    if namespace == _own_namespace():
+        try:
+            with _diag_socket() as nl:
+                return _query(nl, request, inode)
+        except OSError:
+            return None
+    kept = _inside(pid, namespace)
+    if kept is None:
+        return None
+    try:
+        return _query(kept, request, inode)
+    except OSError:
+        _namespaces.pop(namespace).close()  # opened afresh for the next question
+        return None
+
+
+def _query(nl: socket.socket, request: bytes, inode: int) -> int | None:
+    """One question on ``nl``: replies to an earlier one that timed out are passed over by their sequence."""
+    sequence = next(_sequence) & 0xFFFFFFFF
+    nl.settimeout(0.1)
+    header = _HEADER.pack(_HEADER.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, sequence, 0)
+    nl.sendto(header + request, (0, 0))
+    while True:
+        reply = nl.recv(8192)
+        if len(reply) >= _HEADER.size and _HEADER.unpack_from(reply)[3] == sequence:
+            return _parse_peer(reply, inode)
+
+
+def _diag_socket() -> socket.socket:
+    return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG)
+
+
+def _inside(pid: int, namespace: int) -> socket.socket | None:
+    """A sock_diag socket of ``pid``'s network namespace: opened there once (a child of the daemon joins it), kept
+    for the namespace's next questions."""
+    nl = _namespaces.pop(namespace, None)
+    if nl is None:
+        nl = netns.socket_inside(pid, socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG)
+        if nl is None:
+            return None
+        while len(_namespaces) >= _NAMESPACES_MAX:  # the oldest asked (its sessions are likely gone)
+            _namespaces.pop(next(iter(_namespaces))).close()
+    _namespaces[namespace] = nl
+    return nl
+
+
+@functools.cache
+def _own_namespace() -> int | None:
+    return netns.own_namespace()
 
 
 def _parse_peer(reply: bytes, inode: int) -> int | None:
@@ -100,7 +150,7 @@ def leads_out(pid: int, link: str) -> bool:
 
 
 def _peer_elsewhere(pid: int, inode: int) -> bool:
-    peer = unix_peer(inode)
+    peer = unix_peer(inode, pid)
     if peer is None:
         return True
     wanted = f"socket:[{peer}]"
