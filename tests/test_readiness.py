@@ -395,3 +395,50 @@ def test_a_wait_counts_once_the_thread_working_for_it_rests(shell: Shell, tmp_pa
         assert result["wait_reason"] == "stdin_read", result
         assert result["viewport"].splitlines()[-2:] == ["highlighted", ">"], result["viewport"]
     shell.send("\x03")
+
+
+READER_THREAD_REPL = """
+import os, queue, threading, time
+
+lines = queue.Queue()
+
+
+def reader():
+    while data := os.read(0, 1024):
+        lines.put(data)
+
+
+threading.Thread(target=reader, daemon=True).start()
+print("calc> ", end="", flush=True)
+while True:
+    line = lines.get().decode().strip()
+    time.sleep(0.3)  # its work on the line, while the reader thread is back in its read
+    print(eval(line), flush=True)
+    print("calc> ", end="", flush=True)
+"""
+
+
+def test_a_reader_threads_wait_is_not_the_answer_to_its_line(shell: Shell, tmp_path: Path) -> None:
+    # jline in a JVM (jshell), a Go program's goroutine: a thread of its own reads the terminal all along while the
+    # program works on a line elsewhere. The line is answered by its prompt drawn again.
+    program = tmp_path / "repl.py"
+    program.write_text(READER_THREAD_REPL)
+    assert shell.send(f"python3 {program}\n")["viewport"].endswith("calc>")
+    for expression, value in (("6*7", "42"), ("2**10", "1024")):
+        result = shell.send(f"{expression}\n")
+        assert result["wait_reason"] == "stdin_read", result
+        assert result["viewport"].splitlines()[-3:] == [f"calc> {expression}", value, "calc>"], result["viewport"]
+    shell.send("\x03")
+
+
+@needs(shutil.which("jshell") is None, reason="jshell is not installed")
+def test_jshell_answers_each_snippet_before_the_send_returns(shell: Shell) -> None:
+    opened = shell.send("jshell\n", timeout_ms=60_000, idle_ms=60_000)  # a JVM's start prints nothing for seconds
+    assert opened["viewport"].endswith("jshell>"), opened
+    result = shell.send("int x = 6 * 7;\n", timeout_ms=60_000)
+    assert result["viewport"].splitlines()[-4:] == ["jshell> int x = 6 * 7;", "x ==> 42", "", "jshell>"], result
+    started = time.monotonic()
+    result = shell.send("Thread.sleep(1000)\n", timeout_ms=60_000)
+    assert time.monotonic() - started >= 1.0, result  # it waited for the snippet, not for jline's reader thread
+    assert result["viewport"].splitlines()[-3:] == ["jshell> Thread.sleep(1000)", "", "jshell>"], result
+    assert shell.send("/exit\n", timeout_ms=60_000)["viewport"].endswith("$")

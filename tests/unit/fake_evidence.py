@@ -177,6 +177,13 @@ def helped(pid: int) -> TtyWait:
     return TtyWait(Wait.DIRECT, pid, multiplexed=True, helped=True)
 
 
+def reader_thread(pid: int) -> TtyWait:
+    """A blocking read of the terminal by a thread that is not its process's first (jline's, in jshell)."""
+    assert blocked_read.TABLE is not None, "no syscall table for this machine"
+    call = procfs.Syscall(min(blocked_read.TABLE.reads), (0, 0, 0, 0, 0, 0))
+    return TtyWait(Wait.DIRECT, pid, call, leader=False)
+
+
 def _epoll_nr() -> int:
     assert blocked_read.TABLE is not None, "no syscall table for this machine"
     return min(blocked_read.TABLE.epoll & blocked_read.TABLE.int_ms)

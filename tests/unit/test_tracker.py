@@ -11,7 +11,7 @@ import ast
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from .fake_evidence import (
     direct,
     event_loop,
     helped,
+    reader_thread,
     timed,
 )
 
@@ -490,6 +491,61 @@ ROWS = [
             ready(),
         ],
         node(line=0, text="", wait=event_loop(100, 8.0)),
+    ),
+    Row(
+        "jshell reads the terminal in a thread of its own all along: its line is answered by the prompt drawn again",
+        [
+            send(b"Thread.sleep(1500)\r"),
+            reads(19),
+            prints(b"Thread.sleep(1500)\r\n", line=4, text=""),
+            not_ready(),  # the reader thread is back in its read, the JVM's other threads and process at work
+            after(1.5),
+            prints(b"\r\njshell> ", line=6, text="jshell> "),
+            ready(),
+        ],
+        {"wait": reader_thread(100), "line": 3, "text": "jshell> ", "procs": {100: Proc(100, child=True)}},
+    ),
+    Row(
+        "a reader thread's program works on the line where nothing shows (it sleeps): answered by its prompt only",
+        [
+            send(b"6*7\r"),
+            reads(4),
+            prints(b"6*7\r\n", line=4, text=""),
+            not_ready(),
+            after(0.3),
+            not_ready(),
+            prints(b"42\r\ncalc> ", line=5, text="calc> "),
+            ready(),
+        ],
+        {"wait": reader_thread(100), "line": 3, "text": "calc> "},
+    ),
+    Row(
+        "a reader thread's program asks another question: answered once the question is drawn whole",
+        [
+            send(b"y\r"),
+            reads(2),
+            prints(b"y\r\nName: ", line=1, text="Name: "),
+            not_ready(),
+            after(MARK_QUIET_S + TICK),
+            ready(),
+        ],
+        {"wait": reader_thread(100), "line": 0, "text": "Continue? [y/N] "},
+    ),
+    Row(
+        "a reader thread's process with no prompt to go by and no child: answered at once",
+        [send(b"yes\r"), reads(4), prints(b"yes\r\n", line=1), ready()],
+        {"wait": reader_thread(100), "line": 0, "text": ""},
+    ),
+    Row(
+        "a reader thread is not helped by its process's other threads: those are the work the prompt answers",
+        [
+            send(b"1+1\r"),
+            reads(4),
+            waits_(lambda pid: replace(reader_thread(pid), helped=True)),
+            prints(b"1+1\r\n$1 ==> 2\r\n\r\njshell> ", line=6, text="jshell> "),
+            ready(),
+        ],
+        {"wait": reader_thread(100), "line": 3, "text": "jshell> ", "procs": {100: Proc(100, child=True)}},
     ),
     # --- signals -----------------------------------------------------------------------------------------
     Row(

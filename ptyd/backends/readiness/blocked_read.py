@@ -173,6 +173,10 @@ class TtyWait:
     # Another thread of the waiting process was running or runnable: at work for it (fish's highlighting), and the
     # waiting thread will act on what it finishes.
     helped: bool = False
+    # The waiting thread is its process's first. Else it is a reader thread, which reads the terminal all along
+    # while the program works elsewhere (jline's in jshell, whose JVM evaluates a line in other threads and another
+    # process); False only where the thread was seen.
+    leader: bool = True
 
 
 NOT_WAITING = TtyWait(Wait.NONE)
@@ -221,7 +225,7 @@ def _thread_wait(pid: int, tid: int, tty_rdev: int, master_fd: int) -> TtyWait:
     kind, others, timeout = _reads_tty(pid, call, tty_rdev)
     if not kind or (runs is not None and procfs.run_count(pid, tid) != runs):
         return NOT_WAITING
-    return TtyWait(kind, pid, call, call.nr not in TABLE.reads, others, timeout)
+    return TtyWait(kind, pid, call, call.nr not in TABLE.reads, others, timeout, leader=tid == pid)
 
 
 def group_waits_on_tty(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) -> Wait:

@@ -180,7 +180,7 @@ class ReadinessTracker:
             not answer
             and data[-1:] in (b"\r", b"\n")
             and target is not None
-            and _event_loop(target)
+            and _reads_all_along(target)
             and not ev.alt_screen()
         ):
             # A line for an event loop's REPL: it answers by drawing this prompt again (see _loop_answered).
@@ -278,7 +278,8 @@ class ReadinessTracker:
         # it: fish's main thread polls the terminal while a helper highlights the line just typed, then wakes to
         # draw it, and a Ctrl-C (a SIGINT to fish) arriving while it draws is lost (fish turns the signal into the
         # key only when it interrupts that poll). A helper that never rests costs each send the hold.
-        direct_hold = HELPER_SETTLE_S if target.wait.helped else EVENT_LOOP_SETTLE_S if self._mark.after_signal else 0
+        helped = target.wait.helped and target.wait.leader  # a reader thread's other threads are the program's work
+        direct_hold = HELPER_SETTLE_S if helped else EVENT_LOOP_SETTLE_S if self._mark.after_signal else 0
         if kind not in (Wait.EVENT_LOOP, Wait.TIMED) and not (kind == Wait.DIRECT and direct_hold):
             self._weak = None
         if kind not in (Wait.TIMED, Wait.NONE):
@@ -292,7 +293,7 @@ class ReadinessTracker:
         )
         if not waiting or not self._relays_forwarded(target):
             return NOT_READY
-        if self._mark.line_prompt is not None and _event_loop(target) and not self._loop_answered(target):
+        if self._mark.line_prompt is not None and _reads_all_along(target) and not self._loop_answered(target):
             return NOT_READY
         # What the program wrote just before it waited (its prompt, a query it waits to have answered) may still
         # be in the kernel's flip buffer: the session's drain before a wait counts reads it (a read of an empty
@@ -338,13 +339,19 @@ class ReadinessTracker:
     def _loop_answered(self, target: Target) -> bool:
         """An event loop given a line has answered when it drew its prompt again, on a later line (a REPL: node,
         IPython, an asyncio app), or, with no prompt to go by, when nothing of its own is pending: no timer due
-        that it did not have before the line (its wait's timeout, an armed timerfd) and no child process running."""
+        that it did not have before the line (its wait's timeout, an armed timerfd) and no child process running.
+        A reader thread's program (jshell) works where nothing of that shows (in other threads, sleeping or
+        computing): after a prompt, it has answered when it drew one again, its own or another question's."""
         ev = self._evidence
         assert self._mark.line_prompt is not None
         line, shape = self._mark.line_prompt
-        if shape and ev.cursor_line() > line and loops.prompt_shape(ev.cursor_text()) == shape:
+        later = ev.cursor_line() > line
+        if shape and later and loops.prompt_shape(ev.cursor_text()) == shape:
             return True
         wait = target.wait
+        if shape and not wait.leader:
+            quiet = ev.now() - ev.last_output() >= MARK_QUIET_S  # the question is drawn whole
+            return later and quiet and bool(PROMPT_END.search(ev.cursor_text()))
         if wait.call is None:
             return False
         if wait.timeout is not None:
@@ -353,7 +360,7 @@ class ReadinessTracker:
             due_before = self._mark.loop_due
             if due_before is None or ev.now() + wait.timeout < due_before - LOOP_TIMER_SLACK_S:
                 return False
-        if ev.timer_armed(wait.pid, wait.call.args[0]):
+        if _event_loop(target) and ev.timer_armed(wait.pid, wait.call.args[0]):
             return False
         return not ev.running_child(target.pids, target.pgid)
 
@@ -449,6 +456,12 @@ def _event_loop(target: Target) -> bool:
     """The target waits on its terminal in an epoll set: an event loop, which may be at work meanwhile."""
     call = target.wait.call
     return call is not None and blocked_read.TABLE is not None and call.nr in blocked_read.TABLE.epoll
+
+
+def _reads_all_along(target: Target) -> bool:
+    """The target's wait on its terminal says nothing of its work on a line: an event loop's, or a reader
+    thread's."""
+    return _event_loop(target) or (target.wait.kind != Wait.NONE and not target.wait.leader)
 
 
 def _grew(before: Mapping[Any, int], now: Mapping[Any, int]) -> bool:
