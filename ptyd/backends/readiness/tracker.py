@@ -8,14 +8,16 @@ canonical-mode reader is woken by every piece of a line still incomplete: that o
 waits to read its terminal (``blocked_read``), asked of the kernel for the innermost foreground group (``relay``),
 once the local relays in between have copied its last output here:
 
-- a blocking read, or select/poll with a long timeout: at once;
+- a blocking read, or select/poll with a long timeout: at once; while another thread of the program runs (fish's
+  highlighting, which the waiting thread draws when it is done), once that has held ``HELPER_SETTLE_S``;
 - an event loop (epoll) on the tty: once that has held ``EVENT_LOOP_SETTLE_S`` with no output;
 - a short-timeout poll (htop redrawing every 1.5 s): once the program has been through one whole timeout, woke,
   used little CPU, and is back in the same kind of wait (htop, which only redraws, is in its poll again);
 - after a key that longer keys begin with (a lone ESC): not before the program's key-sequence timeout, the first
   short timed wait it entered after reading the key, ran out and woke it (vim then leaves insert mode);
 - after a line given to an event loop (node's REPL awaiting a timer reads the terminal all along): once it drew
-  its prompt again, or has nothing of its own pending (a new timer, a child) (``loops``);
+  its prompt again, or has nothing of its own pending (a new timer, a child) (``loops``); the same after a line
+  given to a program that reads the terminal in a thread of its own (jshell), which after a prompt must draw one;
 - behind an opaque relay (ssh): on the far shell's signed prompt mark followed by ``MARK_QUIET_S`` of quiet, else
   once the far side answered, drew a prompt (or a full-screen program) and went quiet for ``relay_quiet_s``.
 
