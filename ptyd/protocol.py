@@ -25,7 +25,8 @@ DEFAULTS = Config()  # documented defaults come from the one place that sets the
 # 7: daemon_info's sandbox_network (a network namespace of its own by default, made ahead).
 # 8: results report a line the shell read and did not run (a syntax error, an incomplete command abandoned) among
 #    commands, and continuation: the lines of a command the shell waits to complete.
-PROTOCOL_VERSION = 8
+# 9: a cancel presses Ctrl-C where the terminal reads it as a key (a relay, a raw-mode program): its result's key.
+PROTOCOL_VERSION = 9
 
 
 def _d(text: str, *, min_length: int | None = None, max_length: int | None = None) -> Meta:
@@ -543,13 +544,22 @@ class TerminalCancelResult(Base, frozen=True):
     interrupted: Annotated[
         bool,
         _d(
-            "A SIGINT went to the verified foreground group: the active send's command, or, with no send active, "
-            "what the last send left running in front (it ended in timeout or inferred_idle)."
+            "A SIGINT went to the verified foreground group (or Ctrl-C was pressed for it: key): the active send's "
+            "command, or, with no send active, what the last send left running in front (it ended in timeout or "
+            "inferred_idle)."
         ),
     ] = False
     pgid: Annotated[int | None, _d("The process group interrupted.")] = None
-    signal: Annotated[str | None, _d("The signal sent (SIGINT).")] = None
+    signal: Annotated[str | None, _d("The signal sent (SIGINT); None when a key was pressed instead (key).")] = None
     program: Annotated[str | None, _d("The program in front that was interrupted.")] = None
+    key: Annotated[
+        str | None,
+        _d(
+            "The key pressed instead of a signal (C-c), where the terminal reads Ctrl-C as a key: a relay in front "
+            "(script, ssh, tmux) forwards it to its program's terminal, a raw-mode program (jshell, vim) takes it. "
+            "Since protocol 9."
+        ),
+    ] = None
     message: Annotated[str, _d("What the cancel did, in a sentence.")] = ""
     hint: Annotated[str | None, _d("When there was nothing to interrupt: what to do instead.")] = None
 

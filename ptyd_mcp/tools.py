@@ -175,10 +175,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "terminal_cancel",
-        "Interrupt the session's running send as Ctrl-C would (SIGINT to the program in the foreground) and let it "
-        "settle; with no send running, interrupt what the last send left running (it ended in timeout or "
-        "inferred_idle: a server, yes, a long build). interrupted says whether a SIGINT went out; hint says what "
-        "to do when there was nothing to interrupt.",
+        "Interrupt the session's running send as Ctrl-C would (SIGINT to the program in the foreground, or the key "
+        "itself where the terminal reads it as one: through ssh or script, in jshell) and let it settle; with no "
+        "send running, interrupt what the last send left running (it ended in timeout or inferred_idle: a server, "
+        "yes, a long build). interrupted says whether it went out (signal or key: which); hint says what to do "
+        "when there was nothing to interrupt.",
         input_schema(p.TerminalCancelParams, describe=_session),
         output_schema(p.TerminalCancelResult),
         _hints(destructive=True),

@@ -187,7 +187,7 @@ def test_daemon_info(rpc: Rpc, token: str) -> None:
     info = rpc.call("daemon_info", token=token)
     assert info["backend_types"] == ["exec", "shell"]
     assert info["containment"] in ("cgroup", "subreaper")
-    assert info["protocol_version"] == 8
+    assert info["protocol_version"] == 9
     workers = info["engine_workers"]  # 6: the engine workers' record
     if workers is not None:  # engines in workers (engine_process = "worker", the default)
         assert workers["paused"] is None

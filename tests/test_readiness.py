@@ -441,4 +441,10 @@ def test_jshell_answers_each_snippet_before_the_send_returns(shell: Shell) -> No
     result = shell.send("Thread.sleep(1000)\n", timeout_ms=60_000)
     assert time.monotonic() - started >= 1.0, result  # it waited for the snippet, not for jline's reader thread
     assert result["viewport"].splitlines()[-3:] == ["jshell> Thread.sleep(1000)", "", "jshell>"], result
+    # A cancel presses Ctrl-C, which jline reads as a key (VINTR disabled, ISIG on): jshell stops the snippet. A
+    # SIGINT to the group ended its execution engine, and every definition with it.
+    assert shell.send("Thread.sleep(60000)\n", timeout_ms=1_000)["wait_reason"] == "timeout"
+    assert shell.call("terminal_cancel")["key"] == "C-c"
+    result = shell.send("x\n", timeout_ms=60_000)
+    assert result["viewport"].splitlines()[-3:] == ["x ==> 42", "", "jshell>"], result
     assert shell.send("/exit\n", timeout_ms=60_000)["viewport"].endswith("$")

@@ -76,6 +76,16 @@ def test_local_relay_program_inside_is_waited_for(local_relay: Shell) -> None:
     local_relay.send("exit()\n")
 
 
+def test_a_cancel_behind_a_local_relay_interrupts_the_command_not_the_relay(local_relay: Shell) -> None:
+    # The relay's terminal is raw: Ctrl-C is a key there, which it forwards to the terminal its shell has. A SIGINT
+    # to its group ended script with the shell behind it ("Session terminated, killing shell").
+    assert local_relay.send("sleep 30\n", timeout_ms=300)["wait_reason"] == "timeout"
+    cancelled = local_relay.call("terminal_cancel")
+    assert (cancelled["interrupted"], cancelled["key"], cancelled["signal"]) == (True, "C-c", None), cancelled
+    result = local_relay.send("echo still here\n")
+    assert result["viewport"].splitlines()[-2:] == ["still here", "inner$"], result["viewport"]
+
+
 def test_local_relay_password_prompt(local_relay: Shell) -> None:
     result = local_relay.send("read -s -p 'Passphrase: ' secret\n", idle_ms=10_000)
     assert result["wait_reason"] == "stdin_read", result
@@ -229,6 +239,16 @@ def test_ssh_input_prompt_and_repl_are_seen_soon(ssh_shell: Shell) -> None:
     assert result["viewport"].splitlines()[-1] == ">>>"
     assert ssh_shell.send("6*7\n")["viewport"].splitlines()[-2:] == ["42", ">>>"]
     ssh_shell.send("exit()\n")
+
+
+def test_a_cancel_through_ssh_interrupts_the_far_command_and_keeps_the_connection(ssh_shell: Shell) -> None:
+    # ssh's terminal is raw: Ctrl-C is a key it sends to the far terminal, whose line discipline interrupts the
+    # command there. A SIGINT to ssh's group ended the connection.
+    assert ssh_shell.send("sleep 30\n", timeout_ms=1_000)["wait_reason"] == "timeout"
+    cancelled = ssh_shell.call("terminal_cancel")
+    assert (cancelled["interrupted"], cancelled["key"], cancelled["signal"]) == (True, "C-c", None), cancelled
+    assert ssh_shell.send("")["viewport"].splitlines()[-1] == "far$"
+    assert ssh_shell.send("echo still connected\n")["viewport"].splitlines()[-2:] == ["still connected", "far$"]
 
 
 def test_ssh_password_prompt_is_reported(ssh_shell: Shell) -> None:

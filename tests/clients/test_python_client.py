@@ -410,7 +410,7 @@ def test_async_every_session_method(daemon: Daemon) -> None:
     async def scenario() -> None:
         async with AsyncClient(daemon.socket) as client:
             await client.agent_register()
-            assert (await client.daemon_info())["protocol_version"] == 8
+            assert (await client.daemon_info())["protocol_version"] == 9
             assert (await client.discover())["openrpc"].startswith("1.")
             shell = await client.open(cols=90, rows=25, **SHELL)
             operation = await shell.send("sleep 0.2; echo bg\n", wait=False)

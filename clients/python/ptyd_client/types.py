@@ -260,15 +260,21 @@ class TerminalCancelResult(TypedDict, total=False):
     cancelled: bool
     """False when no send was active (it had settled)."""
     interrupted: bool
-    """A SIGINT went to the verified foreground group: the active send's command, or, with no send active,
-    what the last send left running in front (it ended in timeout or inferred_idle).
+    """A SIGINT went to the verified foreground group (or Ctrl-C was pressed for it: key): the active send's
+    command, or, with no send active, what the last send left running in front (it ended in timeout or
+    inferred_idle).
     """
     pgid: int | None
     """The process group interrupted."""
     signal: str | None
-    """The signal sent (SIGINT)."""
+    """The signal sent (SIGINT); None when a key was pressed instead (key)."""
     program: str | None
     """The program in front that was interrupted."""
+    key: str | None
+    """The key pressed instead of a signal (C-c), where the terminal reads Ctrl-C as a key: a relay in front
+    (script, ssh, tmux) forwards it to its program's terminal, a raw-mode program (jshell, vim) takes it.
+    Since protocol 9.
+    """
     message: str
     """What the cancel did, in a sentence."""
     hint: str | None

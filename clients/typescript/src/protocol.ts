@@ -2,7 +2,7 @@
 // Do not edit: change the msgspec Structs and regenerate. Field names are snake_case, as on the wire.
 
 /** Bumped on incompatible wire changes; `daemon_info` reports the daemon's. */
-export const PROTOCOL_VERSION = 8;
+export const PROTOCOL_VERSION = 9;
 
 export interface AgentInfo {
   agent_id: string;
@@ -419,16 +419,18 @@ export interface TerminalCancelResult {
   /** False when no send was active (it had settled). */
   cancelled: boolean;
   /**
-   * A SIGINT went to the verified foreground group: the active send's command, or, with no send active, what the last send left running in front (it ended in timeout or inferred_idle).
+   * A SIGINT went to the verified foreground group (or Ctrl-C was pressed for it: key): the active send's command, or, with no send active, what the last send left running in front (it ended in timeout or inferred_idle).
    * @defaultValue `false`
    */
   interrupted?: boolean;
   /** The process group interrupted. */
   pgid?: number | null;
-  /** The signal sent (SIGINT). */
+  /** The signal sent (SIGINT); None when a key was pressed instead (key). */
   signal?: string | null;
   /** The program in front that was interrupted. */
   program?: string | null;
+  /** The key pressed instead of a signal (C-c), where the terminal reads Ctrl-C as a key: a relay in front (script, ssh, tmux) forwards it to its program's terminal, a raw-mode program (jshell, vim) takes it. Since protocol 9. */
+  key?: string | null;
   /**
    * What the cancel did, in a sentence.
    * @defaultValue `""`

@@ -37,3 +37,14 @@ def local_flags(fd: int) -> int | None:
         return int(termios.tcgetattr(fd)[3])
     except termios.error:
         return None
+
+
+def interrupts(fd: int, key: bytes) -> bool | None:
+    """Whether the terminal turns ``key`` into a SIGINT (ISIG on, and ``key`` its VINTR character); None when
+    unreadable. jline (jshell) keeps ISIG but disables VINTR, and reads Ctrl-C as a key."""
+    try:
+        attrs = termios.tcgetattr(fd)
+    except termios.error:
+        return None
+    intr = attrs[6][termios.VINTR]
+    return bool(attrs[3] & termios.ISIG) and (intr if isinstance(intr, bytes) else bytes([intr])) == key

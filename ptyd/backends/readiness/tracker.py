@@ -180,7 +180,7 @@ class ReadinessTracker:
                 relay_read = (target.relays[-1], read) if read is not None else None
         if (
             not answer
-            and data[-1:] in (b"\r", b"\n")
+            and data[-1:] in (b"\r", b"\n", b"\x03")  # a line, or Ctrl-C pressed (a cancel): answered alike
             and target is not None
             and _reads_all_along(target)
             and not ev.alt_screen()
@@ -343,7 +343,8 @@ class ReadinessTracker:
         IPython, an asyncio app), or, with no prompt to go by, when nothing of its own is pending: no timer due
         that it did not have before the line (its wait's timeout, an armed timerfd) and no child process running.
         A reader thread's program (jshell) works where nothing of that shows (in other threads, sleeping or
-        computing): after a prompt, it has answered when it drew one again, its own or another question's."""
+        computing): it has answered when it drew a prompt on a later line, its own or another question's; only
+        with no prompt before the line does it count as answered with nothing pending."""
         ev = self._evidence
         assert self._mark.line_prompt is not None
         line, shape = self._mark.line_prompt
@@ -351,9 +352,12 @@ class ReadinessTracker:
         if shape and later and loops.prompt_shape(ev.cursor_text()) == shape:
             return True
         wait = target.wait
-        if shape and not wait.leader:
+        if not wait.leader:
             quiet = ev.now() - ev.last_output() >= MARK_QUIET_S  # the question is drawn whole
-            return later and quiet and bool(PROMPT_END.search(ev.cursor_text()))
+            if later and quiet and PROMPT_END.search(ev.cursor_text()):
+                return True
+            if shape:
+                return False
         if wait.call is None:
             return False
         if wait.timeout is not None:

@@ -6,6 +6,12 @@ shell's forked child when the signal came (bash loses a SIGINT between fork and 
 once it runs the program. While the shell itself holds the foreground it may have read the line and be about to
 fork (a SIGINT then can make bash exit), so the shell is interrupted only once that window has passed with the
 shell still in front (a builtin loop).
+
+Where the terminal does not turn Ctrl-C into a signal (ISIG off, or VINTR another character or none: what is in
+front reads keys), Ctrl-C is pressed instead, as a person would: a relay (``script``, ssh, tmux) forwards it to
+the terminal its program has, whose own line discipline interrupts the command there, and a program that reads
+it as a key acts on it (jshell stops the snippet, vim stays). A SIGINT to such a group ended the relay with
+everything behind it, or jshell's execution engine with every definition in it.
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ from typing import final
 
 from ptyd import protocol as p
 from ptyd.backends.os.channel import PtyChannel
-from ptyd.backends.readiness import blocked_read
 from ptyd.backends.readiness.foreground import ForegroundGroup
 from ptyd.errors import InvalidArgument
 
 LEFT_RUNNING = ("timeout", "inferred_idle")  # a send that ended so may have left its command running in front
 CANCEL_FOLLOW_S = 2.0  # how long a cancel follows the send's command into a group that starts after it
+CTRL_C = b"\x03"  # pressed where the terminal reads Ctrl-C as a key
 SHELL_INTERRUPT_DELAY_S = 0.05  # a cancel waits this long for the command to leave the shell's group
 
 
@@ -34,6 +40,7 @@ class CancelState:
     cancelled_at: float | None = None
     input_dropped: bool = False  # a cancel dropped input the program had not read
     interrupted: dict[int, str] = field(default_factory=dict)  # groups sent SIGINT, and the program then in front
+    pressed: bool = False  # ...Ctrl-C pressed instead of their signal: the terminal reads it as a key
 
 
 @final
@@ -44,13 +51,15 @@ class CancelPolicy:
         foreground: ForegroundGroup,
         channel: PtyChannel,
         exited: Callable[[], bool],
-        mark_write: Callable[[], None],
+        mark_write: Callable[[bytes], None],
+        signals_ctrl_c: Callable[[], bool | None],
     ) -> None:
         self._top = top_pid
         self._foreground = foreground
         self._channel = channel
         self._exited = exited
-        self._mark_write = mark_write  # readiness then needs the program to have woken after the signal
+        self._mark_write = mark_write  # readiness then needs the program to have woken after the signal (or key)
+        self._signals_ctrl_c = signals_ctrl_c  # the session's terminal turns Ctrl-C into SIGINT (None: unknown)
 
     def cancel(self, state: CancelState) -> None:
         if self._channel.input_queued():
@@ -74,12 +83,22 @@ class CancelPolicy:
             if pgid == self._top() and not (state.input_dropped and not state.interrupted):
                 if state.interrupted or time.monotonic() - state.cancelled_at < SHELL_INTERRUPT_DELAY_S:
                     return
-                if self._foreground.input_wait(pgid) != blocked_read.Wait.NONE:
+                if self._foreground.idle_at_input(pgid):
                     return  # back at its prompt: nothing to interrupt
             state.interrupted[pgid] = program
-            self._mark_write()
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signals.SIGINT)
+                state.pressed = self._interrupt(pgid)
+
+    def _interrupt(self, pgid: int) -> bool:
+        """Ctrl-C as the terminal would take it: a SIGINT to the group in front, or the key where it reads keys.
+        Whether the key was pressed; ProcessLookupError when the group is gone."""
+        if self._signals_ctrl_c() is False:
+            self._mark_write(CTRL_C)
+            self._channel.write(CTRL_C)
+            return True
+        self._mark_write(b"")
+        os.killpg(pgid, signals.SIGINT)
+        return False
 
     def requested(self, state: CancelState) -> p.TerminalCancelResult:
         """What cancelling the active send did at once (the policy goes on following it while it is active)."""
@@ -89,9 +108,10 @@ class CancelPolicy:
                 cancelled=True,
                 interrupted=True,
                 pgid=pgid,
-                signal="SIGINT",
+                signal=None if state.pressed else "SIGINT",
+                key="C-c" if state.pressed else None,
                 program=program or None,
-                message=f"Sent SIGINT to process group {pgid} ({program or 'unknown'}) of the active send; "
+                message=f"{_what(state.pressed, pgid)} ({program or 'unknown'}) of the active send; "
                 "terminal_wait returns its result.",
             )
         dropped = "its input the program had not read was dropped; " if state.input_dropped else ""
@@ -119,25 +139,35 @@ class CancelPolicy:
             return _nothing("The terminal has no foreground process group; terminal_send with empty input shows it.")
         front = self._foreground.describe(self._exited())
         program = front.name if front is not None else None
-        if pgid == self._top() and self._foreground.input_wait(pgid) != blocked_read.Wait.NONE:
+        if pgid == self._top() and self._foreground.idle_at_input(pgid):
             return _nothing(
                 "What the last send left running has ended: the shell is back at its prompt. terminal_send with "
                 "empty input shows the screen."
             )
         try:
-            os.killpg(pgid, signals.SIGINT)
+            pressed = self._interrupt(pgid)
         except ProcessLookupError:
             return _nothing("The program in front ended meanwhile; terminal_send with empty input shows the screen.")
         return p.TerminalCancelResult(
             cancelled=False,
             interrupted=True,
             pgid=pgid,
-            signal="SIGINT",
+            signal=None if pressed else "SIGINT",
+            key="C-c" if pressed else None,
             program=program,
             message=f"No send was active; the last one ended {last_reason} with {program or 'a program'} still in "
-            f"front: sent SIGINT to process group {pgid}. terminal_send with empty input waits until it is ready "
-            "and shows what it did; if it ignores SIGINT, terminal_signal SIGTERM.",
+            f"front: {_what(pressed, pgid, first=False)}. terminal_send with empty input waits until it is ready "
+            "and shows what it did; if it ignores it, terminal_signal SIGTERM.",
         )
+
+
+def _what(pressed: bool, pgid: int, *, first: bool = True) -> str:
+    said = (
+        f"pressed Ctrl-C for process group {pgid}, whose terminal reads it as a key"
+        if pressed
+        else (f"sent SIGINT to process group {pgid}")
+    )
+    return said[0].upper() + said[1:] if first else said
 
 
 def _nothing(hint: str) -> p.TerminalCancelResult:

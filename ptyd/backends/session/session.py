@@ -18,7 +18,7 @@ from typing import Literal, cast, final
 
 from ptyd import protocol as p
 from ptyd.backends.base import SendRequest
-from ptyd.backends.os import procfs
+from ptyd.backends.os import procfs, tty
 from ptyd.backends.os.channel import PtyChannel
 from ptyd.backends.os.containment import Scope, terminate
 from ptyd.backends.os.containment import remove as remove_scope
@@ -30,7 +30,7 @@ from ptyd.backends.readiness.live import LiveEvidence
 from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.backends.recording.recorder import NO_RECORDING, NoRecording
 from ptyd.backends.session.answers import AnswerGate
-from ptyd.backends.session.cancel import CancelPolicy
+from ptyd.backends.session.cancel import CTRL_C, CancelPolicy
 from ptyd.backends.session.events import Listener, SessionWatch
 from ptyd.backends.session.listening import listening
 from ptyd.backends.session.live_record import LiveRecord, RecordRead, lost_marker
@@ -107,7 +107,14 @@ class LocalSession:
         )
         evidence = LiveEvidence(spawned, self.foreground, self.members, self.channel, self.terminal)
         self.tracker = ReadinessTracker(evidence, config.relay_quiet_ms / 1000)
-        self.canceller = CancelPolicy(spawned.leader, self.foreground, self.channel, lambda: self.exited, self._rewrite)
+        self.canceller = CancelPolicy(
+            spawned.leader,
+            self.foreground,
+            self.channel,
+            lambda: self.exited,
+            self._rewrite,
+            lambda: tty.interrupts(spawned.master, CTRL_C),
+        )
         self.watch = SessionWatch(
             session_id,
             self.tracker,
@@ -179,8 +186,8 @@ class LocalSession:
         self.tracker.mark_write(data, answer=True)
         self.channel.write(data)  # answers to terminal queries (DSR, DA) go back to the program
 
-    def _rewrite(self) -> None:
-        self.tracker.mark_write()
+    def _rewrite(self, data: bytes) -> None:
+        self.tracker.mark_write(data)
 
     def _on_mark(self, mark: Mark) -> None:
         view = self.sends.view
