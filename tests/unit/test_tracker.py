@@ -532,6 +532,19 @@ ROWS = [
         {"wait": reader_thread(100), "line": 0, "text": "Continue? [y/N] "},
     ),
     Row(
+        "Ctrl-C pressed in jshell mid-snippet (a cancel), no prompt before it: answered by the prompt it draws",
+        [
+            send(b"\x03"),
+            reads(1),
+            not_ready(),  # its engine, a child, is still at work
+            prints(b"\r\njshell> ", line=5, text="jshell> "),
+            not_ready(),
+            after(MARK_QUIET_S + TICK),
+            ready(),
+        ],
+        {"wait": reader_thread(100), "line": 4, "text": "", "procs": {100: Proc(100, child=True)}},
+    ),
+    Row(
         "a reader thread's process with no prompt to go by and no child: answered at once",
         [send(b"yes\r"), reads(4), prints(b"yes\r\n", line=1), ready()],
         {"wait": reader_thread(100), "line": 0, "text": ""},
