@@ -162,12 +162,12 @@ class CancelPolicy:
 
 
 def _what(pressed: bool, pgid: int, *, first: bool = True) -> str:
-    said = (
-        f"pressed Ctrl-C for process group {pgid}, whose terminal reads it as a key"
-        if pressed
-        else (f"sent SIGINT to process group {pgid}")
-    )
-    return said[0].upper() + said[1:] if first else said
+    """What the interrupt was, for the message (``first``: as its first words)."""
+    if pressed:
+        said = f"pressed Ctrl-C for process group {pgid}, whose terminal reads it as a key"
+    else:
+        said = f"sent SIGINT to process group {pgid}"
+    return said[:1].upper() + said[1:] if first else said
 
 
 def _nothing(hint: str) -> p.TerminalCancelResult:
