@@ -101,6 +101,20 @@ def test_node_repl(shell: Shell) -> None:
     assert shell.send(".exit\n", idle_ms=10_000)["viewport"].endswith("$")
 
 
+@pytest.mark.slow
+@needs(shutil.which("node") is None, reason="node is not installed")
+def test_node_awaiting_a_timer_after_its_own_has_fired(shell: Shell) -> None:
+    # node arms a timer of its own for 8 s after it starts. The tracker took the timer it saw then, long fired, for
+    # the one a line armed later, and the await settled at once without its answer.
+    assert shell.send("node\n", idle_ms=10_000, timeout_ms=20_000)["viewport"].endswith(">")
+    time.sleep(9)  # past node's own timer: the condition under test, not a wait for readiness
+    started = time.monotonic()
+    result = shell.send("await new Promise(r => setTimeout(r, 1500)); 42\n", idle_ms=10_000)
+    assert time.monotonic() - started >= 1.5, result
+    assert result["viewport"].splitlines()[-2:] == ["42", ">"], result["viewport"]
+    assert shell.send(".exit\n", idle_ms=10_000)["viewport"].endswith("$")
+
+
 @needs(shutil.which("less") is None, reason="less is not installed")
 def test_less_reads_dev_tty_and_uses_the_alternate_screen(human_shell: Shell) -> None:
     shell = human_shell

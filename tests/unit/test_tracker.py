@@ -474,6 +474,30 @@ ROWS = [
         node(line=0, text="", wait=event_loop(100, 8.0)),
     ),
     Row(
+        "node idle past its own 8 s timer: the timer an earlier look saw has fired, the one the line arms is its own",
+        [
+            send(b""),
+            not_ready(),
+            after(EVENT_LOOP_SETTLE_S + TICK),
+            ready(),  # seen waiting with node's 8 s timeout
+            after(10.0),
+            send(b"await sleep(3000)\r"),
+            reads(18),
+            prints(b"\r\n", line=1, text=""),
+            waits_(lambda pid: event_loop(pid, 3.0)),
+            not_ready(),
+            after(EVENT_LOOP_SETTLE_S + TICK),
+            not_ready(),
+            after(3.0),
+            prints(b"undefined\r\n> ", line=2, text="> "),
+            waits_(event_loop),
+            not_ready(),
+            after(EVENT_LOOP_SETTLE_S + TICK),
+            ready(),
+        ],
+        node(line=0, text="> ", wait=event_loop(100, 8.0)),
+    ),
+    Row(
         "a timer due sooner than before the line is the line's: not answered yet",
         [
             send(b"await sleep(1000)\r"),

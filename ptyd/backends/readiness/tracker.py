@@ -189,6 +189,10 @@ class ReadinessTracker:
             line_prompt = (ev.cursor_line(), loops.prompt_shape(ev.cursor_text()))
             timeout = target.wait.timeout
             loop_due = None if timeout is None else seen_at + timeout
+            if loop_due is not None and loop_due <= ev.now():
+                # Seen at an earlier look (the group unchanged since): that timer has fired. node's own, 8 s after
+                # it starts, passed for the 3 s one a line armed 10 s on, and the line settled at once.
+                loop_due = None
         # A canonical terminal with echo on echoes what it receives, before the program reads it: output is no
         # evidence then, while a written line is still on its way through the line discipline (the tty's queue
         # counts complete lines only, so a half-processed line reads as empty).
