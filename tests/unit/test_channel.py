@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from ptyd.backends.os import channel as channel_module
 from ptyd.backends.os.channel import PtyChannel
 from ptyd.backends.os.spawn import Spawned
 from ptyd.terminal.engines import open_terminal
@@ -81,6 +82,28 @@ def test_output_is_read_and_rendered() -> None:
     lines, outputs = run(main)
     assert lines == ["hello", "world"]
     assert outputs >= 1
+
+
+def test_a_caller_waiting_for_the_rendering_does_not_wait_for_output_to_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Output read in bulk is rendered in batches (``RENDER_DEFER_S`` later), but a caller blocked on the rendering
+    (a send's last bytes, read while the worker still rendered the ones before) has it rendered at once: the
+    deferral is made an hour here, which the wait would otherwise sit out."""
+    monkeypatch.setattr(channel_module, "RENDER_DEFER_S", 3600.0)
+
+    async def main() -> list[str]:
+        pty = Pty()
+        try:
+            await flood_in_bulk(pty)
+            os.write(pty.program, b"\r\nTAIL")
+            await until(lambda: pty.channel.received > 0 and pty.channel.tail.endswith(b"TAIL"), message="the tail")
+            await asyncio.wait_for(pty.channel.rendered(), 10)
+            return pty.terminal.visible_rows()
+        finally:
+            pty.close()
+
+    assert "TAIL" in [row.rstrip() for row in run(main)]
 
 
 def test_input_arrives_in_order() -> None:

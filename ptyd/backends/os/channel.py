@@ -53,6 +53,7 @@ class PtyChannel:
         self._render_scheduled = False
         self._render_held = False  # the scheduled render waits for a send elsewhere (``LANE``)
         self._render_paced = False  # ...or for its turn among floods (``RENDERS``)
+        self._render_timer: asyncio.TimerHandle | None = None  # ...or for more output to batch (``RENDER_DEFER_S``)
         self._settle_scheduled = False
         # (bytes read, a remote engine's units sent) when each began to wait: woken once both are rendered.
         self._render_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
@@ -173,7 +174,7 @@ class PtyChannel:
                 self._render(paced=False)
             else:
                 self._render_scheduled = True
-                self.loop.call_later(RENDER_DEFER_S, self._render)
+                self._render_timer = self.loop.call_later(RENDER_DEFER_S, self._render)
         if ended:
             return
         if len(self._raw) + self.terminal.backlog > self._max_backlog or (self._bulk and self.floods_paused):
@@ -212,6 +213,9 @@ class PtyChannel:
 
     def _render(self, paced: bool = True) -> None:
         self._render_scheduled = self._render_held = self._render_paced = False
+        if self._render_timer is not None:
+            self._render_timer.cancel()
+            self._render_timer = None
         if self.closed:
             return
         now = time.monotonic()
@@ -371,10 +375,14 @@ class PtyChannel:
             return  # closed: nothing more will render (a waiter added now would never be told)
         fut = self.loop.create_future()
         self._render_waiters.append((mark, self.terminal.units_sent, fut))
-        if not self._render_scheduled or self._render_held or self._render_paced:
-            # A caller blocked on it: no waiting for other sends or floods.
+        if not self._render_scheduled or self._render_held or self._render_paced or self._render_timer is not None:
+            # A caller blocked on it: no waiting for other sends or floods, nor for more output to batch (the last
+            # bytes of a send, read while the worker still rendered the ones before, waited 2 ms for nothing).
             RENDERS.forget(id(self))
             self._render_scheduled, self._render_held, self._render_paced = True, False, False
+            if self._render_timer is not None:
+                self._render_timer.cancel()
+                self._render_timer = None
             self.loop.call_soon(self._render)
         await fut
 
