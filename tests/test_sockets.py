@@ -1,4 +1,5 @@
-"""In-process tests of the socket check behind relay detection: which sockets in a wait set lead out of the program."""
+"""In-process tests of what sock_diag is asked: which sockets in a wait set lead out of the program (relay
+detection), and which TCP sockets a session's processes listen on (results' ``listening``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ptyd.backends.os import sock_diag
 from ptyd.backends.readiness import sockets
+from ptyd.backends.session import listening
 
 
 def _link(sock: socket.socket) -> str:
@@ -73,6 +76,49 @@ def test_a_socket_pair_is_asked_of_the_network_namespace_its_holder_is_in(tmp_pa
             assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
             assert sockets.leads_out(pid, os.readlink(f"/proc/{pid}/fd/{pair}")) is False
             assert sockets.leads_out(pid, os.readlink(f"/proc/{pid}/fd/{connection}")) is False  # both ends its own
+        finally:
+            holder.kill()
+
+
+def _listener(*, connected: bool) -> str:
+    """A program listening on a TCP port of each family (and ``connected`` to the first); it prints both ports."""
+    connect = "c = socket.create_connection(s4.getsockname()); d, _ = s4.accept(); " if connected else ""
+    return (
+        "import socket, sys; a, b = socket.socketpair(); s4 = socket.socket(); s4.bind(('127.0.0.1', 0)); "
+        "s4.listen(); s6 = socket.socket(socket.AF_INET6); s6.bind(('::1', 0)); s6.listen(); "
+        f"{connect}print(s4.getsockname()[1], s6.getsockname()[1], flush=True); sys.stdin.read()"
+    )
+
+
+def test_listening_ports_are_asked_of_sock_diag_and_agree_with_proc() -> None:
+    # /proc/PID/net/tcp walks the kernel's whole connection table at each read (4-5 ms a table here): a result of
+    # any session holding a socket paid it. The dump of listening sockets says the same, connections left out.
+    command = [sys.executable, "-c", _listener(connected=True)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
+        try:
+            assert holder.stdout is not None
+            v4, v6 = map(int, holder.stdout.readline().split())
+            asked = sock_diag.tcp_listeners(holder.pid)
+            assert asked is not None
+            assert asked == listening._listening_in_proc(holder.pid)
+            ports = {(port.address, port.port) for port in listening.listening([holder.pid])}
+            assert ports == {("127.0.0.1", v4), ("::1", v6)}  # not the connection's ends
+        finally:
+            holder.kill()
+
+
+def test_listening_ports_are_asked_in_the_holders_network_namespace() -> None:
+    bwrap = ["bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    command = [*bwrap, sys.executable, "-c", _listener(connected=False)]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
+        try:
+            assert holder.stdout is not None
+            v4, v6 = map(int, holder.stdout.readline().split())
+            pid = next(p for p in _descendants(holder.pid) if _comm(p).startswith("python"))
+            assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+            asked = sock_diag.tcp_listeners(pid)
+            assert asked is not None
+            assert sorted(asked.values()) == sorted([("127.0.0.1", v4), ("::1", v6)])  # its own, not the daemon's
         finally:
             holder.kill()
 

@@ -9,22 +9,15 @@ Unix socket is only known to the kernel's socket diagnostics (``ss -x`` asks the
 from __future__ import annotations
 
 import contextlib
-import functools
-import itertools
 import os
 import socket
 import struct
 
-from ptyd.backends.os import netns, procfs
+from ptyd.backends.os import procfs, sock_diag
 
-_NETLINK_SOCK_DIAG = 4
-_SOCK_DIAG_BY_FAMILY = 20
-_NLM_F_REQUEST = 0x1
-_NLMSG_ERROR = 2
 _UDIAG_SHOW_PEER = 0x4
 _UNIX_DIAG_PEER = 2
 _NO_COOKIE = 0xFFFFFFFF
-_HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port
 _REQUEST = struct.Struct("=BBHIIIII")  # unix_diag_req: family, protocol, pad, states, inode, show, cookie
 _REPLY = struct.Struct("=BBBBIII")  # unix_diag_msg: family, type, state, pad, inode, cookie
 _ATTR = struct.Struct("=HH")  # rtattr: length, type
@@ -32,9 +25,6 @@ _ATTR = struct.Struct("=HH")  # rtattr: length, type
 _peer_of: dict[int, int | None] = {}  # socket inode -> its peer's inode (a pair's ends never change)
 _leads_out: dict[tuple[int, int], bool] = {}  # (pid, socket inode) -> leads out of the process
 _CACHE_MAX = 4096
-_namespaces: dict[int, socket.socket] = {}  # network namespace (inode) -> a sock_diag socket opened in it
-_NAMESPACES_MAX = 32
-_sequence = itertools.count(1)
 
 
 def unix_peer(inode: int, pid: int) -> int | None:
@@ -53,67 +43,18 @@ def _ask_peer(inode: int, pid: int) -> int | None:
     """Asked in ``pid``'s network namespace: sock_diag answers for the sockets of its own (a sandboxed session has
     pasta's, where a socket of the daemon's saw none: every asyncio REPL there was taken for a relay)."""
     request = _REQUEST.pack(socket.AF_UNIX, 0, 0, 0xFFFFFFFF, inode, _UDIAG_SHOW_PEER, _NO_COOKIE, _NO_COOKIE)
-    namespace = netns.namespace_of(pid)
-    if namespace is None:
-        return None
-    if namespace == _own_namespace():
-        try:
-            with _diag_socket() as nl:
-                return _query(nl, request, inode)
-        except OSError:
-            return None
-    kept = _inside(pid, namespace)
-    if kept is None:
-        return None
-    try:
-        return _query(kept, request, inode)
-    except OSError:
-        _namespaces.pop(namespace).close()  # opened afresh for the next question
-        return None
-
-
-def _query(nl: socket.socket, request: bytes, inode: int) -> int | None:
-    """One question on ``nl``: replies to an earlier one that timed out are passed over by their sequence."""
-    sequence = next(_sequence) & 0xFFFFFFFF
-    nl.settimeout(0.1)
-    header = _HEADER.pack(_HEADER.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, sequence, 0)
-    nl.sendto(header + request, (0, 0))
-    while True:
-        reply = nl.recv(8192)
-        if len(reply) >= _HEADER.size and _HEADER.unpack_from(reply)[3] == sequence:
-            return _parse_peer(reply, inode)
-
-
-def _diag_socket() -> socket.socket:
-    return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG)
-
-
-def _inside(pid: int, namespace: int) -> socket.socket | None:
-    """A sock_diag socket of ``pid``'s network namespace: opened there once (a child of the daemon joins it), kept
-    for the namespace's next questions."""
-    nl = _namespaces.pop(namespace, None)
-    if nl is None:
-        nl = netns.socket_inside(pid, socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG)
-        if nl is None:
-            return None
-        while len(_namespaces) >= _NAMESPACES_MAX:  # the oldest asked (its sessions are likely gone)
-            _namespaces.pop(next(iter(_namespaces))).close()
-    _namespaces[namespace] = nl
-    return nl
-
-
-@functools.cache
-def _own_namespace() -> int | None:
-    return netns.own_namespace()
+    replies = sock_diag.ask(pid, request)
+    return _parse_peer(replies[0], inode) if replies else None
 
 
 def _parse_peer(reply: bytes, inode: int) -> int | None:
-    if len(reply) < _HEADER.size + _REPLY.size:
+    header = sock_diag.HEADER
+    if len(reply) < header.size + _REPLY.size:
         return None
-    length, kind, _, _, _ = _HEADER.unpack_from(reply)
-    if kind == _NLMSG_ERROR or _REPLY.unpack_from(reply, _HEADER.size)[4] != inode:
+    length, kind, _, _, _ = header.unpack_from(reply)
+    if kind == sock_diag.NLMSG_ERROR or _REPLY.unpack_from(reply, header.size)[4] != inode:
         return None
-    offset = _HEADER.size + _REPLY.size
+    offset = header.size + _REPLY.size
     end = min(length, len(reply))
     while offset + _ATTR.size <= end:
         size, attr = _ATTR.unpack_from(reply, offset)

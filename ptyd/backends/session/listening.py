@@ -1,8 +1,9 @@
 """Which TCP ports a session's processes listen on, read from /proc when a result or a status is built.
 
 Nothing is polled: the session's processes' socket inodes (``/proc/PID/fd``) are matched against the listening
-sockets of their network namespace (``/proc/PID/net/tcp`` and ``tcp6``, state 0A), so an idle session costs nothing
-and a result costs a directory listing per process (a few readlinks for a shell at its prompt).
+sockets of their network namespace, so an idle session costs nothing and a result costs a directory listing per
+process (a few readlinks for a shell at its prompt), and, for one that holds a socket, a sock_diag dump of the
+listening ones (``/proc/PID/net/tcp`` and ``tcp6``, state 0A, where sock_diag cannot be asked: 9 ms a result).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 from collections.abc import Iterable
 
 from ptyd import protocol as p
+from ptyd.backends.os import sock_diag
 from ptyd.backends.readiness.sockets import socket_inode
 
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
@@ -42,6 +44,12 @@ def _address(hex_address: str) -> str:
 
 def _listening_sockets(pid: int) -> dict[int, tuple[str, int]]:
     """Listening TCP sockets of ``pid``'s network namespace: inode -> (address, port)."""
+    asked = sock_diag.tcp_listeners(pid)
+    return asked if asked is not None else _listening_in_proc(pid)
+
+
+def _listening_in_proc(pid: int) -> dict[int, tuple[str, int]]:
+    """The same from ``/proc/PID/net``, whose read walks the kernel's whole connection table (milliseconds)."""
     found: dict[int, tuple[str, int]] = {}
     for table in ("tcp", "tcp6"):
         try:
