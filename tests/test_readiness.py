@@ -101,6 +101,21 @@ def test_node_repl(shell: Shell) -> None:
     assert shell.send(".exit\n", idle_ms=10_000)["viewport"].endswith("$")
 
 
+@needs(shutil.which("node") is None, reason="node is not installed")
+def test_node_answers_at_its_prompt_and_an_await_right_after_waits_for_its_answer(shell: Shell) -> None:
+    # A line node answered with its prompt settles without the event loop's quiet hold; but node arms a 15 ms timer
+    # after each answer, and a look before it fired saw only that timer: the await's own timer, sent right after,
+    # was not sooner than it, and the await settled at once without its answer.
+    assert shell.send("node\n", idle_ms=10_000, timeout_ms=20_000)["viewport"].endswith(">")
+    for expression, answer in [("6*7", "42"), ("'a'.repeat(3)", "'aaa'"), ("[1, 2].length", "2")]:
+        result = shell.send(expression + "\n", idle_ms=10_000)
+        assert result["wait_reason"] == "stdin_read", result
+        assert result["viewport"].splitlines()[-2:] == [answer, ">"], result["viewport"]
+        awaited = shell.send("await new Promise(r => setTimeout(r, 700)); 'done'\n", idle_ms=10_000)
+        assert awaited["viewport"].splitlines()[-2:] == ["'done'", ">"], awaited["viewport"]
+    assert shell.send(".exit\n", idle_ms=10_000)["viewport"].endswith("$")
+
+
 @pytest.mark.slow
 @needs(shutil.which("node") is None, reason="node is not installed")
 def test_node_awaiting_a_timer_after_its_own_has_fired(shell: Shell) -> None:

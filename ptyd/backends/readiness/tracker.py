@@ -16,8 +16,9 @@ once the local relays in between have copied its last output here:
 - after a key that longer keys begin with (a lone ESC): not before the program's key-sequence timeout, the first
   short timed wait it entered after reading the key, ran out and woke it (vim then leaves insert mode);
 - after a line given to an event loop (node's REPL awaiting a timer reads the terminal all along): once it drew
-  its prompt again, or has nothing of its own pending (a new timer, a child) (``loops``); the same after a line
-  given to a program that reads the terminal in a thread of its own (jshell), which after a prompt must draw one;
+  its prompt again (at once, no hold), or has nothing of its own pending (a new timer, a child) (``loops``); the
+  same after a line given to a program that reads the terminal in a thread of its own (jshell), which after a
+  prompt must draw one;
 - behind an opaque relay (ssh): on the far shell's signed prompt mark followed by ``MARK_QUIET_S`` of quiet, else
   once the far side answered, drew a prompt (or a full-screen program) and went quiet for ``relay_quiet_s``.
 
@@ -294,7 +295,7 @@ class ReadinessTracker:
             self._poll = None
         waiting = (
             (kind == Wait.DIRECT and (not direct_hold or self._held(target, direct_hold)))
-            or (kind == Wait.EVENT_LOOP and self._held(target))
+            or (kind == Wait.EVENT_LOOP and (self._answered_at_once(target) or self._held(target)))
             or (kind == Wait.TIMED and self._timed_wait_over(target))
         )
         if not waiting or not self._relays_forwarded(target):
@@ -342,6 +343,24 @@ class ReadinessTracker:
         self._weak = self._poll = None
         return False
 
+    def _answered_at_once(self, target: Target) -> bool:
+        """An event loop given a line drew its prompt again (``_prompt_back``) and has no timer about to fire: its
+        wait needs no quiet hold (node answers ``1+1`` in under a millisecond and waited 40-80 ms for the hold). One
+        about to fire (node's, 15 ms after each answer; a ``setTimeout`` the line set) is left to fire first: what it
+        does may print, and a look at the wait before it fired sees only that timer, so the next line's timer would
+        be measured against it (``_loop_answered``), and an ``await`` of 700 ms settled early."""
+        timeout = target.wait.timeout
+        return self._prompt_back() and (timeout is None or timeout >= LOOP_TIMER_SLACK_S)
+
+    def _prompt_back(self) -> bool:
+        """An event loop given a line drew the prompt it had then again, on a later line: the REPL answered and
+        reads its next line (node, IPython, an asyncio app)."""
+        if self._mark.line_prompt is None:
+            return False
+        line, shape = self._mark.line_prompt
+        ev = self._evidence
+        return bool(shape) and ev.cursor_line() > line and loops.prompt_shape(ev.cursor_text()) == shape
+
     def _loop_answered(self, target: Target) -> bool:
         """An event loop given a line has answered when it drew its prompt again, on a later line (a REPL: node,
         IPython, an asyncio app), or, with no prompt to go by, when nothing of its own is pending: no timer due
@@ -351,10 +370,10 @@ class ReadinessTracker:
         with no prompt before the line does it count as answered with nothing pending."""
         ev = self._evidence
         assert self._mark.line_prompt is not None
+        if self._prompt_back():
+            return True
         line, shape = self._mark.line_prompt
         later = ev.cursor_line() > line
-        if shape and later and loops.prompt_shape(ev.cursor_text()) == shape:
-            return True
         wait = target.wait
         if not wait.leader:
             quiet = ev.now() - ev.last_output() >= MARK_QUIET_S  # the question is drawn whole
@@ -425,6 +444,8 @@ class ReadinessTracker:
             self._weak = self._poll = None
             return False  # nothing was written since: the query waits for an answer that will not come
         timeout = target.wait.timeout
+        if self._answered_at_once(target):
+            return True  # an event loop given a line answered it (its epoll waits out a timer of its own: node's)
         if timeout is not None and timeout >= REFRESH_POLL_S and output:
             return self._held(target)
         self._weak = None
