@@ -32,23 +32,28 @@ def mark(body: str) -> bytes:
 def test_marks_are_taken_out_and_reported_in_order() -> None:
     seen: list[Mark] = []
     f = MarkFilter(KEY, seen.append)
-    out = f.feed(b"a" + mark(f"{KEY};C") + b"b" + mark(f"{KEY};D;3;/tmp/x y") + b"c")
+    c, d = mark(f"{KEY};C"), mark(f"{KEY};D;3;/tmp/x y")
+    out = f.feed(b"a" + c + b"b" + d + b"c")
     assert out == b"abc"
-    assert seen == [Mark("C"), Mark("D", 3, "/tmp/x y")]
+    # ``at``: where each ends in the stream as read (the answers to a program's queries written before the shell's
+    # prompt mark have no asker left)
+    assert seen == [Mark("C", at=1 + len(c)), Mark("D", 3, "/tmp/x y", at=2 + len(c) + len(d))]
 
 
 def test_a_continuation_mark_and_a_command_mark_with_its_line_are_reported() -> None:
     seen: list[Mark] = []
-    out = MarkFilter(KEY, seen.append).feed(mark(f"{KEY};P") + b"> " + mark(f"{KEY};C;if%20true%0Aecho%20%3B%0Aend"))
+    p, c = mark(f"{KEY};P"), mark(f"{KEY};C;if%20true%0Aecho%20%3B%0Aend")
+    out = MarkFilter(KEY, seen.append).feed(p + b"> " + c)
     assert out == b"> "
-    assert seen == [Mark("P"), Mark("C", command="if true\necho ;\nend")]
+    assert seen == [Mark("P", at=len(p)), Mark("C", command="if true\necho ;\nend", at=len(p) + 2 + len(c))]
 
 
 def test_a_nested_shells_marks_carry_its_depth_and_a_near_miss_is_not_believed() -> None:
     seen: list[Mark] = []
-    data = mark(f"{nested_key(KEY, 2)};D;0;/far") + mark(f"{KEY}.x;D;0;/") + mark(f"{KEY}2;C") + b"ok"
+    nested = mark(f"{nested_key(KEY, 2)};D;0;/far")
+    data = nested + mark(f"{KEY}.x;D;0;/") + mark(f"{KEY}2;C") + b"ok"
     assert MarkFilter(KEY, seen.append).feed(data) == b"ok"
-    assert seen == [Mark("D", 0, "/far", depth=2)]
+    assert seen == [Mark("D", 0, "/far", depth=2, at=len(nested))]
 
 
 def test_marks_with_another_secret_are_removed_but_not_believed() -> None:
@@ -59,7 +64,8 @@ def test_marks_with_another_secret_are_removed_but_not_believed() -> None:
 
 @given(st.lists(st.integers(min_value=0, max_value=80), max_size=6))
 def test_marks_cut_by_read_boundaries_are_reassembled(cuts: list[int]) -> None:
-    stream = b"before " + mark(f"{KEY};C") + b" middle \x1b[1m " + mark(f"{KEY};D;0;/") + b" after\x1b]69"
+    c, d = mark(f"{KEY};C"), mark(f"{KEY};D;0;/")
+    stream = b"before " + c + b" middle \x1b[1m " + d + b" after\x1b]69"
     seen: list[Mark] = []
     f = MarkFilter(KEY, seen.append)
     out = b""
@@ -69,7 +75,8 @@ def test_marks_cut_by_read_boundaries_are_reassembled(cuts: list[int]) -> None:
         start = max(start, cut)
     out += f.feed(stream[start:]) + f.feed(b"0;title\x07")
     assert out == b"before  middle \x1b[1m  after\x1b]690;title\x07"
-    assert seen == [Mark("C"), Mark("D", 0, "/")]
+    at_c = stream.index(c) + len(c)
+    assert seen == [Mark("C", at=at_c), Mark("D", 0, "/", at=stream.index(d) + len(d))]  # wherever the reads were cut
 
 
 def test_an_unterminated_mark_is_passed_through() -> None:

@@ -65,6 +65,10 @@ class PtyChannel:
         # one in front at the oldest byte not yet rendered. An answer to a query goes only to the group that was
         # in front when the query was read (``asker``, session/answers.py).
         self._fronts: deque[tuple[int, int]] = deque()
+        # Output read before the session's shell drew its prompt again (``prompt_drawn``): whatever wrote it (the
+        # command that ran) has left the front, whenever its bytes were read.
+        self._orphaned = 0
+        self._filtered_from = 0  # ``received`` where the output filter began counting (``continue_from``)
         self._more = False  # the last wake-up stopped with output still waiting to be read
         self._bulk = False  # the last wake-up read output in bulk
         self._flooded = False  # ...or one since the output last settled (``FLOOD_ENDS``)
@@ -302,6 +306,16 @@ class PtyChannel:
         """The foreground group when the oldest output not yet rendered was read (-1: unknown)."""
         return self._fronts[0][1] if self._fronts else self._front()
 
+    def prompt_drawn(self, at: int) -> None:
+        """The session's shell marked its prompt ``at`` bytes into the output its filter was fed: what it ran has
+        ended, so a query written before that has no asker left, however late its bytes are read (``orphaned``)."""
+        self._orphaned = max(self._orphaned, self._filtered_from + at)
+
+    @property
+    def orphaned(self) -> int:
+        """Bytes read before the shell's last prompt mark: their queries' askers are gone."""
+        return self._orphaned
+
     def front(self) -> int:
         return self._front()
 
@@ -328,6 +342,7 @@ class PtyChannel:
     def continue_from(self, count: int) -> None:
         """Count output on from ``count`` bytes (what a previous daemon had read and rendered of this PTY): the
         counters a crash's live record and the state file hold stay comparable across daemons."""
+        self._filtered_from += count - self.received
         self.received = self._rendered = count
 
     @property

@@ -6,7 +6,9 @@ tty's input queue, and the shell in front after it reads them as typed (``bash: 
 So an answer is held until the foreground group that was in front when the query was read (or a job that group
 started and put in front since: ``_started_by``) is seen waiting on the terminal (the readiness probe), checked at
 once and then at growing intervals; it is dropped when another group takes the front or the asker has not waited
-within ``answer_hold_ms``.
+within ``answer_hold_ms``. Where the shell marks its prompts (shell integration), an answer to a query written
+before the shell's latest prompt is dropped too: the program that asked has ended, though its output may be read
+only after the shell took the terminal back, when the shell in front looks like the asker.
 """
 
 from __future__ import annotations
@@ -34,8 +36,13 @@ class AnswerGate:
         write: Callable[[bytes], None],
         name: str,
         hold_s: float,
+        read_all: Callable[[], None] = lambda: None,
+        orphaned: Callable[[], int] = lambda: 0,
     ) -> None:
         self._foreground = foreground
+        self._read_all = read_all  # reads what the program wrote: a prompt mark may be in it
+        self._orphaned = orphaned  # output before the shell's latest prompt mark, in bytes
+        self._position = 0  # where in the output the held answers' queries were (the earliest)
         self._hold_s = hold_s
         self._deadline = 0.0  # the held answers' (from the first held)
         self._front = front  # the group in front now
@@ -52,22 +59,26 @@ class AnswerGate:
         """Answers wait for their asker to read: a program that blocked on one is not ready for other input."""
         return bool(self._held)
 
-    def offer(self, data: bytes, asker: int) -> None:
+    def offer(self, data: bytes, asker: int, position: int = 0) -> None:
         """An answer to a query read while ``asker`` was the foreground group (dropped now if another group is in
         front). The asker is known only as the group in front at the oldest output not yet rendered: a command's
         echo and its program's query rendered together (the engine in the daemon) name the shell, whose job in
-        front since asked. A group the asker did not start (the shell back after a dump) is not the asker."""
+        front since asked. A group the asker did not start (the shell back after a dump) is not the asker.
+        ``position``: the output read before the query's (bytes), for ``orphaned``."""
+        if position < self._orphaned():
+            self._drop_one()
+            return
         front = self._front()
         if front != asker:
             if not _started_by(front, asker):  # its program left the front: the answer would be the next one's input
-                self.dropped += 1
-                log.debug("%s: dropped an answer: its asker is no longer in front", self._name)
+                self._drop_one()
                 return
             asker = front
         if self._held and asker != self._asker:
             self._drop()
         if not self._held:
             self._deadline = asyncio.get_running_loop().time() + self._hold_s
+            self._position = position
         self._held += data
         self._asker = asker
         # Probed again soon (a new query: its asker may be waiting already, not at the next backed-off probe),
@@ -87,6 +98,11 @@ class AnswerGate:
             self._drop()
             return
         if self._asker < 0 or self._foreground.input_wait(self._asker) != Wait.NONE:
+            # A shell seen waiting has drawn its prompt: read it first, its mark may say the asker has ended.
+            self._read_all()
+            if self._position < self._orphaned():
+                self._drop()
+                return
             held, self._held = bytes(self._held), bytearray()
             self._write(held)
             return
@@ -97,6 +113,10 @@ class AnswerGate:
             return
         delay = min(_PROBE_DELAYS_S[min(attempt, len(_PROBE_DELAYS_S) - 1)], left)
         self._timer = loop.call_later(delay, self._check, attempt + 1)
+
+    def _drop_one(self) -> None:
+        self.dropped += 1
+        log.debug("%s: dropped an answer: its asker is no longer in front", self._name)
 
     def _drop(self) -> None:
         self.dropped += 1

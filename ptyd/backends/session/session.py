@@ -103,7 +103,13 @@ class LocalSession:
         )
         self.foreground = ForegroundGroup(spawned, self.members)
         self.answers = AnswerGate(
-            self.foreground, self.channel.front, self._write_answer, session_id, config.answer_hold_ms / 1000
+            self.foreground,
+            self.channel.front,
+            self._write_answer,
+            session_id,
+            config.answer_hold_ms / 1000,
+            read_all=self.channel.drain,
+            orphaned=lambda: self.channel.orphaned,
         )
         evidence = LiveEvidence(spawned, self.foreground, self.members, self.channel, self.terminal)
         self.tracker = ReadinessTracker(evidence, config.relay_quiet_ms / 1000)
@@ -166,7 +172,7 @@ class LocalSession:
         recording.hide(self._shell_key.encode())
 
     def _reply(self, data: bytes) -> None:
-        self.answers.offer(data, self.channel.asker())
+        self.answers.offer(data, self.channel.asker(), self.channel.rendered_bytes)
 
     def _write_answer(self, data: bytes) -> None:
         if self.channel.pending + len(data) > self._config.max_pending_input_bytes:
@@ -198,6 +204,8 @@ class LocalSession:
             self._command_running = True
             view.command_started(mark.command, mark.depth)
             return
+        if mark.depth == 0:
+            self.channel.prompt_drawn(mark.at)
         active = self.sends.active
         ended = view.command_ended(mark.status, mark.cwd, mark.depth)
         if ended is not None and active is not None:

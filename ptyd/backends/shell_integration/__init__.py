@@ -237,6 +237,7 @@ class Mark:
     cwd: str | None = None
     command: str | None = None  # "C": the command line, where the shell says it (fish)
     depth: int = 0  # 0: the session's own shell; n: the nth shell terminal_integrate installed the hooks into
+    at: int = 0  # where it ends in the output stream as read, marks included (bytes fed to the filter before it)
 
 
 @final
@@ -249,8 +250,12 @@ class MarkFilter:
         self._nested = self._key + b"."  # ...then the depth: a shell inside the session's own (``nested_key``)
         self._on_mark = on_mark
         self._held = b""  # a possible mark cut by a read boundary
+        self._fed = 0  # bytes fed so far
+        self._base = 0  # where the data being parsed starts in the stream
 
     def feed(self, data: bytes) -> bytes:
+        self._base = self._fed - len(self._held)
+        self._fed += len(data)
         if self._held:
             data, self._held = self._held + data, b""
         start = data.find(MARK)
@@ -268,8 +273,8 @@ class MarkFilter:
                 out += data[start : start + len(MARK)]  # not a mark: pass it through
                 pos = start + len(MARK)
             else:
-                self._parse(data[start + len(MARK) : end])
                 pos = end + (1 if data[end] == 7 else 2)
+                self._parse(data[start + len(MARK) : end], self._base + pos)
             start = data.find(MARK, pos)
         out += self._hold_tail(data[pos:])
         return bytes(out)
@@ -282,7 +287,7 @@ class MarkFilter:
             return data[:esc]
         return data
 
-    def _parse(self, body: bytes) -> None:
+    def _parse(self, body: bytes, at: int) -> None:
         key, _, rest = body.partition(b";")
         if key == self._key:
             depth = 0
@@ -293,16 +298,16 @@ class MarkFilter:
         kind, _, fields = rest.partition(b";")
         if kind == b"C":  # fish's carries its command line, URL-escaped (its editor joins the lines sent)
             command = unquote(fields.decode(errors="replace")) if fields else None
-            self._on_mark(Mark("C", command=command, depth=depth))
+            self._on_mark(Mark("C", command=command, depth=depth, at=at))
         elif kind == b"P":
-            self._on_mark(Mark("P", depth=depth))
+            self._on_mark(Mark("P", depth=depth, at=at))
         elif kind == b"D":
             status, _, cwd = fields.partition(b";")
             try:
                 code = int(status)
             except ValueError:
                 return
-            self._on_mark(Mark("D", code, cwd.decode(errors="replace") or None, depth=depth))
+            self._on_mark(Mark("D", code, cwd.decode(errors="replace") or None, depth=depth, at=at))
 
 
 def _terminator(data: bytes, start: int) -> int:
