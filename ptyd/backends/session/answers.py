@@ -36,8 +36,8 @@ class AnswerGate:
         write: Callable[[bytes], None],
         name: str,
         hold_s: float,
-        read_all: Callable[[], None] = lambda: None,
-        orphaned: Callable[[], int] = lambda: 0,
+        read_all: Callable[[], None],
+        orphaned: Callable[[], int],
     ) -> None:
         self._foreground = foreground
         self._read_all = read_all  # reads what the program wrote: a prompt mark may be in it
@@ -59,7 +59,7 @@ class AnswerGate:
         """Answers wait for their asker to read: a program that blocked on one is not ready for other input."""
         return bool(self._held)
 
-    def offer(self, data: bytes, asker: int, position: int = 0) -> None:
+    def offer(self, data: bytes, asker: int, position: int) -> None:
         """An answer to a query read while ``asker`` was the foreground group (dropped now if another group is in
         front). The asker is known only as the group in front at the oldest output not yet rendered: a command's
         echo and its program's query rendered together (the engine in the daemon) name the shell, whose job in
@@ -97,9 +97,12 @@ class AnswerGate:
         if self._front() != self._asker:
             self._drop()
             return
-        if self._asker < 0 or self._foreground.input_wait(self._asker) != Wait.NONE:
+        asker = self._asker
+        if asker < 0 or self._foreground.input_wait(asker) != Wait.NONE:
             # A shell seen waiting has drawn its prompt: read it first, its mark may say the asker has ended.
             self._read_all()
+            if not self._held or self._asker != asker:
+                return  # what that read rendered was offered meanwhile, to another asker: looked at again then
             if self._position < self._orphaned():
                 self._drop()
                 return
