@@ -183,6 +183,28 @@ def test_a_connection_without_the_secret_gets_nothing(fresh_daemon: Daemon) -> N
     crash_and_adopt(fresh_daemon, shell, "not-handed-out")
 
 
+def test_the_keepers_socket_appears_only_once_it_listens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Bound at its path before it listened: a daemon connecting in between was refused, took it for no keeper,
+    # started one of its own with a new secret, and its HELLO reached the first keeper, which refused it (CI).
+    from ptyd.continuity import keeper
+
+    path = tmp_path / KEEPER_SOCKET
+    at_listen: list[bool] = []
+    listen = socket.socket.listen
+
+    def watched(self: socket.socket, *args: int) -> None:
+        at_listen.append(path.exists())
+        listen(self, *args)
+
+    monkeypatch.setattr(socket.socket, "listen", watched)
+    listener = keeper._bind(path)
+    assert listener is not None
+    with listener, socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as client:
+        assert at_listen == [False]
+        client.connect(str(path))  # the path is the listening socket
+        assert [p.name for p in tmp_path.iterdir()] == [KEEPER_SOCKET]  # nothing staged is left
+
+
 def test_keeper_protocol_in_process(tmp_path: Path) -> None:
     """HELLO, STORE, REMOVE, TAKE and BYE against ``serve`` in a thread, with pipes standing in for PTY masters."""
     import threading

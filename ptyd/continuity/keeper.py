@@ -296,13 +296,18 @@ def _bind(path: Path) -> socket.socket | None:
             return None
         except OSError:
             pass
+    # Bound and listening under another name first: the path appears only once it answers. A daemon that found it
+    # bound but not yet listening was refused, started a keeper of its own with a new secret, and its HELLO then
+    # reached this one (which had the old secret): "no secret, or the wrong one".
+    staged = path.with_name(f".{os.getpid()}.sock")  # short: a socket's path has 107 bytes at most
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # a dead keeper's
+        staged.unlink()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
     old_umask = os.umask(0o177)
     try:
-        listener.bind(str(path))
+        listener.bind(str(staged))
     finally:
         os.umask(old_umask)
     listener.listen(4)
+    os.replace(staged, path)  # a dead keeper's is replaced
     return listener
