@@ -3,10 +3,12 @@ detection), and which TCP sockets a session's processes listen on (results' ``li
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from ptyd.backends.os import sock_diag
@@ -58,7 +60,26 @@ def test_network_sockets_and_unknown_links_lead_out() -> None:
     assert sockets.leads_out(os.getpid(), "socket:[notanumber]") is True
 
 
-def test_a_socket_pair_is_asked_of_the_network_namespace_its_holder_is_in(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _holder(program: str, *, own_network: bool = False) -> Iterator[tuple[int, list[int]]]:
+    """Python running ``program`` (in a network namespace of its own: bwrap's, as a sandboxed session's), until the
+    block ends: its pid and the numbers it printed first."""
+    bwrap = ["bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    command = [*(bwrap if own_network else []), sys.executable, "-c", program]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
+        try:
+            assert holder.stdout is not None
+            printed = list(map(int, holder.stdout.readline().split()))
+            pid = holder.pid
+            if own_network:
+                pid = next(p for p in _descendants(holder.pid) if _comm(p).startswith("python"))
+                assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+            yield pid, printed
+        finally:
+            holder.kill()
+
+
+def test_a_socket_pair_is_asked_of_the_network_namespace_its_holder_is_in() -> None:
     # A sandboxed session has pasta's namespace: asked in the daemon's, its event loop's wake-up pair had no peer,
     # and every asyncio REPL there was taken for a relay.
     program = (
@@ -66,18 +87,9 @@ def test_a_socket_pair_is_asked_of_the_network_namespace_its_holder_is_in(tmp_pa
         "s.bind('\\0ptyd-test-ns'); s.listen(); c = socket.socket(socket.AF_UNIX); c.connect('\\0ptyd-test-ns'); "
         "d, _ = s.accept(); print(a.fileno(), c.fileno(), flush=True); sys.stdin.read()"
     )
-    bwrap = ["bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    command = [*bwrap, sys.executable, "-c", program]
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
-        try:
-            assert holder.stdout is not None
-            pair, connection = map(int, holder.stdout.readline().split())
-            pid = next(p for p in _descendants(holder.pid) if _comm(p).startswith("python"))
-            assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
-            assert sockets.leads_out(pid, os.readlink(f"/proc/{pid}/fd/{pair}")) is False
-            assert sockets.leads_out(pid, os.readlink(f"/proc/{pid}/fd/{connection}")) is False  # both ends its own
-        finally:
-            holder.kill()
+    with _holder(program, own_network=True) as (pid, (pair, connection)):
+        assert sockets.leads_out(pid, os.readlink(f"/proc/{pid}/fd/{pair}")) is False
+        assert sockets.leads_out(pid, os.readlink(f"/proc/{pid}/fd/{connection}")) is False  # both ends its own
 
 
 def _listener(*, connected: bool) -> str:
@@ -93,34 +105,19 @@ def _listener(*, connected: bool) -> str:
 def test_listening_ports_are_asked_of_sock_diag_and_agree_with_proc() -> None:
     # /proc/PID/net/tcp walks the kernel's whole connection table at each read (4-5 ms a table here): a result of
     # any session holding a socket paid it. The dump of listening sockets says the same, connections left out.
-    command = [sys.executable, "-c", _listener(connected=True)]
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
-        try:
-            assert holder.stdout is not None
-            v4, v6 = map(int, holder.stdout.readline().split())
-            asked = sock_diag.tcp_listeners(holder.pid)
-            assert asked is not None
-            assert asked == listening._listening_in_proc(holder.pid)
-            ports = {(port.address, port.port) for port in listening.listening([holder.pid])}
-            assert ports == {("127.0.0.1", v4), ("::1", v6)}  # not the connection's ends
-        finally:
-            holder.kill()
+    with _holder(_listener(connected=True)) as (pid, (v4, v6)):
+        asked = sock_diag.tcp_listeners(pid)
+        assert asked is not None
+        assert asked == listening._listening_in_proc(pid)
+        ports = {(port.address, port.port) for port in listening.listening([pid])}
+        assert ports == {("127.0.0.1", v4), ("::1", v6)}  # not the connection's ends
 
 
 def test_listening_ports_are_asked_in_the_holders_network_namespace() -> None:
-    bwrap = ["bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    command = [*bwrap, sys.executable, "-c", _listener(connected=False)]
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
-        try:
-            assert holder.stdout is not None
-            v4, v6 = map(int, holder.stdout.readline().split())
-            pid = next(p for p in _descendants(holder.pid) if _comm(p).startswith("python"))
-            assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
-            asked = sock_diag.tcp_listeners(pid)
-            assert asked is not None
-            assert sorted(asked.values()) == sorted([("127.0.0.1", v4), ("::1", v6)])  # its own, not the daemon's
-        finally:
-            holder.kill()
+    with _holder(_listener(connected=False), own_network=True) as (pid, (v4, v6)):
+        asked = sock_diag.tcp_listeners(pid)
+        assert asked is not None
+        assert sorted(asked.values()) == sorted([("127.0.0.1", v4), ("::1", v6)])  # its own, not the daemon's
 
 
 def _descendants(pid: int) -> list[int]:
