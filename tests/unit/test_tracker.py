@@ -75,6 +75,22 @@ def send(data: bytes) -> Step:
     return lambda s: s.tracker.begin(wrote_input=data)
 
 
+def press(data: bytes) -> Step:
+    """Keys go out outside a send's start: a cancel's Ctrl-C, or a send's input held back and pressed now."""
+    return lambda s: s.tracker.mark_write(data)
+
+
+def send_after_interrupt() -> Step:
+    """A send typed right after a Ctrl-C the program has not answered: the driver holds its input back (keys
+    pressed once the program is ready) and waits for the Ctrl-C's answer first."""
+
+    def step(s: Session) -> None:
+        assert s.tracker.interrupt_unanswered()
+        s.tracker.begin(wrote_input=b"", after_interrupt=True)
+
+    return step
+
+
 def answer(data: bytes) -> Step:
     """The daemon answers a terminal query the program asked."""
     return lambda s: s.tracker.mark_write(data, answer=True)
@@ -615,6 +631,33 @@ ROWS = [
             ready(),
         ],
         {"wait": reader_thread(100), "line": 4, "text": "", "procs": {100: Proc(100, child=True)}},
+    ),
+    Row(
+        "a line sent right after a cancel's Ctrl-C jshell has not answered: the Ctrl-C's prompt is not its answer",
+        [
+            press(b"\x03"),  # terminal_cancel, no send active: the snippet runs on
+            reads(1),
+            send_after_interrupt(),  # an agent's next send, at once
+            not_ready(),
+            prints(b"\r\n\r\njshell> ", line=6, text="jshell> "),
+            not_ready(),
+            after(MARK_QUIET_S + TICK),
+            ready(),  # the Ctrl-C answered: the driver presses the held line now
+            press(b"x\r"),
+            reads(2),
+            prints(b"x\r\n", line=7, text=""),
+            not_ready(),
+            after(MARK_QUIET_S + TICK),
+            not_ready(),
+            prints(b"x ==> 42\r\n\r\njshell> ", line=9, text="jshell> "),
+            ready(),
+        ],
+        {
+            "wait": reader_thread(100),
+            "line": 4,
+            "text": "jshell> Thread.sleep(60000)",
+            "procs": {100: Proc(100, child=True)},
+        },
     ),
     Row(
         "a reader thread's process with no prompt to go by and no child: answered at once",

@@ -84,6 +84,7 @@ class WriteMark:
     ambiguous: bool = False  # the input ended in a key a longer one begins with (a lone ESC)
     line_prompt: tuple[int, str] | None = None  # a line given to an event loop: the prompt's line, shape
     loop_due: float | None = None  # ...and when the timer of its wait then was due (None: no timer)
+    interrupt: bool = False  # the write was a lone Ctrl-C (a cancel's key): what the program draws next answers it
 
 
 @final
@@ -134,12 +135,24 @@ class ReadinessTracker:
 
     # --- one send ----------------------------------------------------------------------------------------
 
-    def begin(self, wrote_input: bytes) -> None:
+    def interrupt_unanswered(self) -> bool:
+        """The last write was a cancel's Ctrl-C to a program that reads the terminal all along (jshell, a REPL
+        behind a relay), and its answer, a prompt on a later line, is not on screen yet: input written now would be
+        judged against the screen before that prompt, which would then pass for the input's answer."""
+        mark = self._mark
+        return mark.interrupt and mark.line_prompt is not None and self._evidence.cursor_line() <= mark.line_prompt[0]
+
+    def begin(self, wrote_input: bytes, *, after_interrupt: bool = False) -> None:
+        """A send starts. ``after_interrupt``: it first waits for the program to answer the Ctrl-C before it
+        (its input is pressed once it has: ``interrupt_unanswered``), so the Ctrl-C's prompt is what it waits for."""
         self.taken = True
         self._prompt_mark_at = None
         self._weak = self._poll = None
         self._key_wait = None
-        self._mark = replace(self._mark, expect_answer=False, after_signal=False, ambiguous=False, line_prompt=None)
+        line_prompt = self._mark.line_prompt if after_interrupt else None
+        self._mark = replace(
+            self._mark, expect_answer=False, after_signal=False, ambiguous=False, line_prompt=line_prompt
+        )
         if wrote_input:
             self.mark_write(wrote_input)
 
@@ -218,6 +231,7 @@ class ReadinessTracker:
             ambiguous=ambiguous,
             line_prompt=line_prompt,
             loop_due=loop_due,
+            interrupt=not answer and data == b"\x03",
         )
 
     def _activity(self, reads: bool, pids: list[int], pgid: int) -> Mapping[Any, int]:

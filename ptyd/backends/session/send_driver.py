@@ -108,7 +108,13 @@ class SendDriver:
         self.terminal.capture = op.capture
         self.known.keep(op)
         session.recording.input(data, self.tracker.password_prompt_now)  # asked before the write changes the answer
-        self.tracker.begin(wrote_input=data)
+        if data and not op.keys and self.tracker.interrupt_unanswered():
+            # Typed right after a cancel's Ctrl-C the program has not answered yet: pressed once it has, as keys
+            # after an empty input, or the Ctrl-C's prompt passed for this input's answer (jshell).
+            op.keys, data = data, b""
+            self.tracker.begin(wrote_input=b"", after_interrupt=True)
+        else:
+            self.tracker.begin(wrote_input=data)
         if data and not self.view.command_running and not self.channel.input_queued():
             self.view.forget_typed()  # nothing runs and nothing is unread: lines still queued started no command
         if request.installs_integration:
