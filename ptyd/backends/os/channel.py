@@ -395,10 +395,7 @@ class PtyChannel:
             # bytes of a send, read while the worker still rendered the ones before, waited 2 ms for nothing).
             RENDERS.forget(id(self))
             self._render_scheduled, self._render_held, self._render_paced = True, False, False
-            if self._render_timer is not None:
-                self._render_timer.cancel()
-                self._render_timer = None
-            self.loop.call_soon(self._render)
+            self.loop.call_soon(self._render)  # which cancels the batching timer
         await fut
 
     # --- input -----------------------------------------------------------------------------------------
