@@ -47,7 +47,7 @@ from ptyd.config import (
 from ptyd.continuity import adoption, handover
 from ptyd.continuity.document import StateFile, remove_leftover_cgroups
 from ptyd.continuity.keeper_link import Keeper
-from ptyd.daemon import systemd
+from ptyd.daemon import blocking, systemd
 from ptyd.daemon.runtime import StartupError, acquire_lock, activated_path, bind_socket, prepare_runtime_dir
 from ptyd.rpc.dispatch import Dispatcher
 from ptyd.rpc.methods import Api
@@ -102,6 +102,7 @@ class Daemon:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
+        blocking.install(loop)
         handed = handover.received()
         if handed is not None:
             # The previous daemon exec'd this one: its lock, socket and sessions are ours already.

@@ -181,6 +181,36 @@ def latencies_while(hog: Hog, daemon: Daemon, own: OwnSession) -> tuple[list[flo
     return infos, sends
 
 
+def test_agents_released_all_at_once_leave_the_daemons_threads_as_they_were(fresh_daemon: Daemon) -> None:
+    """Each release removes the agent's scratch directory off the loop: a burst of them once grew the default
+    executor by a thread per call in flight, kept for good (the soak test caught it)."""
+    fresh_daemon.start()
+    pid = daemon_pid(fresh_daemon)
+    before = footprint(pid)
+    errors: list[BaseException] = []
+
+    def agent(together: threading.Barrier) -> None:
+        try:
+            with Rpc(fresh_daemon.socket) as rpc:
+                token = rpc.call("agent_register")["token"]
+                session = rpc.call("terminal_open", token=token)["session_id"]
+                rpc.call("terminal_close", token=token, session_id=session)
+                together.wait(10)
+                rpc.call("agent_release", token=token)
+        except BaseException as exc:  # reported below, from the test's thread
+            errors.append(exc)
+
+    for _ in range(3):
+        together = threading.Barrier(8)
+        agents = [threading.Thread(target=agent, args=(together,)) for _ in range(8)]
+        for thread in agents:
+            thread.start()
+        for thread in agents:
+            thread.join()
+        assert errors == []
+        assert footprint(pid).threads == before.threads
+
+
 @pytest.mark.parametrize("answers", ["small", "large"])
 def test_a_client_that_never_reads_costs_bounded_memory_and_stalls_nobody(
     module_daemon: Daemon, own: OwnSession, big_transcript: int, answers: str

@@ -10,10 +10,12 @@ import threading
 import time
 from pathlib import Path
 
+from ptyd.backends.recording.writer import Ended
 from ptyd.config import Config
 from ptyd.continuity.adoption import StateSaver
 from ptyd.continuity.document import STATE_FILE, DaemonState, StateFile, decode
 from ptyd.continuity.keeper_link import Keeper
+from ptyd.daemon import blocking
 from ptyd.service.service import PtyService
 
 from .conftest import run
@@ -94,3 +96,41 @@ def test_the_keeper_sync_never_blocks_on_a_keeper_that_is_behind() -> None:
             os.close(fd)
         daemon_side.close()
         keeper_side.close()
+
+
+def test_blocking_work_runs_on_a_fixed_pool_started_whole() -> None:
+    """A burst of blocking calls queues in the pool rather than starting threads the daemon keeps for good."""
+
+    async def main() -> tuple[int, int, int]:
+        loop = asyncio.get_running_loop()
+        before = threading.active_count()
+        blocking.install(loop)
+        installed = threading.active_count()
+        gate = threading.Event()
+        burst = [asyncio.ensure_future(asyncio.to_thread(gate.wait, 10)) for _ in range(3 * blocking.BLOCKING_THREADS)]
+        await asyncio.sleep(0)  # the calls reach the pool
+        during = threading.active_count()
+        gate.set()
+        assert all(await asyncio.gather(*burst))
+        return installed - before, during - before, threading.active_count() - before
+
+    assert run(main) == (blocking.BLOCKING_THREADS,) * 3
+
+
+def test_a_recordings_end_is_awaited_without_a_thread() -> None:
+    """The writer thread sets it; the loop's waiters wake, and one that comes after returns at once."""
+
+    async def main() -> tuple[int, bool]:
+        ended = Ended()
+        before = threading.active_count()
+        waiter = asyncio.ensure_future(ended.wait())
+        await asyncio.sleep(0)
+        threads = threading.active_count() - before
+        setter = threading.Thread(target=ended.set)
+        setter.start()
+        await asyncio.wait_for(waiter, 10)
+        setter.join()
+        await asyncio.wait_for(ended.wait(), 10)
+        return threads, ended.is_set()
+
+    assert run(main) == (0, True)

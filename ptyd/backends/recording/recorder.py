@@ -8,6 +8,7 @@ whose calls do nothing. Input written while a password prompt waits is recorded 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -123,5 +124,6 @@ class Recording(NoRecording):
             self.closed = True
 
     async def finished(self) -> None:
-        if not self._state.ended.is_set():
-            await asyncio.get_running_loop().run_in_executor(None, self._state.ended.wait, FINISH_WAIT_S)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FINISH_WAIT_S):
+                await self._state.ended.wait()

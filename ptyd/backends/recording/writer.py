@@ -8,6 +8,7 @@ A full queue never blocks the loop: the event is dropped and counted, and a mark
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextlib
 import logging
@@ -42,6 +43,45 @@ class Header:
     session_id: str
 
 
+@final
+class Ended:
+    """That a recording's file is complete and closed: set by the writer thread, awaited on the event loop.
+
+    Awaited without a thread of the daemon's few for blocking work (``ptyd.daemon.blocking``) sitting in a wait
+    for a disk that may stall.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            waiters, self._waiters = self._waiters, []
+        for loop, waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_resolve, waiter)
+
+    async def wait(self) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._set:
+                return
+            self._waiters.append((loop, waiter))
+        await waiter
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 @dataclass(slots=True)
 class FileState:
     """A recording's open part; touched by the writer thread only."""
@@ -56,7 +96,7 @@ class FileState:
     t0: float = 0.0  # monotonic time of the part's start
     buffer: bytearray = field(default_factory=bytearray)
     decoder: Any = None
-    ended: threading.Event = field(default_factory=threading.Event)  # the file is complete and closed
+    ended: Ended = field(default_factory=lambda: Ended())  # the file is complete and closed
     secret: bytes = b""  # never written: the session's shell-integration key (terminal_integrate types it)
     carry: bytes = b""  # output held back: it may be the start of the secret, cut by a read
 
