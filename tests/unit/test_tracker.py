@@ -660,6 +660,26 @@ ROWS = [
         },
     ),
     Row(
+        "a terminal query answered between a cancel's Ctrl-C and the next send: the Ctrl-C is still unanswered",
+        [
+            press(b"\x03"),
+            reads(1),
+            answer(b"\x1b[5;1R"),  # the program asked where the cursor is before it drew anything
+            reads(6),
+            send_after_interrupt(),
+            not_ready(),
+            prints(b"\r\n\r\njshell> ", line=6, text="jshell> "),
+            after(MARK_QUIET_S + TICK),
+            ready(),
+        ],
+        {
+            "wait": reader_thread(100),
+            "line": 4,
+            "text": "jshell> Thread.sleep(60000)",
+            "procs": {100: Proc(100, child=True)},
+        },
+    ),
+    Row(
         "a reader thread's process with no prompt to go by and no child: answered at once",
         [send(b"yes\r"), reads(4), prints(b"yes\r\n", line=1), ready()],
         {"wait": reader_thread(100), "line": 0, "text": ""},

@@ -84,7 +84,9 @@ class WriteMark:
     ambiguous: bool = False  # the input ended in a key a longer one begins with (a lone ESC)
     line_prompt: tuple[int, str] | None = None  # a line given to an event loop: the prompt's line, shape
     loop_due: float | None = None  # ...and when the timer of its wait then was due (None: no timer)
-    interrupt: bool = False  # the write was a lone Ctrl-C (a cancel's key): what the program draws next answers it
+    # The last key written was a lone Ctrl-C (a cancel's key): what the program draws next answers it. An answer
+    # to a terminal query written since is not a key: it keeps this.
+    interrupt: bool = False
 
 
 @final
@@ -231,7 +233,7 @@ class ReadinessTracker:
             ambiguous=ambiguous,
             line_prompt=line_prompt,
             loop_due=loop_due,
-            interrupt=not answer and data == b"\x03",
+            interrupt=before.interrupt if answer else data == b"\x03",
         )
 
     def _activity(self, reads: bool, pids: list[int], pgid: int) -> Mapping[Any, int]:
