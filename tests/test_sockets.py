@@ -11,6 +11,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from ptyd import loopback
 from ptyd.backends.os import sock_diag
 from ptyd.backends.readiness import sockets
 from ptyd.backends.session import listening
@@ -130,3 +133,38 @@ def _descendants(pid: int) -> list[int]:
 
 def _comm(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def test_a_loopback_connections_owner_is_asked_by_its_addresses_and_agrees_with_proc() -> None:
+    # ptyd-mcp's and `ptyd web`'s loopback port serve only their own user: each connection's owner was read from
+    # /proc/net/tcp (a walk of every connection bucket, 4-5 ms here); sock_diag finds the one socket.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        with socket.create_connection(server.getsockname()) as client:
+            conn, _ = server.accept()
+            with conn:
+                ends = client.getsockname(), server.getsockname()
+                assert sock_diag.tcp_owner(*ends) == os.getuid()
+                with contextlib.suppress(OSError), open("/proc/net/tcp") as table:
+                    rows = [line.split() for line in table.read().splitlines()[1:]]
+                    assert [
+                        int(row[7]) for row in rows if (loopback._address(row[1]), loopback._address(row[2])) == ends
+                    ] == [os.getuid()]
+        assert sock_diag.tcp_owner(("127.0.0.1", 1), server.getsockname()) is None  # no such connection
+        assert sock_diag.tcp_owner(("not an address", 1), server.getsockname()) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a connection of another uid needs root to make")
+def test_a_loopback_connection_of_another_user_is_theirs() -> None:
+    nobody = 65534
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with subprocess.Popen(
+            ["/usr/bin/python3", "-c", f"import socket, sys; c = socket.create_connection(('127.0.0.1', {port})); "
+             "print(c.getsockname()[1], flush=True); sys.stdin.read()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, user=nobody, cwd="/",
+        ) as other:  # fmt: skip
+            assert other.stdout is not None
+            their_port = int(other.stdout.readline())
+            assert sock_diag.tcp_owner(("127.0.0.1", their_port), ("127.0.0.1", port)) == nobody
+            assert loopback.peer_uid(("127.0.0.1", their_port), ("127.0.0.1", port)) == nobody
+            other.kill()

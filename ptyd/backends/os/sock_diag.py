@@ -1,10 +1,11 @@
 """The kernel's socket diagnostics (sock_diag, what ``ss`` asks), in a process's own network namespace.
 
-Two questions are asked of it: who holds the other end of a Unix socket (``readiness.sockets``), and which TCP
-sockets listen (``session.listening``). The second replaces reading ``/proc/PID/net/tcp``, whose read walks every
-bucket of the kernel's connection hash table whatever it holds: 4-5 ms a table on these machines, so 9 ms of every
-result of a session whose program holds any socket (IPython's asyncio wake-up pair). A dump of listening sockets
-alone walks only the listening table.
+Three questions are asked of it: who holds the other end of a Unix socket (``readiness.sockets``), which TCP
+sockets listen (``session.listening``), and whose a loopback TCP connection is (``ptyd.loopback``). The last two
+replace reading ``/proc/PID/net/tcp``, whose read walks every bucket of the kernel's connection hash table
+whatever it holds: 4-5 ms a table on these machines, so 9 ms of every result of a session whose program holds
+any socket (IPython's asyncio wake-up pair), and 5 ms of each connection to a loopback HTTP port. A dump of
+listening sockets walks only the listening table; a connection is looked up by its addresses.
 
 The answers are per network namespace: a sandboxed session has one of its own (pasta's), where the daemon's
 netlink socket sees nothing, so a socket opened inside it (``netns.socket_inside``) is kept for its next questions.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import itertools
+import os
 import socket
 import struct
 
@@ -28,6 +30,8 @@ NLMSG_ERROR = 2
 NLMSG_DONE = 3
 HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port
 _INET_REQUEST = struct.Struct("=BBBBI48x")  # inet_diag_req_v2: family, protocol, ext, pad, states, sockid (any)
+_INET_ONE = struct.Struct("=BBBBI2s2s16s16sIII")  # ...with its sockid: ports, addresses, interface, cookie
+_NO_COOKIE = 0xFFFFFFFF
 _INET_REPLY = struct.Struct("=BBBB2s2s16s16sIQIIIII")  # inet_diag_msg: ..., sockid, expires, queues, uid, inode
 _TCP_LISTEN = 10
 _NAMESPACES_MAX = 32
@@ -75,6 +79,28 @@ def tcp_listeners(pid: int) -> dict[int, tuple[str, int]] | None:
             raw = source[:4] if kind == socket.AF_INET else source
             found[inode] = (str(ipaddress.ip_address(raw)), int.from_bytes(sport, "big"))
     return found
+
+
+def tcp_owner(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
+    """The uid owning this network namespace's TCP socket whose own end is ``local`` and whose peer is ``remote``
+    (one lookup by the connection's addresses: no table walked); None when there is none."""
+    try:
+        here, there = ipaddress.ip_address(local[0]), ipaddress.ip_address(remote[0])
+    except ValueError:
+        return None
+    if here.version != there.version:
+        return None
+    family = socket.AF_INET if here.version == 4 else socket.AF_INET6
+    request = _INET_ONE.pack(
+        family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF,  # any state
+        local[1].to_bytes(2, "big"), remote[1].to_bytes(2, "big"),
+        here.packed.ljust(16, b"\0"), there.packed.ljust(16, b"\0"),
+        0, _NO_COOKIE, _NO_COOKIE,
+    )  # fmt: skip
+    replies = ask(os.getpid(), request)
+    if not replies or len(replies[0]) < HEADER.size + _INET_REPLY.size:
+        return None
+    return int(_INET_REPLY.unpack_from(replies[0], HEADER.size)[-2])
 
 
 def _query(nl: socket.socket, request: bytes, dump: bool) -> list[bytes] | None:
