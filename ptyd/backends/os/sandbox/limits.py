@@ -109,9 +109,9 @@ class LimitScope:
         oom = pids = 0
         for place in self.places:
             if place.controller == "memory":
-                oom = counter(place.path / ("memory.events" if place.v2 else "memory.oom_control"), "oom_kill")
+                oom = counter(f"{place.path}/{'memory.events' if place.v2 else 'memory.oom_control'}", b"oom_kill")
             elif place.controller == "pids":
-                pids = counter(place.path / "pids.events", "max")
+                pids = counter(f"{place.path}/pids.events", b"max")
         return Counters(oom, pids)
 
     def remove(self) -> bool:
