@@ -92,6 +92,23 @@ def test_ipython_await_is_waited_for(shell: Shell, tmp_path: Path) -> None:
     assert shell.send("exit\n", idle_ms=10_000)["viewport"].endswith("$")
 
 
+@needs(IPYTHON is None, reason="IPython is not installed (Debian: apt-get install ipython3)")
+def test_ipython_given_a_block_line_by_line_answers_it_after_the_blank_line(shell: Shell, tmp_path: Path) -> None:
+    # Its continuation prompt ("   ...:") answers the lines inside the block; the blank line runs it, and the
+    # send settles on the block's output and the next "In [n]:", not on the continuation prompt before it.
+    opened = shell.send(f"IPYTHONDIR={tmp_path} {IPYTHON} --no-banner --colors=NoColor\n", idle_ms=20_000)
+    assert opened["viewport"].endswith("In [1]:"), opened
+    for line in ("import time", "for i in range(2):", "    time.sleep(0.6); print('slept', i)"):
+        result = shell.send(line + "\n", idle_ms=10_000)
+        assert result["wait_reason"] == "stdin_read", result
+    assert result["viewport"].endswith("...:"), result["viewport"]
+    started = time.monotonic()
+    ran = shell.send("\n", idle_ms=10_000)
+    assert time.monotonic() - started >= 1.1
+    assert [line for line in ran["viewport"].splitlines() if line][-3:] == ["slept 0", "slept 1", "In [3]:"], ran
+    assert shell.send("exit\n", idle_ms=10_000)["viewport"].endswith("$")
+
+
 def test_cancel_stops_what_a_timed_out_send_left_running(shell: Shell) -> None:
     result = shell.send("yes\n", timeout_ms=500)
     assert result["wait_reason"] == "timeout"

@@ -116,6 +116,29 @@ def test_node_answers_at_its_prompt_and_an_await_right_after_waits_for_its_answe
     assert shell.send(".exit\n", idle_ms=10_000)["viewport"].endswith("$")
 
 
+@needs(shutil.which("node") is None, reason="node is not installed")
+def test_node_given_a_block_line_by_line_settles_each_line_on_its_prompt(shell: Shell) -> None:
+    # The line that opens a block is answered by node's continuation prompt, the one that closes it by its own
+    # prompt after the block's answer: each settles at once, none before its answer, and an await in the block
+    # is waited for.
+    assert shell.send("node\n", idle_ms=10_000, timeout_ms=20_000)["viewport"].endswith(">")
+    lines = [
+        ("async function f(x) {", ["> async function f(x) {", "..."]),
+        ("  await new Promise(r => setTimeout(r, 700));", ["...   await new Promise(r => setTimeout(r, 700));", "..."]),
+        ("  return x * 2;", ["...   return x * 2;", "..."]),
+        ("}", ["... }", "undefined", ">"]),
+        ("await f(21)", ["> await f(21)", "42", ">"]),
+        ("for (const i of [1, 2]) {", ["> for (const i of [1, 2]) {", "..."]),
+        ("  console.log('item', i)", ["...   console.log('item', i)", "..."]),
+        ("}", ["item 1", "item 2", "undefined", ">"]),
+    ]
+    for line, tail in lines:
+        result = shell.send(line + "\n", idle_ms=10_000)
+        assert result["wait_reason"] == "stdin_read", result
+        assert result["viewport"].splitlines()[-len(tail) :] == tail, result["viewport"]
+    assert shell.send(".exit\n", idle_ms=10_000)["viewport"].endswith("$")
+
+
 @pytest.mark.slow
 @needs(shutil.which("node") is None, reason="node is not installed")
 def test_node_awaiting_a_timer_after_its_own_has_fired(shell: Shell) -> None:

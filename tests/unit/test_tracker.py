@@ -495,6 +495,55 @@ ROWS = [
         node(wait=event_loop(100, 8.0)),
     ),
     Row(
+        "node given a block line by line: its continuation prompt answers the opening line, its own prompt the last",
+        [
+            send(b"function f() {\r"),
+            reads(15),
+            prints(b"function f() {\r\n... ", line=4, text="... "),
+            waits_(event_loop),
+            ready(),  # node reads the next line of the block: no quiet hold
+            send(b"return 1\r"),
+            reads(9),
+            prints(b"return 1\r\n... ", line=5, text="... "),
+            ready(),
+            send(b"}\r"),
+            reads(2),
+            prints(b"}\r\n", line=6, text=""),
+            not_ready(),
+            prints(b"undefined\r\n> ", line=7, text="> "),
+            ready(),  # back at the prompt the block began at
+        ],
+        node(),
+    ),
+    Row(
+        "IPython's indented continuation prompt answers too; a blank line ends the block at its own prompt",
+        [
+            send(b"for i in range(2):\r"),
+            reads(19),
+            prints(b"for i in range(2):\r\n   ...: ", line=4, text="   ...: "),
+            waits_(event_loop),
+            ready(),
+            send(b"\r"),
+            reads(1),
+            prints(b"\r\n0\r\n1\r\n\r\nIn [4]: ", line=8, text="In [4]: "),
+            ready(),
+        ],
+        node(text="In [3]: "),
+    ),
+    Row(
+        "a prompt the program drew before another took the terminal is not this one's: the hold as before",
+        [
+            send(b"}\r"),
+            reads(2),
+            prints(b"}\r\nundefined\r\n> ", line=5, text="> "),
+            waits_(event_loop),
+            not_ready(),  # given at a continuation prompt, and no prompt of this program's seen before
+            after(EVENT_LOOP_SETTLE_S + TICK),
+            ready(),
+        ],
+        node(text="... "),
+    ),
+    Row(
         "an event loop's prompt drawn again on its own line (a redraw, not an answer) is held like any wait",
         [
             send(b"1+\r"),

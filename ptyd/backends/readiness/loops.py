@@ -22,6 +22,8 @@ KEY_SEQUENCE_MAX_S = 1.0
 # Input that ends in a key a longer one begins with: a lone ESC, or a CSI/SS3 sequence not yet complete.
 _AMBIGUOUS_TAIL = re.compile(rb"\x1b(\[[0-?]*[ -/]*|O)?\Z")
 _DIGITS = re.compile(r"\d+")
+# A REPL's continuation prompt, shape only: node's and Python's ``...``, IPython's ``   ...:``, ptpython's.
+_CONTINUATION = re.compile(r"\s*\.{3,}[:>]?")
 
 
 def ambiguous(data: bytes) -> bool:
@@ -32,6 +34,11 @@ def ambiguous(data: bytes) -> bool:
 def prompt_shape(text: str) -> str:
     """A prompt with its counters masked (IPython's ``In [7]:``, a debugger's frame number), for comparison."""
     return _DIGITS.sub("0", text).rstrip()
+
+
+def continuation(shape: str) -> bool:
+    """The prompt (``prompt_shape``) asks for the next line of a block."""
+    return bool(_CONTINUATION.fullmatch(shape))
 
 
 def timer_armed(pid: int, epfd: int) -> bool:

@@ -83,6 +83,8 @@ class WriteMark:
     written_at: float = 0.0  # when the send's own input (or the signal) was written; an answer keeps it
     ambiguous: bool = False  # the input ended in a key a longer one begins with (a lone ESC)
     line_prompt: tuple[int, str] | None = None  # a line given to an event loop: the prompt's line, shape
+    # ...and the shape of its own prompt, not a continuation's: the last a line was given at, the same group reading
+    home_prompt: str = ""
     loop_due: float | None = None  # ...and when the timer of its wait then was due (None: no timer)
     # The last key written was a lone Ctrl-C (a cancel's key): what the program draws next answers it. An answer
     # to a terminal query written since is not a key: it keeps this.
@@ -170,6 +172,7 @@ class ReadinessTracker:
         # Evidence of taking input is having read something since; after a signal (data empty), having run.
         reads = bool(data)
         written_at, ambiguous, line_prompt, loop_due = before.written_at, before.ambiguous, None, None
+        home_prompt = before.home_prompt
         if answer:
             line_prompt, loop_due = before.line_prompt, before.loop_due
         else:
@@ -203,6 +206,10 @@ class ReadinessTracker:
         ):
             # A line for an event loop's REPL: it answers by drawing this prompt again (see _loop_answered).
             line_prompt = (ev.cursor_line(), loops.prompt_shape(ev.cursor_text()))
+            if before.target != key:
+                home_prompt = ""  # another program's prompt, or none seen yet
+            if line_prompt[1] and not loops.continuation(line_prompt[1]):
+                home_prompt = line_prompt[1]
             timeout = target.wait.timeout
             loop_due = None if timeout is None else seen_at + timeout
             if loop_due is not None and loop_due <= ev.now():
@@ -232,6 +239,7 @@ class ReadinessTracker:
             written_at=written_at,
             ambiguous=ambiguous,
             line_prompt=line_prompt,
+            home_prompt=home_prompt,
             loop_due=loop_due,
             interrupt=before.interrupt if answer else data == b"\x03",
         )
@@ -369,13 +377,18 @@ class ReadinessTracker:
         return self._prompt_back() and (timeout is None or timeout >= LOOP_TIMER_SLACK_S)
 
     def _prompt_back(self) -> bool:
-        """An event loop given a line drew the prompt it had then again, on a later line: the REPL answered and
-        reads its next line (node, IPython, an asyncio app)."""
-        if self._mark.line_prompt is None:
+        """An event loop given a line drew a prompt of its own on a later line: the REPL answered and reads its next
+        line (node, IPython, an asyncio app). The prompt it had then, its continuation prompt (the line opened a
+        block), or its own after a continuation (the line closed one)."""
+        mark = self._mark
+        if mark.line_prompt is None:
             return False
-        line, shape = self._mark.line_prompt
+        line, shape = mark.line_prompt
         ev = self._evidence
-        return bool(shape) and ev.cursor_line() > line and loops.prompt_shape(ev.cursor_text()) == shape
+        if not shape or ev.cursor_line() <= line:
+            return False
+        now, home = loops.prompt_shape(ev.cursor_text()), mark.home_prompt
+        return now == shape or (bool(home) and (now == home or (shape == home and loops.continuation(now))))
 
     def _loop_answered(self, target: Target) -> bool:
         """An event loop given a line has answered when it drew its prompt again, on a later line (a REPL: node,
