@@ -179,14 +179,18 @@ def test_background_send_output_wait_and_cancel(shell: Shell) -> None:
 
 
 def test_cancel_right_after_the_send_still_interrupts_the_command(shell: Shell) -> None:
-    # The SIGINT may reach the shell before it has read the line, or after it read it but before it forked.
-    for _ in range(10):
+    # The cancel may come before the shell has read the line (dropped whole: nothing to interrupt), after it read
+    # part of it, or after it read it but before it forked. Each time the next line runs intact: a SIGINT to
+    # bash's readline that it acts on only at its next key took that line's first character ("leep 30").
+    for i in range(30):
         shell.send("sleep 30\n", wait=False)
         assert shell.call("terminal_cancel")["cancelled"] is True
         result = shell.call("terminal_wait", timeout_ms=10_000)["result"]
         assert result["wait_reason"] == "stdin_read", result
         assert result["foreground"]["name"] == "bash"
         assert result["viewport"].endswith("$")
+        after = shell.send(f"echo next{i}\n", idle_ms=10_000)
+        assert after["viewport"].splitlines()[-2:] == [f"next{i}", "$"], after["viewport"]
 
 
 def test_wait_with_zero_timeout_returns_a_settled_result(shell: Shell) -> None:

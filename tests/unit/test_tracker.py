@@ -91,6 +91,25 @@ def send_after_interrupt() -> Step:
     return step
 
 
+def dropped_unread() -> Step:
+    """A cancel drops the send's input still queued; the program had read none of it."""
+
+    def step(s: Session) -> None:
+        assert s.tracker.input_untouched()
+        s.tracker.input_dropped()
+
+    return step
+
+
+def touched() -> Step:
+    """A cancel drops what is still queued of the send's input, but the program had read some of it."""
+    return lambda s: _assert(not s.tracker.input_untouched())
+
+
+def _assert(condition: bool) -> None:
+    assert condition
+
+
 def answer(data: bytes) -> Step:
     """The daemon answers a terminal query the program asked."""
     return lambda s: s.tracker.mark_write(data, answer=True)
@@ -261,6 +280,14 @@ ROWS = [
     Row(
         "the wait seen right after the write is the old one: the input is still in the flip buffer",
         [send(b"ls\r"), not_ready(), not_ready(), reads(3), ready()],
+    ),
+    Row(
+        "a line dropped before the program read any of it: it waits where it was, ready as after an empty send",
+        [send(b"sleep 30\r"), not_ready(), dropped_unread(), ready()],
+    ),
+    Row(
+        "a line the program read part of is not untouched, nor one whose answer it printed",
+        [send(b"sleep 30\r"), reads(3), touched(), send(b"x\r"), prints(b"?\r\n"), touched()],
     ),
     Row(
         "a canonical terminal echoes a line before the program reads it: that output is no evidence",

@@ -254,6 +254,22 @@ class ReadinessTracker:
             return None
         return self._evidence.candidates(pgid)
 
+    def input_untouched(self) -> bool:
+        """The program the last input was written to has read none of it: its group's reads did not grow since,
+        and nothing it printed showed it took any (asked by a cancel after dropping what was still queued)."""
+        mark, ev = self._mark, self._evidence
+        if not mark.expect_answer or not mark.reads or mark.target is None or not mark.activity:
+            return False
+        if mark.output_is_evidence and ev.received() > mark.received:
+            return False
+        return not _grew(mark.activity, ev.rchar(list(mark.activity), mark.target[1]))
+
+    def input_dropped(self) -> None:
+        """The input last written was dropped before the program read any of it (``input_untouched``): it waits
+        in the wait it was in before the write, which is ready as an empty send's is."""
+        self.taken = True
+        self._mark = replace(self._mark, expect_answer=False)
+
     def prompt_mark(self) -> None:
         """The shell's signed prompt mark arrived (it precedes the prompt it announces)."""
         self._prompt_mark_at = self._evidence.now()

@@ -1,7 +1,9 @@
 """The cancel policy of a send: drop what the program has not read, then SIGINT the command, once per program.
 
 A shell whose unread input was dropped is interrupted at once: it cannot be running the line, and the SIGINT
-discards what it had read of it. A command in a group of its own is interrupted at once; if it was still the
+discards what it had read of it. One that had read none of it is not: the line is gone whole, and bash's readline,
+interrupted between keys, may act on the SIGINT only at its next key, dropping the next send's first character.
+A command in a group of its own is interrupted at once; if it was still the
 shell's forked child when the signal came (bash loses a SIGINT between fork and exec), it is interrupted again
 once it runs the program. While the shell itself holds the foreground it may have read the line and be about to
 fork (a SIGINT then can make bash exit), so the shell is interrupted only once that window has passed with the
@@ -27,6 +29,7 @@ from typing import final
 from ptyd import protocol as p
 from ptyd.backends.os.channel import PtyChannel
 from ptyd.backends.readiness.foreground import ForegroundGroup
+from ptyd.backends.readiness.tracker import ReadinessTracker
 from ptyd.errors import InvalidArgument
 
 LEFT_RUNNING = ("timeout", "inferred_idle")  # a send that ended so may have left its command running in front
@@ -39,6 +42,7 @@ SHELL_INTERRUPT_DELAY_S = 0.05  # a cancel waits this long for the command to le
 class CancelState:
     cancelled_at: float | None = None
     input_dropped: bool = False  # a cancel dropped input the program had not read
+    input_untouched: bool = False  # ...and the shell had read none of it: nothing to interrupt there
     interrupted: dict[int, str] = field(default_factory=dict)  # groups sent SIGINT, and the program then in front
     pressed: bool = False  # ...Ctrl-C pressed instead of their signal: the terminal reads it as a key
 
@@ -51,14 +55,14 @@ class CancelPolicy:
         foreground: ForegroundGroup,
         channel: PtyChannel,
         exited: Callable[[], bool],
-        mark_write: Callable[[bytes], None],
+        tracker: ReadinessTracker,
         signals_ctrl_c: Callable[[], bool | None],
     ) -> None:
         self._top = top_pid
         self._foreground = foreground
         self._channel = channel
         self._exited = exited
-        self._mark_write = mark_write  # readiness then needs the program to have woken after the signal (or key)
+        self._tracker = tracker  # readiness then needs the program to have woken after the signal (or key)
         self._signals_ctrl_c = signals_ctrl_c  # the session's terminal turns Ctrl-C into SIGINT (None: unknown)
 
     def cancel(self, state: CancelState) -> None:
@@ -67,6 +71,12 @@ class CancelPolicy:
             # program may hold the part it did read (readline reads a byte at a time); the SIGINT clears it.
             self._channel.discard_input()
             state.input_dropped = True
+            if self._tracker.input_untouched():
+                # The shell had read none of it: dropping it cancelled the command whole. A SIGINT would only
+                # reach a readline that may act on it at its next key, not now: bash then dropped the first
+                # character of the next send ("leep 30: command not found").
+                state.input_untouched = True
+                self._tracker.input_dropped()
         state.cancelled_at = time.monotonic()
         self.follow(state)
 
@@ -80,6 +90,8 @@ class CancelPolicy:
             program = front.name if front is not None else ""
             if state.interrupted.get(pgid) == program:
                 return
+            if pgid == self._top() and state.input_untouched:
+                return  # the line was dropped before the shell read any of it: nothing it started to interrupt
             if pgid == self._top() and not (state.input_dropped and not state.interrupted):
                 if state.interrupted or time.monotonic() - state.cancelled_at < SHELL_INTERRUPT_DELAY_S:
                     return
@@ -93,10 +105,10 @@ class CancelPolicy:
         """Ctrl-C as the terminal would take it: a SIGINT to the group in front, or the key where it reads keys.
         Whether the key was pressed; ProcessLookupError when the group is gone."""
         if self._signals_ctrl_c() is False:
-            self._mark_write(CTRL_C)
+            self._tracker.mark_write(CTRL_C)
             self._channel.write(CTRL_C)
             return True
-        self._mark_write(b"")
+        self._tracker.mark_write(b"")
         os.killpg(pgid, signals.SIGINT)
         return False
 

@@ -118,7 +118,7 @@ class LocalSession:
             self.foreground,
             self.channel,
             lambda: self.exited,
-            self._rewrite,
+            self.tracker,
             lambda: tty.interrupts(spawned.master, CTRL_C),
         )
         self.watch = SessionWatch(
@@ -191,9 +191,6 @@ class LocalSession:
         # before the write: a program on the other core may read the answer before this line returns.
         self.tracker.mark_write(data, answer=True)
         self.channel.write(data)  # answers to terminal queries (DSR, DA) go back to the program
-
-    def _rewrite(self, data: bytes) -> None:
-        self.tracker.mark_write(data)
 
     def _on_mark(self, mark: Mark) -> None:
         view = self.sends.view
