@@ -558,7 +558,7 @@ ROWS = [
         node(text="In [3]: "),
     ),
     Row(
-        "a prompt the program drew before another took the terminal is not this one's: the hold as before",
+        "a line given at a continuation prompt with no prompt of the program's own seen before: held as before",
         [
             send(b"}\r"),
             reads(2),
