@@ -275,6 +275,16 @@ def node(**setup: Any) -> dict[str, Any]:
     return {"wait": event_loop(100), "line": 3, "text": "> ", **setup}
 
 
+def jshell_running() -> dict[str, Any]:
+    """jshell running a snippet: its reader thread waits on the terminal, its engine (a child) works."""
+    return {
+        "wait": reader_thread(100),
+        "line": 4,
+        "text": "jshell> Thread.sleep(60000)",
+        "procs": {100: Proc(100, child=True)},
+    }
+
+
 ROWS = [
     # --- tracker.py, module doc: taking the input --------------------------------------------------------
     Row(
@@ -728,12 +738,7 @@ ROWS = [
             prints(b"x ==> 42\r\n\r\njshell> ", line=9, text="jshell> "),
             ready(),
         ],
-        {
-            "wait": reader_thread(100),
-            "line": 4,
-            "text": "jshell> Thread.sleep(60000)",
-            "procs": {100: Proc(100, child=True)},
-        },
+        jshell_running(),
     ),
     Row(
         "a terminal query answered between a cancel's Ctrl-C and the next send: the Ctrl-C is still unanswered",
@@ -748,12 +753,7 @@ ROWS = [
             after(MARK_QUIET_S + TICK),
             ready(),
         ],
-        {
-            "wait": reader_thread(100),
-            "line": 4,
-            "text": "jshell> Thread.sleep(60000)",
-            "procs": {100: Proc(100, child=True)},
-        },
+        jshell_running(),
     ),
     Row(
         "a reader thread's process with no prompt to go by and no child: answered at once",

@@ -72,9 +72,9 @@ class CancelPolicy:
             self._channel.discard_input()
             state.input_dropped = True
             if self._tracker.input_untouched():
-                # The shell had read none of it: dropping it cancelled the command whole. A SIGINT would only
-                # reach a readline that may act on it at its next key, not now: bash then dropped the first
-                # character of the next send ("leep 30: command not found").
+                # Its program had read none of it: dropping it cancelled the line whole. A shell in front is not
+                # interrupted then (``follow``): bash's readline may act on a SIGINT only at its next key, and
+                # dropped the first character of the next send ("leep 30: command not found").
                 state.input_untouched = True
                 self._tracker.input_dropped()
         state.cancelled_at = time.monotonic()
