@@ -1,8 +1,10 @@
 """The cancel policy of a send: drop what the program has not read, then SIGINT the command, once per program.
 
-A shell whose unread input was dropped is interrupted at once: it cannot be running the line, and the SIGINT
-discards what it had read of it. One that had read none of it is not: the line is gone whole, and bash's readline,
-interrupted between keys, may act on the SIGINT only at its next key, dropping the next send's first character.
+A shell whose unread input was dropped cannot be running the line; the SIGINT discards what it had read of it,
+once the shell waits for its next key: bash's readline, interrupted between two keys (after it read one, before it
+drew it), prints ^C and acts on the signal only at its next key, dropping the next send's first character ("leep
+30"), so until then the send is not ready (``owes_interrupt``). One that had read none of it is not interrupted:
+the line is gone whole.
 A command in a group of its own is interrupted at once; if it was still the
 shell's forked child when the signal came (bash loses a SIGINT between fork and exec), it is interrupted again
 once it runs the program. While the shell itself holds the foreground it may have read the line and be about to
@@ -43,6 +45,7 @@ class CancelState:
     cancelled_at: float | None = None
     input_dropped: bool = False  # a cancel dropped input the program had not read
     input_untouched: bool = False  # ...and the shell had read none of it: nothing to interrupt there
+    shell_owed: bool = False  # ...it had read part of it, and is interrupted once it waits for its next key
     interrupted: dict[int, str] = field(default_factory=dict)  # groups sent SIGINT, and the program then in front
     pressed: bool = False  # ...Ctrl-C pressed instead of their signal: the terminal reads it as a key
 
@@ -82,7 +85,8 @@ class CancelPolicy:
 
     def follow(self, state: CancelState) -> None:
         """Called on every probe while the send is active: interrupts what newly came to the front."""
-        if state.cancelled_at is None or time.monotonic() - state.cancelled_at >= CANCEL_FOLLOW_S:
+        since = _since(state)
+        if since is None or since >= CANCEL_FOLLOW_S:
             return
         with contextlib.suppress(InvalidArgument):
             pgid = self._foreground.verified_pgid()
@@ -92,14 +96,24 @@ class CancelPolicy:
                 return
             if pgid == self._top() and state.input_untouched:
                 return  # the line was dropped before the shell read any of it: nothing it started to interrupt
-            if pgid == self._top() and not (state.input_dropped and not state.interrupted):
-                if state.interrupted or time.monotonic() - state.cancelled_at < SHELL_INTERRUPT_DELAY_S:
+            if pgid == self._top() and state.input_dropped and not state.interrupted:
+                state.shell_owed = not self._foreground.idle_at_input(pgid)
+                if state.shell_owed:
+                    return  # between two keys of the part it read: a SIGINT there waits for its next key
+            elif pgid == self._top():
+                if state.interrupted or since < SHELL_INTERRUPT_DELAY_S:
                     return
                 if self._foreground.idle_at_input(pgid):
                     return  # back at its prompt: nothing to interrupt
             state.interrupted[pgid] = program
             with contextlib.suppress(ProcessLookupError):
                 state.pressed = self._interrupt(pgid)
+
+    def owes_interrupt(self, state: CancelState) -> bool:
+        """The shell in front read part of the line the cancel dropped and waits to be interrupted (``follow``):
+        a wait it is seen in now would leave that part on its prompt."""
+        since = _since(state)
+        return state.shell_owed and since is not None and since < CANCEL_FOLLOW_S
 
     def _interrupt(self, pgid: int) -> bool:
         """Ctrl-C as the terminal would take it: a SIGINT to the group in front, or the key where it reads keys.
@@ -171,6 +185,11 @@ class CancelPolicy:
             f"front: {_what(pressed, pgid, first=False)}. terminal_send with empty input waits until it is ready "
             "and shows what it did; if it ignores it, terminal_signal SIGTERM.",
         )
+
+
+def _since(state: CancelState) -> float | None:
+    """Seconds since the send was cancelled (None: it was not)."""
+    return None if state.cancelled_at is None else time.monotonic() - state.cancelled_at
 
 
 def _what(pressed: bool, pgid: int, *, first: bool = True) -> str:

@@ -147,6 +147,7 @@ class SendLoop:
             if (
                 verdict.ready
                 and not op.keys
+                and not self.canceller.owes_interrupt(op.cancel)
                 and self._readiness_ends(op, verdict)
                 and await self._nothing_owed(facts=True)
             ):
