@@ -74,7 +74,8 @@ def test_a_shell_that_read_part_of_the_dropped_line_is_interrupted_once_it_waits
     assert state.interrupted == {}
     assert cancel.owes_interrupt(state)  # a wait seen now is not the send's end: the part read is still there
     cancel.follow(state)
-    assert shell.poll() is None and cancel.owes_interrupt(state)
+    assert shell.poll() is None
+    assert cancel.owes_interrupt(state)
     term.waiting = True
     cancel.follow(state)
     assert shell.wait(timeout=10) == -2  # SIGINT
@@ -90,7 +91,8 @@ def test_a_shell_that_read_none_of_the_dropped_line_is_not_interrupted(shell: su
     cancel.cancel(state)
     cancel.follow(state)
     assert shell.poll() is None
-    assert state.interrupted == {} and term.marks == []
+    assert state.interrupted == {}
+    assert term.marks == []
     assert not cancel.owes_interrupt(state)
 
 
@@ -106,5 +108,6 @@ def test_a_shell_back_at_its_prompt_after_reading_the_whole_line_is_not_interrup
     assert state.cancelled_at is not None
     state.cancelled_at -= 1.0  # past the delay a fork takes
     cancel.follow(state)
-    assert shell.poll() is None and state.interrupted == {}
+    assert shell.poll() is None
+    assert state.interrupted == {}
     assert not cancel.owes_interrupt(state)
