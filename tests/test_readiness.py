@@ -449,6 +449,54 @@ def test_a_wait_counts_once_the_thread_working_for_it_rests(shell: Shell, tmp_pa
     shell.send("\x03")
 
 
+DISK_HELPED_READER = """
+import ctypes, os, select, sys, tempfile, threading
+
+libc = ctypes.CDLL(None, use_errno=True)
+done_r, done_w = os.pipe()
+fifo = os.path.join(tempfile.mkdtemp(), "disk")
+os.mkfifo(fifo)
+
+
+def highlight():
+    # Work in disk sleep (state D), as fish's highlighter stats directories on a cold cache: the thread waits in
+    # a vfork (posix_spawn) whose child opens a FIFO, until another thread opens its other end 0.1 s on.
+    threading.Timer(0.1, lambda: os.close(os.open(fifo, os.O_WRONLY))).start()
+    actions = ctypes.create_string_buffer(256)  # posix_spawn_file_actions_t
+    libc.posix_spawn_file_actions_init(actions)
+    libc.posix_spawn_file_actions_addopen(actions, 3, fifo.encode(), os.O_RDONLY, 0)
+    pid = ctypes.c_int()
+    argv = (ctypes.c_char_p * 2)(b"true", None)
+    assert libc.posix_spawn(ctypes.byref(pid), b"/bin/true", actions, None, argv, None) == 0
+    os.waitpid(pid.value, 0)
+    os.write(done_w, b"x")
+
+
+print("> ", end="", flush=True)
+while True:
+    ready = select.select([0, done_r], [], [])[0]
+    if done_r in ready:
+        os.read(done_r, 1)
+        print("highlighted\\n> ", end="", flush=True)
+    if 0 in ready:
+        os.read(0, 1024)
+        threading.Thread(target=highlight).start()
+"""
+
+
+def test_a_wait_counts_once_the_thread_in_disk_sleep_for_it_is_done(shell: Shell, tmp_path: Path) -> None:
+    # A helper at work may be in disk sleep rather than running: fish's highlighter on a cold cache. The send
+    # returned at once (nothing of the program running) and the Ctrl-C after it came while fish drew: lost.
+    program = tmp_path / "disk_helped.py"
+    program.write_text(DISK_HELPED_READER)
+    assert shell.send(f"python3 {program}\n")["viewport"].endswith(">")
+    for n in range(3):
+        result = shell.send(f"line {n}\n")
+        assert result["wait_reason"] == "stdin_read", result
+        assert result["viewport"].splitlines()[-2:] == ["highlighted", ">"], result["viewport"]
+    shell.send("\x03")
+
+
 READER_THREAD_REPL = """
 import os, queue, threading, time
 

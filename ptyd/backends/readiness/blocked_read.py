@@ -170,8 +170,8 @@ class TtyWait:
     multiplexed: bool = False  # waits on other fds too (select/poll/epoll), or cannot be seen (wchan)
     others: tuple[int, ...] = ()  # the other fds of a multiplexed wait (a relay's pty master, socket, ...)
     timeout: float | None = None  # the multiplexed wait's timeout in seconds (None: none)
-    # Another thread of the waiting process was running or runnable: at work for it (fish's highlighting), and the
-    # waiting thread will act on what it finishes.
+    # Another thread of the waiting process was running, runnable or in disk sleep: at work for it (fish's
+    # highlighting), and the waiting thread will act on what it finishes.
     helped: bool = False
     # The waiting thread is its process's first. Else it is a reader thread, which reads the terminal all along
     # while the program works elsewhere (jline's in jshell, whose JVM evaluates a line in other threads and another
@@ -196,7 +196,8 @@ def group_wait(pids: Iterable[int], pgid: int, tty_rdev: int, master_fd: int) ->
             continue
         # Every thread's state first: one seen asleep here is not the helper that woke the waiting thread since.
         threads = [(tid, procfs.read_stat(pid, tid) if tid != pid else stat) for tid in procfs.tasks(pid)]
-        helped = any(tstat is not None and tstat.state == "R" for _, tstat in threads)
+        # Running, runnable, or in disk sleep (fish's highlighter stats each $PATH directory: on a cold cache, D).
+        helped = any(tstat is not None and tstat.state in ("R", "D") for _, tstat in threads)
         for tid, tstat in threads:
             if tstat is None or tstat.state not in ("S", "D"):
                 continue
