@@ -80,11 +80,12 @@ class ForegroundGroup:
     def input_wait(self, pgid: int) -> blocked_read.Wait:
         return blocked_read.group_waits_on_tty(self.candidates(pgid), pgid, self._proc.tty_rdev, self._proc.master)
 
-    def idle_at_input(self, pgid: int) -> bool:
+    def idle_at_input(self, pgid: int, *, at_rest: bool = False) -> bool:
         """The group waits to read the terminal, and that says it has nothing else to do: not a reader thread's
-        wait (jshell's thread reads all along while the JVM runs a snippet)."""
+        wait (jshell's thread reads all along while the JVM runs a snippet). ``at_rest``: nor is another thread of
+        it at work for it (fish's highlighter: fish wakes to draw its work, and a SIGINT then is lost)."""
         wait = blocked_read.group_wait(self.candidates(pgid), pgid, self._proc.tty_rdev, self._proc.master)
-        return wait.kind != blocked_read.Wait.NONE and wait.leader
+        return wait.kind != blocked_read.Wait.NONE and wait.leader and not (at_rest and wait.helped)
 
     def run_counts(self, pgid: int) -> RunCounts:
         return procfs.group_run_counts(self.candidates(pgid), pgid)

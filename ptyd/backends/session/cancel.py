@@ -97,9 +97,9 @@ class CancelPolicy:
             if pgid == self._top() and state.input_untouched:
                 return  # the line was dropped before the shell read any of it: nothing it started to interrupt
             if pgid == self._top() and state.input_dropped and not state.interrupted:
-                state.shell_owed = not self._foreground.idle_at_input(pgid)
+                state.shell_owed = not self._foreground.idle_at_input(pgid, at_rest=True)
                 if state.shell_owed:
-                    return  # between two keys of the part it read: a SIGINT there waits for its next key
+                    return  # between two keys of the part it read (or drawing them): the SIGINT is not acted on
             elif pgid == self._top():
                 if state.interrupted or since < SHELL_INTERRUPT_DELAY_S:
                     return
