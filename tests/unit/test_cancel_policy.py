@@ -88,6 +88,19 @@ def test_a_shell_that_read_part_of_the_dropped_line_is_interrupted_once_it_waits
     assert not cancel.owes_interrupt(state)
 
 
+def test_a_shell_never_seen_at_rest_is_interrupted_all_the_same(shell: subprocess.Popen[bytes]) -> None:
+    # Busy, or its waits cannot be seen (no ptrace access): the part it read must not stay on its line.
+    term = Terminal(shell, queued=True, untouched=False)
+    cancel, state = policy(term), CancelState()
+    cancel.cancel(state)
+    assert cancel.owes_interrupt(state)
+    assert state.cancelled_at is not None
+    state.cancelled_at -= 1.5  # past the wait for rest, within the cancel's window
+    cancel.follow(state)
+    assert shell.wait(timeout=10) == -2
+    assert not cancel.owes_interrupt(state)
+
+
 def test_a_shell_that_read_none_of_the_dropped_line_is_not_interrupted(shell: subprocess.Popen[bytes]) -> None:
     term = Terminal(shell, queued=True, untouched=True)
     cancel, state = policy(term), CancelState()

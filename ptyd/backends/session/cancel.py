@@ -38,6 +38,7 @@ LEFT_RUNNING = ("timeout", "inferred_idle")  # a send that ended so may have lef
 CANCEL_FOLLOW_S = 2.0  # how long a cancel follows the send's command into a group that starts after it
 CTRL_C = b"\x03"  # pressed where the terminal reads Ctrl-C as a key
 SHELL_INTERRUPT_DELAY_S = 0.05  # a cancel waits this long for the command to leave the shell's group
+SHELL_REST_WAIT_S = 1.0  # ...and this long for a shell that read part of a dropped line to rest (then signals it)
 
 
 @dataclass(slots=True)
@@ -97,9 +98,12 @@ class CancelPolicy:
             if pgid == self._top() and state.input_untouched:
                 return  # the line was dropped before the shell read any of it: nothing it started to interrupt
             if pgid == self._top() and state.input_dropped and not state.interrupted:
-                state.shell_owed = not self._foreground.idle_at_input(pgid, at_rest=True)
+                # Between two keys of the part it read (or drawing them), the SIGINT is not acted on. A shell not
+                # seen at rest by then (busy, or its waits hidden: no ptrace access) is interrupted as it is.
+                rests = since >= SHELL_REST_WAIT_S or self._foreground.idle_at_input(pgid, at_rest=True)
+                state.shell_owed = not rests
                 if state.shell_owed:
-                    return  # between two keys of the part it read (or drawing them): the SIGINT is not acted on
+                    return
             elif pgid == self._top():
                 if state.interrupted or since < SHELL_INTERRUPT_DELAY_S:
                     return
