@@ -1,10 +1,10 @@
 """The cancel policy of a send: drop what the program has not read, then SIGINT the command, once per program.
 
-A shell whose unread input was dropped cannot be running the line; the SIGINT discards what it had read of it,
-once the shell waits for its next key: bash's readline, interrupted between two keys (after it read one, before it
-drew it), prints ^C and acts on the signal only at its next key, dropping the next send's first character ("leep
-30"), so until then the send is not ready (``owes_interrupt``). One that had read none of it is not interrupted:
-the line is gone whole.
+A shell whose unread input was dropped cannot be running the line; the SIGINT discards what it had read of it, once
+the shell waits for its next key with nothing else of it at work (1 s at most): bash's readline, interrupted
+between two keys (after it read one, before it drew it), prints ^C and acts on the signal only at its next key,
+dropping the next send's first character ("leep 30"), so until then the send is not ready (``owes_interrupt``). One
+that had read none of it is not interrupted: the line is gone whole.
 A command in a group of its own is interrupted at once; if it was still the
 shell's forked child when the signal came (bash loses a SIGINT between fork and exec), it is interrupted again
 once it runs the program. While the shell itself holds the foreground it may have read the line and be about to
