@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -235,6 +236,16 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def shut(child: pexpect.spawn) -> None:
+    """Close a child's terminal and end it. pexpect gives a child it SIGKILLs 0.1 s to be gone, less than a busy
+    machine's disk may keep a dying bash in the kernel (writing its history): then it is waited for."""
+    with contextlib.suppress(pexpect.ExceptionPexpect):
+        child.close(force=True)
+    if not child.closed and child.isalive():
+        child.kill(signal.SIGKILL)
+        child.wait()
+
+
 def spawn(
     daemon: Daemon, *args: str, rows: int = 24, cols: int = 100, preexec: Callable[[], None] = default_sigint
 ) -> pexpect.spawn:
@@ -260,7 +271,7 @@ def test_watch_follows_the_screen_and_ends_when_the_session_closes(daemon: Daemo
         child.expect(f"{agent_shell.id} was closed")
         child.expect(pexpect.EOF)
     finally:
-        child.close()
+        shut(child)
     assert child.exitstatus == 0
 
 
@@ -278,7 +289,7 @@ def _watch_full_screen(daemon: Daemon, agent_shell: Session) -> None:
         child.sendintr()
         child.expect(pexpect.EOF)
     finally:
-        child.close()
+        shut(child)
     agent_shell.send("q")
 
 
@@ -293,7 +304,7 @@ def test_watch_quits_on_ctrl_c(daemon: Daemon, agent_shell: Session, started_wit
         child.expect("stopped watching")
         child.expect(pexpect.EOF)
     finally:
-        child.close()
+        shut(child)
     assert child.exitstatus == 0
     assert agent_shell.status()["status"] == {"kind": "running"}
 
@@ -328,7 +339,7 @@ def test_attach_types_shows_output_detaches_and_leaves_the_session_running(
         assert "icanon" in settings
         assert "echo" in settings
     finally:
-        bash.close(force=True)
+        shut(bash)
     status = agent_shell.status()
     assert status["status"] == {"kind": "running"}
     assert (status["cols"], status["rows"]) == (80, 20)  # its own size, put back
@@ -350,7 +361,7 @@ def test_attach_forwards_window_size_changes(daemon: Daemon, agent_shell: Sessio
         child.send("\x1d")
         child.expect(pexpect.EOF)
     finally:
-        child.close()
+        shut(child)
     assert child.exitstatus == 0
 
 
@@ -363,7 +374,7 @@ def test_attach_ends_cleanly_when_the_program_exits(daemon: Daemon, agent: Clien
         child.expect("exited 3")
         child.expect(pexpect.EOF)
     finally:
-        child.close()
+        shut(child)
     assert child.exitstatus == 0
     shell.close()
 
@@ -374,7 +385,7 @@ def test_attach_hung_up_still_gives_the_session_its_size_back(daemon: Daemon, ag
     wait_until(lambda: agent_shell.status()["cols"] == 120, message="the attached size")
     os.kill(child.pid, signal.SIGHUP)  # the viewer's terminal went away
     child.expect(pexpect.EOF)
-    child.close()
+    shut(child)
     assert child.exitstatus == 0
     status = agent_shell.status()
     assert (status["cols"], status["rows"]) == (80, 20)
@@ -452,7 +463,7 @@ def test_watch_in_a_terminal_smaller_than_the_session_shows_the_prompt_and_marks
             child.sendintr()
             child.expect(pexpect.EOF)
         finally:
-            child.close()
+            shut(child)
 
 
 def test_a_crop_follows_the_cursor_down_a_tall_screen() -> None:
